@@ -1,0 +1,58 @@
+"""The device protocol. Nothing outside ``triton_dist._backends`` names a device."""
+
+from __future__ import annotations
+
+import abc
+import platform
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+__all__ = ["Backend"]
+
+
+class Backend(abc.ABC):
+    """One kind of device: how to synchronise and time it, what identifies its hardware,
+    which torch.distributed backend and which Ray resource go with it."""
+
+    kind: ClassVar[str]
+    """``cpu``, ``cuda`` or ``npu``: the value of ``TRITON_DIST_DEVICE`` that selects it."""
+    dist_backend: ClassVar[str]
+    """torch.distributed backend for groups of this device (gloo / nccl / hccl)."""
+    ray_resource: ClassVar[str]
+    """Ray resource one device actor asks for (CPU / GPU / NPU)."""
+    visible_devices_env: ClassVar[str | None] = None
+    """Environment variable that restricts the devices a process sees, if any."""
+
+    @classmethod
+    @abc.abstractmethod
+    def probe(cls) -> str | None:
+        """None when usable in this process, else the reason it is not."""
+
+    @abc.abstractmethod
+    def device(self) -> Any:
+        """The ``torch.device`` that tensors of this process (collectives, outputs) live on."""
+
+    def set_device(self, local_index: int) -> None:
+        """Bind this process to its local device ``local_index`` (no-op on CPU)."""
+
+    def synchronize(self) -> None:
+        """Wait until all work queued on the current device is done."""
+
+    @abc.abstractmethod
+    def time_runs(self, fn: Callable[[], Any], n: int) -> list[float]:
+        """Run ``fn`` ``n`` times back to back; return each run's device time in ms."""
+
+    def hardware(self) -> dict[str, Any]:
+        """What identifies the hardware for caching: everything that changes the best config.
+
+        It must not depend on how many devices this process can see (a Ray actor sees one, the
+        training job eight), or seeded caches would never hit.
+        """
+        return {"device": self.kind, "machine": platform.machine()}
+
+    def software(self) -> dict[str, str]:
+        """Versions of the device's software stack (added to torch/triton/project versions)."""
+        return {}
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.kind}>"

@@ -1,0 +1,104 @@
+"""Ascend NPUs through torch_npu: ``torch.npu.Event`` pairs around every timed run.
+
+torch_npu is imported lazily. It cannot be imported without CANN (``libhccl.so``), and a broken
+install can raise ``ImportError``, ``OSError`` or ``RuntimeError``; each of them means "no NPU".
+Written against torch_npu's documented API (``torch.npu.Event``, ``torch.npu.synchronize``,
+``torch.npu.set_device``, ``torch.npu.get_device_name``, ``torch_npu.npu.get_soc_version``);
+it cannot be run on the machines of this project, see docs/devices.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .base import Backend
+
+
+@functools.lru_cache(maxsize=1)
+def _import_torch_npu() -> tuple[Any, str | None]:
+    """(module or None, reason it is unusable)."""
+    try:
+        import torch_npu  # noqa: F401  (registers torch.npu)
+    except (ImportError, OSError, RuntimeError) as exc:
+        return None, f"torch_npu cannot be imported: {type(exc).__name__}: {exc}"
+    import torch
+
+    try:
+        if not torch.npu.is_available():
+            return None, "torch.npu.is_available() is False (no NPU visible or CANN driver missing)"
+    except (AttributeError, RuntimeError) as exc:
+        return None, f"torch.npu is unusable: {exc}"
+    return torch_npu, None
+
+
+class NpuBackend(Backend):
+    kind = "npu"
+    dist_backend = "hccl"
+    ray_resource = "NPU"
+    visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+
+    @classmethod
+    def probe(cls) -> str | None:
+        return _import_torch_npu()[1]
+
+    def _npu(self) -> Any:
+        module, reason = _import_torch_npu()
+        if module is None:
+            from ..errors import DeviceUnavailableError
+
+            raise DeviceUnavailableError(f"NPU backend unusable: {reason}")
+        import torch
+
+        return torch.npu
+
+    def device(self) -> Any:
+        import torch
+
+        return torch.device("npu", self._npu().current_device())
+
+    def set_device(self, local_index: int) -> None:
+        npu = self._npu()
+        npu.set_device(local_index % max(npu.device_count(), 1))
+
+    def synchronize(self) -> None:
+        self._npu().synchronize()
+
+    def time_runs(self, fn: Callable[[], Any], n: int) -> list[float]:
+        npu = self._npu()
+        starts = [npu.Event(enable_timing=True) for _ in range(n)]
+        ends = [npu.Event(enable_timing=True) for _ in range(n)]
+        npu.synchronize()
+        for start, end in zip(starts, ends):
+            start.record()
+            fn()
+            end.record()
+        npu.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def hardware(self) -> dict[str, Any]:
+        npu = self._npu()
+        torch_npu = _import_torch_npu()[0]
+        info: dict[str, Any] = {**super().hardware(), "name": npu.get_device_name(npu.current_device())}
+        get_soc = getattr(getattr(torch_npu, "npu", None), "get_soc_version", None)
+        if get_soc is not None:
+            info["soc_version"] = get_soc()
+        props = getattr(npu, "get_device_properties", None)
+        if props is not None:
+            p = props(npu.current_device())
+            for field in ("cube_core_num", "vector_core_num", "total_memory"):
+                if hasattr(p, field):
+                    value = getattr(p, field)
+                    info[field] = round(value / 2**30) if field == "total_memory" else value
+        return info
+
+    def software(self) -> dict[str, str]:
+        import torch
+
+        torch_npu = _import_torch_npu()[0]
+        versions = {"torch_npu": getattr(torch_npu, "__version__", "unknown")}
+        cann = getattr(getattr(torch, "version", None), "cann", None)
+        versions["cann"] = str(cann or os.environ.get("ASCEND_TOOLKIT_VERSION", "unknown"))
+        return versions

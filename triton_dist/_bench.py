@@ -1,0 +1,139 @@
+"""Measure candidates: warm-up, timed runs, statistics; a failing candidate is data, not a crash.
+
+This is the one implementation of "measure a config space for a key". Inline tuning,
+contextual tuning and Ray campaigns all call :func:`measure_candidates`. The benchmarker is
+injectable (``do_bench``) so that the search, pruning, caching and agreement logic run in tests
+without a device.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._backends import Backend
+
+__all__ = [
+    "CandidateResult",
+    "DoBench",
+    "candidate_failure_types",
+    "is_candidate_failure",
+    "measure",
+    "measure_candidates",
+]
+
+#: ``do_bench(fn, n_warmup, n_repeat) -> per-run times in ms``
+DoBench = Callable[[Callable[[], Any], int, int], Sequence[float]]
+
+
+@dataclasses.dataclass
+class CandidateResult:
+    """One candidate's measurement on this rank (or, after reduction, on the whole group)."""
+
+    index: int
+    """Position of the candidate in ``config_space``."""
+    time_ms: float
+    """Mean device time per run in ms; ``inf`` when the candidate failed."""
+    sem_ms: float = 0.0
+    """Standard error of the mean (0 with fewer than two runs)."""
+    times_ms: list[float] = dataclasses.field(default_factory=list)
+    error: str | None = None
+    """Why the candidate failed ("RuntimeError: out of resources ...")."""
+
+    @property
+    def ok(self) -> bool:
+        return math.isfinite(self.time_ms)
+
+
+def candidate_failure_types() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean "this config cannot run here", not "the code has a bug".
+
+    Out of resources, compile errors, runtime/device errors (torch raises RuntimeError, including
+    out-of-memory), invalid-value checks in the host function and Triton's own errors. Bugs such
+    as TypeError, NameError or AttributeError propagate (kernel_tuner draws the same line).
+    """
+    types: list[type[BaseException]] = [RuntimeError, ValueError, MemoryError, ArithmeticError, AssertionError]
+    try:  # Triton's base error covers OutOfResources and CompilationError in every 3.x
+        from triton.runtime.errors import OutOfResources
+
+        types.append(OutOfResources)
+        from triton.compiler.errors import CompilationError
+
+        types.append(CompilationError)
+    except ImportError:  # triton is optional for pure-host functions
+        pass
+    return tuple(types)
+
+
+def is_candidate_failure(exc: BaseException) -> bool:
+    return isinstance(exc, candidate_failure_types())
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    return f"{type(exc).__name__}: {first}"[:500]
+
+
+def measure(
+    fn: Callable[[], Any], backend: Backend, n_warmup: int = 5, n_repeat: int = 10
+) -> list[float]:
+    """The default benchmarker: ``n_warmup`` untimed runs, then ``n_repeat`` timed runs."""
+    for _ in range(n_warmup):
+        fn()
+    backend.synchronize()
+    return backend.time_runs(fn, n_repeat)
+
+
+def summarize(index: int, times: Sequence[float]) -> CandidateResult:
+    times = [float(t) for t in times]
+    if not times:
+        return CandidateResult(index, math.inf, error="benchmarker returned no timings")
+    mean = statistics.fmean(times)
+    sem = statistics.stdev(times) / math.sqrt(len(times)) if len(times) > 1 else 0.0
+    if not math.isfinite(mean) or mean < 0:
+        return CandidateResult(index, math.inf, times_ms=times, error=f"invalid timing {mean!r}")
+    return CandidateResult(index, mean, sem, times)
+
+
+def measure_candidates(
+    make_call: Callable[[int], Callable[[], Any]],
+    indices: Sequence[int],
+    backend: Backend,
+    *,
+    n_warmup: int = 5,
+    n_repeat: int = 10,
+    do_bench: DoBench | None = None,
+    on_result: Callable[[CandidateResult], None] | None = None,
+) -> tuple[list[CandidateResult], BaseException | None]:
+    """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
+
+    Returns the results and, if a candidate raised something that is not a candidate failure
+    (a bug), that exception: measuring stops there so that the caller can tell the other ranks
+    before raising it.
+    """
+    results: list[CandidateResult] = []
+    for index in indices:
+        call = make_call(index)
+        try:
+            if do_bench is None:
+                times = measure(call, backend, n_warmup, n_repeat)
+            else:
+                times = do_bench(call, n_warmup, n_repeat)
+        except Exception as exc:  # noqa: BLE001 - classified just below
+            if not is_candidate_failure(exc):
+                return results, exc
+            result = CandidateResult(index, math.inf, error=describe(exc))
+            try:  # a failed launch may leave queued work; don't let it leak into the next timing
+                backend.synchronize()
+            except Exception as sync_exc:  # noqa: BLE001
+                result.error += f" (device unusable afterwards: {describe(sync_exc)})"
+        else:
+            result = summarize(index, times)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return results, None

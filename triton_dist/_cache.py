@@ -1,0 +1,235 @@
+"""The disk cache: one JSON file per (source hash, hardware digest, business key).
+
+Layout::
+
+    <root>/<function_name>/<entry_id>.json        the entry
+    <root>/<function_name>/<entry_id>.log         detailed log of the tuning that wrote it
+    <root>/<function_name>/history/<entry_id>.<utc-stamp>.json   older entries for the same key
+    <root>/<function_name>/.locks/<entry_id>.lock
+
+Loading never executes code: entries are JSON, and configs are matched back against the current
+``config_space`` by their JSON encoding. Writes are atomic (temporary file, fsync, ``os.replace``)
+inside a ``FileLock``. Corrupt, truncated or foreign files are a miss with a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import hashlib
+import json
+import logging
+import math
+import os
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from .errors import TritonDistWarning
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "encode_config",
+    "encode_value",
+    "entry_id",
+    "entry_path",
+    "find_config",
+    "key_repr",
+    "read_entry",
+    "write_entry",
+]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+SCHEMA_NAME = "triton_dist.autotune/v1"
+MAX_ENTRY_BYTES = 8 * 2**20
+LOCK_TIMEOUT_S = 60.0
+
+
+# ---------------------------------------------------------------------------- encoding
+
+def encode_value(value: Any) -> Any:
+    """A JSON form of a config value that is equal for equal configs across processes."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"float": repr(value)}
+    if isinstance(value, (list, tuple)):
+        items = [encode_value(v) for v in value]
+        return items if isinstance(value, list) else {"tuple": items}
+    if isinstance(value, dict):
+        return {"dict": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    cls = type(value)
+    if cls.__name__ == "Config" and hasattr(value, "kwargs") and hasattr(value, "num_warps"):
+        # triton.Config (and triton-ascend's): every plain attribute, hooks by name only
+        fields = {}
+        for name, attr in sorted(vars(value).items()):
+            if callable(attr):
+                attr = getattr(attr, "__qualname__", type(attr).__name__)
+            fields[name] = encode_value(attr)
+        return {"triton.Config": fields}
+    text = repr(value)
+    if " at 0x" in text:  # default object repr: identity, not content
+        text = f"{cls.__module__}.{cls.__qualname__}"
+    return {"repr": f"{cls.__module__}.{cls.__qualname__}:{text}"}
+
+
+def encode_config(config: dict[str, Any]) -> dict[str, Any]:
+    return {str(k): encode_value(v) for k, v in config.items()}
+
+
+def find_config(encoded: Any, config_space: Sequence[dict[str, Any]]) -> int | None:
+    """Index of the config of the current space whose encoding equals ``encoded``."""
+    for index, config in enumerate(config_space):
+        if encode_config(config) == encoded:
+            return index
+    return None
+
+
+def key_repr(key: Any) -> str | None:
+    """The key's repr if it is stable across processes, else None."""
+    text = repr(key)
+    return None if " at 0x" in text else text
+
+
+# ---------------------------------------------------------------------------- paths
+
+def entry_id(source_hash: str, hardware_digest: str, key_text: str) -> str:
+    blob = json.dumps([source_hash, hardware_digest, key_text], separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def safe_name(name: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".")
+    return cleaned or "_"
+
+
+def entry_path(root: Path, function_name: str, eid: str) -> Path:
+    return Path(root) / safe_name(function_name) / f"{eid}.json"
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
+    except ValueError:
+        return False
+    return True
+
+
+def ensure_private_dir(path: Path, root: Path) -> None:
+    """Create ``path`` (0700 for what we create) and refuse a location outside ``root``."""
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not _inside(path, root):
+        raise PermissionError(f"{path} resolves outside the cache root {root} (a symlink?); refusing to write there")
+
+
+# ---------------------------------------------------------------------------- reading
+
+def _warn(message: str) -> None:
+    log.warning(message)
+    warnings.warn(message, TritonDistWarning, stacklevel=4)
+
+
+def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(entry, None) or (None, why it is not a usable entry). Never raises on bad content."""
+    try:
+        if root is not None and not _inside(path, root):
+            return None, "it resolves outside the cache root (symlink); ignored"
+        with open(path, "rb") as f:
+            raw = f.read(MAX_ENTRY_BYTES + 1)
+        if len(raw) > MAX_ENTRY_BYTES:
+            return None, f"it is larger than {MAX_ENTRY_BYTES} bytes"
+        data = json.loads(raw.decode("utf-8"))
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return None, f"unreadable or not JSON ({type(exc).__name__}: {str(exc)[:200]})"
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
+        return None, f"not a {SCHEMA_NAME} entry"
+    for field, kind in (("function", str), ("key", str), ("source_hash", str), ("hardware", dict),
+                        ("best", dict), ("candidates", list), ("versions", dict)):
+        if not isinstance(data.get(field), kind):
+            return None, f"field {field!r} is missing or not a {kind.__name__}"
+    if "config" not in data["best"]:
+        return None, "field 'best.config' is missing"
+    return data, None
+
+
+def read_entry(path: Path, root: Path) -> dict[str, Any] | None:
+    """The entry at ``path``, or None (with a warning if a file was there but unusable)."""
+    data, why = load_json(path, root)
+    if data is None and why != "missing":
+        _warn(f"ignoring cache file {path}: {why}. It is treated as a miss; delete it or run "
+              f"`python -m triton_dist.cache verify` to list such files.")
+    return data
+
+
+# ---------------------------------------------------------------------------- writing
+
+def utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
+
+
+def _lock_for(path: Path) -> FileLock:
+    lock_dir = path.parent / ".locks"
+    lock_dir.mkdir(mode=0o700, exist_ok=True)
+    return FileLock(str(lock_dir / (path.stem + ".lock")), timeout=LOCK_TIMEOUT_S)
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[None]:
+    try:
+        with _lock_for(path):
+            yield
+    except Timeout as exc:
+        raise OSError(f"could not lock {path} within {LOCK_TIMEOUT_S}s: {exc}") from exc
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: temp file in the same directory, fsync, replace."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def dumps_entry(entry: dict[str, Any]) -> str:
+    return json.dumps(entry, indent=2, sort_keys=True, allow_nan=False) + "\n"
+
+
+def write_entry(root: Path, entry: dict[str, Any]) -> Path:
+    """Write ``entry`` under ``root`` atomically; an existing entry for the key moves to history.
+
+    Raises OSError when the directory is not writable (callers warn and go on).
+    """
+    root = Path(root)
+    path = entry_path(root, entry["function"], entry["id"])
+    ensure_private_dir(path.parent, root)
+    text = dumps_entry(entry)
+    with locked(path):
+        if path.is_symlink():  # never write through a link; the link itself is replaced
+            path.unlink()
+        elif path.exists():
+            history = path.parent / "history"
+            ensure_private_dir(history, root)
+            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+            os.replace(path, history / f"{path.stem}.{stamp}.json")
+        atomic_write_text(path, text)
+    return path
+
+
+def json_safe_time(value: float) -> float | None:
+    return value if math.isfinite(value) else None

@@ -1,0 +1,156 @@
+"""Agreement and MAX reduction over an explicit process group; no-ops without one.
+
+Every cross-rank wait is bounded (``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``): collectives are
+issued asynchronously and waited for with a timeout, so a rank that never arrives, or died,
+turns into a :class:`RankFailureError` on the others instead of a hang. On NCCL/HCCL the
+process group's own timeout is the final bound (their waits block the stream, not the CPU).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import hashlib
+import socket
+from collections.abc import Sequence
+from typing import Any
+
+from ._backends import Backend
+from .errors import RankDisagreementError, RankFailureError
+
+__all__ = ["GroupView", "agree", "max_reduce", "resolve_group"]
+
+
+@dataclasses.dataclass(frozen=True)
+class GroupView:
+    """This rank's view of a tuning group."""
+
+    group: Any
+    rank: int
+    size: int
+    ranks: tuple[int, ...]  # global ranks, in group order
+
+    def describe(self) -> str:
+        return f"group of {self.size} ranks {list(self.ranks)}"
+
+
+def resolve_group(pg: Any) -> GroupView | None:
+    """``pg`` as a view, or the project's world group when ``pg`` is None; None: one process."""
+    if pg is None:
+        from .dist import get_world_group
+
+        pg = get_world_group()
+        if pg is None:
+            return None
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_initialized():
+        raise RankFailureError(
+            "autotune_pg was given but torch.distributed is not initialised in this process; "
+            "call torch.distributed.init_process_group (or triton_dist.dist.init_distributed) first."
+        )
+    rank = dist.get_rank(pg)
+    if rank < 0:
+        raise RankFailureError(
+            f"this process (global rank {dist.get_rank()}) is not a member of the autotune_pg it "
+            "passed; pass the group this rank belongs to."
+        )
+    size = dist.get_world_size(pg)
+    ranks = tuple(dist.get_process_group_ranks(pg)) if hasattr(dist, "get_process_group_ranks") else tuple(range(size))
+    return GroupView(pg, rank, size, ranks)
+
+
+def _h63(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
+
+
+def _wait(work: Any, view: GroupView, timeout_s: float, what: str) -> None:
+    try:
+        ok = work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+    except Exception as exc:  # noqa: BLE001 - any transport error means a peer is gone or late
+        raise RankFailureError(
+            f"rank {view.rank} of the tuning {view.describe()}: {what} failed: "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. Another rank "
+            f"died, raised before reaching it, or did not call the tuned function with this key "
+            f"within {timeout_s:.0f}s (TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S)."
+        ) from exc
+    if ok is False:
+        raise RankFailureError(
+            f"rank {view.rank}: {what} timed out after {timeout_s:.0f}s in {view.describe()}"
+        )
+
+
+def _gather_objects(view: GroupView, obj: Any) -> list[Any]:
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * view.size
+    dist.all_gather_object(out, obj, group=view.group)
+    return out
+
+
+def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: float) -> list[dict[str, str]]:
+    """All ranks of ``view`` compare ``fields``; raise the same error on every rank on mismatch.
+
+    ``fields`` maps a name ("key", "cache", "configs", ...) to this rank's value. The special
+    field ``host`` is gathered but never compared (it elects one writer per node). Returns every
+    rank's fields in group order.
+    """
+    import torch
+    import torch.distributed as dist
+
+    names = sorted(fields)
+    local = torch.tensor([_h63(fields[n]) for n in names], dtype=torch.int64, device=backend.device())
+    gathered = [torch.empty_like(local) for _ in range(view.size)]
+    work = dist.all_gather(gathered, local, group=view.group, async_op=True)
+    _wait(work, view, timeout_s, "agreement on key, cache state and kept configs")
+    rows = [g.tolist() for g in gathered]
+    compared = [i for i, n in enumerate(names) if n != "host"]
+    if all(row[i] == rows[0][i] for row in rows for i in compared):
+        if "host" not in fields:
+            return [fields] * view.size
+        return [dict(zip(names, r)) for r in rows]  # hashes are enough to elect writers
+    # Every rank saw the same mismatch, so every rank enters this second collective.
+    everything = _gather_objects(view, fields)
+    lines = []
+    for name in names:
+        if name == "host":
+            continue
+        values = [row.get(name) for row in everything]
+        if len(set(values)) > 1:
+            by_value: dict[str, list[int]] = {}
+            for r, v in enumerate(values):
+                by_value.setdefault(str(v), []).append(view.ranks[r])
+            seen = "; ".join(f"ranks {rs} saw {v[:300]}" for v, rs in by_value.items())
+            lines.append(f"  {name}: {seen}")
+    raise RankDisagreementError(
+        f"the ranks of the tuning {view.describe()} disagree, so none of them tunes:\n"
+        + "\n".join(lines)
+        + "\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
+        "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
+        "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "
+        "TRITON_DIST_AUTOTUNE_DIR, or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank).",
+        disagreement=lines,
+    )
+
+
+def max_reduce(view: GroupView, backend: Backend, values: Sequence[float], timeout_s: float) -> list[float]:
+    """Element-wise MAX of ``values`` over exactly ``view.group``."""
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor(list(values), dtype=torch.float64, device=backend.device())
+    if tensor.device.type != "cpu" and backend.dist_backend != "gloo":
+        tensor = tensor.to(torch.float32)  # nccl/hccl reduce float32 everywhere
+    work = dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=view.group, async_op=True)
+    _wait(work, view, timeout_s, "MAX reduction of the timings")
+    return [float(v) for v in tensor.cpu().tolist()]
+
+
+def host_id() -> str:
+    return socket.gethostname()
+
+
+def writers(view: GroupView, hosts: Sequence[Any]) -> bool:
+    """True on the lowest group rank of each host: the one rank per node that writes."""
+    mine = hosts[view.rank]
+    return all(hosts[r] != mine for r in range(view.rank))

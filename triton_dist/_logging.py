@@ -1,0 +1,59 @@
+"""Per-tuning logs: a scoped object that writes one file and, when verbose, stdout.
+
+No logging handler is ever installed or mutated: the library only uses
+``logging.getLogger(__name__)`` loggers; a tuning's detailed log is a plain file opened for the
+duration of that tuning and closed in ``close()``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import sys
+from pathlib import Path
+from typing import IO
+
+__all__ = ["TuningLog"]
+
+log = logging.getLogger("triton_dist.tune")
+
+
+class TuningLog:
+    """Lines of one tuning: to ``path`` (if given and writable), to stdout if ``verbose``."""
+
+    def __init__(self, path: Path | None, verbose: bool, prefix: str = "") -> None:
+        self.verbose = verbose
+        self.prefix = prefix
+        self.path = path
+        self._file: IO[str] | None = None
+        self.lines: list[str] = []
+        if path is not None:
+            try:
+                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+            except OSError as exc:
+                log.warning("cannot write the tuning log %s: %s", path, exc)
+                self.path = None
+
+    def info(self, message: str, *args: object) -> None:
+        text = message % args if args else message
+        line = f"{self.prefix}{text}"
+        self.lines.append(line)
+        log.debug("%s", line)
+        if self._file is not None:
+            stamp = _dt.datetime.now().isoformat(timespec="milliseconds")
+            self._file.write(f"{stamp} {line}\n")
+        if self.verbose:
+            sys.stdout.write(f"[triton_dist] {line}\n")
+            sys.stdout.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> TuningLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

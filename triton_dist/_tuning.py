@@ -1,0 +1,321 @@
+"""One tuning decision for one key: agree, look up the disk cache, measure, reduce, pick, write.
+
+:func:`resolve` is what an :class:`~triton_dist.tune.AutoTuner` runs on an in-memory miss, and
+what a Ray campaign's gang runs for a case (with ``force=True, write=False``: the driver merges
+and writes). Keeping it in one place keeps the two byte-compatible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _cache
+from ._backends import Backend, get_backend
+from ._bench import CandidateResult, DoBench, describe, measure_candidates
+from ._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
+from ._fingerprint import hardware_info, software_versions
+from ._logging import TuningLog
+from .errors import (
+    CacheMissError,
+    KeyFunctionError,
+    NoValidConfigError,
+    PruneError,
+    RankFailureError,
+    TritonDistWarning,
+)
+from .settings import Settings, get_settings
+
+__all__ = ["Outcome", "TuneTarget", "pick_best", "resolve"]
+
+#: a later candidate must beat an earlier one by more than this (relative) to win a near tie
+MAX_TIE_TOLERANCE = 0.02
+
+
+@dataclasses.dataclass
+class TuneTarget:
+    """What the flow needs to know about a decorated function."""
+
+    fn: Callable[..., Any]
+    name: str
+    qualname: str
+    config_space: Sequence[dict[str, Any]]
+    prune_fn: Callable[..., Any] | None
+    source_hash: Callable[[], str]
+    n_warmup: int = 5
+    n_repeat: int = 10
+    do_bench: DoBench | None = None
+
+    def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
+        config = self.config_space[index]
+        if overwrite:
+            return self.fn(*args, **{**config, **kwargs})
+        return self.fn(*args, **kwargs, **config)
+
+
+@dataclasses.dataclass
+class Outcome:
+    index: int
+    source: str  # "cache" | "tuned" | "default"
+    entry: dict[str, Any] | None = None
+    path: Path | None = None
+
+
+def _stable_key(key: Any) -> str:
+    text = _cache.key_repr(key)
+    if text is None:
+        raise KeyFunctionError(
+            f"key_fn returned {type(key).__name__} {key!r:.200}, whose repr is not stable across "
+            "processes (it contains a memory address), so it cannot name a cache file. Return a "
+            "tuple of plain values: shapes, dtypes as strings, world size."
+        )
+    return text
+
+
+def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list[int]:
+    if target.prune_fn is None:
+        return list(range(len(target.config_space)))
+    kept = []
+    for index, config in enumerate(target.config_space):
+        try:
+            keep = target.prune_fn(config, *args, **kwargs)
+        except Exception as exc:
+            raise PruneError(
+                f"prune_fn raised on config_space[{index}] = {config!r:.200} for key {key_text}: "
+                f"{describe(exc)}. prune_fn must be a side-effect-free check that returns True/False."
+            ) from exc
+        if keep:
+            kept.append(index)
+    if not kept:
+        raise PruneError(
+            f"prune_fn kept no config of {target.name}'s config_space ({len(target.config_space)} "
+            f"candidates) for key {key_text}; it must keep at least one (config_space[0] is a "
+            "good always-valid default)."
+        )
+    return kept
+
+
+def _versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]:
+    old = entry.get("versions", {})
+    return [f"{k}: {old.get(k)} -> {v}" for k, v in sorted(current.items())
+            if k != "python" and old.get(k) != v]
+
+
+def _lookup(target: TuneTarget, path: Path, root: Path, key_text: str, backend: Backend,
+            settings: Settings) -> tuple[int | None, str]:
+    """(index of the cached best config, "") or (None, why it is a miss)."""
+    if not path.exists():
+        return None, "no cache entry"
+    entry = _cache.read_entry(path, root)
+    if entry is None:
+        return None, "cache entry unusable (see warning)"
+    if entry["key"] != key_text or entry["source_hash"] != target.source_hash():
+        return None, "cache entry is for another key or source"
+    changed = _versions_differ(entry, software_versions(backend))
+    if changed:
+        message = f"cache entry {path} was tuned with other software versions ({'; '.join(changed)})"
+        if settings.version_check:
+            return None, message + " and TRITON_DIST_AUTOTUNE_VERSION_CHECK=1"
+        warnings.warn(message + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
+                      TritonDistWarning, stacklevel=5)
+    index = _cache.find_config(entry["best"]["config"], target.config_space)
+    if index is None:
+        return None, "the cached best config is no longer in config_space"
+    return index, ""
+
+
+def pick_best(results: Sequence[CandidateResult]) -> tuple[int, float]:
+    """(index, margin): lowest mean; within measured noise (capped at 2%) the earlier wins.
+
+    Every rank applies this to the same reduced vectors, so every rank picks the same config.
+    """
+    finite = [r for r in results if math.isfinite(r.time_ms)]
+    best = min(finite, key=lambda r: (r.time_ms, r.index))
+    tied = [r for r in finite
+            if r.time_ms - best.time_ms <= min(2.0 * math.hypot(r.sem_ms, best.sem_ms),
+                                               MAX_TIE_TOLERANCE * best.time_ms)]
+    chosen = min(tied, key=lambda r: r.index)
+    others = [r.time_ms for r in finite if r.index != chosen.index]
+    margin = (min(others) - chosen.time_ms) / chosen.time_ms if others and chosen.time_ms > 0 else math.inf
+    return chosen.index, margin
+
+
+def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
+            verbose: bool = False, overwrite: bool = False, force: bool = False,
+            write: bool = True, root: Path | None = None) -> Outcome:
+    """Decide the config for ``key`` (see the module docstring)."""
+    settings = get_settings()
+    backend = get_backend()
+    view = resolve_group(pg)
+    root = Path(root) if root is not None else settings.autotune_dir
+
+    local_error: BaseException | None = None
+    key_text, decision, why, kept, path = "", "error", "", [], None
+    try:
+        key_text = _stable_key(key)
+        hw = hardware_info(backend)
+        path = _cache.entry_path(root, target.name, _cache.entry_id(target.source_hash(), hw["digest"], key_text))
+        index, why = (None, "forced re-tuning") if force or settings.always_tune else \
+            _lookup(target, path, root, key_text, backend, settings)
+        if index is not None:
+            decision = f"hit:{index}"
+        elif settings.cache_only != "off" and not force:
+            decision = "cache-only-miss"
+        else:
+            decision = "tune"
+            kept = _prune(target, args, kwargs, key_text)
+    except (KeyFunctionError, PruneError, OSError) as exc:
+        local_error = exc
+
+    hosts: list[Any] = [host_id()]
+    if view is not None:
+        fields = {"key": key_text, "cache": decision, "configs": ",".join(map(str, kept)),
+                  "error": describe(local_error) if local_error else "", "host": host_id()}
+        rows = agree(view, backend, fields, settings.agree_timeout_s)
+        hosts = [row["host"] for row in rows]
+    if local_error is not None:
+        raise local_error
+
+    if decision.startswith("hit:"):
+        return Outcome(int(decision[4:]), "cache", path=path)
+    if decision == "cache-only-miss":
+        if settings.cache_only == "strict":
+            raise CacheMissError(
+                f"TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict and {target.qualname} has no usable cache "
+                f"entry for key {key_text}: {why} (looked for {path}). Seed the cache with a "
+                "campaign (`python -m ray_runner run ...`), check with `python -m triton_dist.cache "
+                "why`, or unset the variable to tune.",
+                function=target.qualname, key=key_text, reason=why,
+            )
+        warnings.warn(f"{target.qualname}: no cache entry for key {key_text} ({why}); "
+                      "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.",
+                      TritonDistWarning, stacklevel=4)
+        return Outcome(0, "default", path=path)
+
+    writer = write and (view is None or writers(view, hosts))
+    log_path = None
+    if write and path is not None:
+        log_path = path.with_suffix(".log") if writer else path.with_name(f"{path.stem}.rank{view.rank}.log")  # type: ignore[union-attr]
+        try:
+            _cache.ensure_private_dir(path.parent, root)
+        except OSError:
+            log_path = None
+    rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
+    with TuningLog(log_path, verbose, rank_prefix) as tlog:
+        return _tune(target, key_text, args, kwargs, kept, view, backend, settings, tlog,
+                     overwrite, path if writer else None, root, why)
+
+
+def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: list[int],
+          view: GroupView | None, backend: Backend, settings: Settings, tlog: TuningLog,
+          overwrite: bool, write_path: Path | None, root: Path, why: str) -> Outcome:
+    tlog.info("tuning %s for key %s (%s): %d of %d configs kept, %d warm-up + %d timed runs each, on %s%s",
+              target.qualname, key_text, why, len(kept), len(target.config_space), target.n_warmup,
+              target.n_repeat, backend.kind, f", {view.describe()}" if view else "")
+
+    def report(result: CandidateResult) -> None:
+        config = target.config_space[result.index]
+        if result.ok:
+            tlog.info("config %d %r: %.4f ms (sem %.4f)", result.index, config, result.time_ms, result.sem_ms)
+        else:
+            tlog.info("config %d %r: failed: %s", result.index, config, result.error)
+
+    results, bug = measure_candidates(
+        lambda i: (lambda: target.call(i, args, kwargs, overwrite)), kept, backend,
+        n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench, on_result=report,
+    )
+    if view is not None:
+        n = len(kept)
+        local = {r.index: r for r in results}
+        vec = [local[i].time_ms if i in local else math.inf for i in kept]
+        vec += [local[i].sem_ms if i in local else 0.0 for i in kept]
+        vec.append(float(view.rank + 1) if bug is not None else 0.0)
+        reduced = max_reduce(view, backend, vec, settings.agree_timeout_s)
+        if bug is not None:
+            raise bug
+        if reduced[-1] > 0:
+            raise RankFailureError(
+                f"rank {view.ranks[int(reduced[-1]) - 1]} of the tuning {view.describe()} raised an "
+                f"error (not a config failure) while measuring {target.qualname} for key {key_text}; "
+                "see that rank's traceback. No config was chosen."
+            )
+        merged = []
+        for j, i in enumerate(kept):
+            mine = local.get(i)
+            error = mine.error if mine is not None and mine.error else None
+            if math.isinf(reduced[j]) and error is None:
+                error = "failed on another rank of the group"
+            merged.append(CandidateResult(i, reduced[j], reduced[n + j], mine.times_ms if mine else [], error))
+        results = merged
+        tlog.info("MAX over %s: %s", view.describe(),
+                  ", ".join(f"{r.index}={r.time_ms:.4f}" for r in results))
+    elif bug is not None:
+        raise bug
+
+    if not any(r.ok for r in results):
+        lines = "\n".join(f"  config_space[{r.index}] = {target.config_space[r.index]!r:.200}: {r.error}"
+                          for r in results)
+        tlog.info("no valid config for key %s", key_text)
+        raise NoValidConfigError(
+            f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n"
+            "Fix the failing configs or prune them with prune_fn.",
+            key=key_text, errors=[r.error for r in results],
+        )
+    best, margin = pick_best(results)
+    tlog.info("best config for key %s: %d %r (%.4f ms, margin %.1f%%)", key_text, best,
+              target.config_space[best], next(r.time_ms for r in results if r.index == best),
+              margin * 100 if math.isfinite(margin) else float("inf"))
+    entry = build_entry(target, key_text, results, best, margin, backend, view)
+    path = None
+    if write_path is not None:
+        try:
+            path = _cache.write_entry(root, entry)
+            tlog.info("cache entry written: %s", path)
+        except OSError as exc:
+            warnings.warn(f"could not save the tuning result of {target.qualname} for key "
+                          f"{key_text} under {root}: {exc}. Tuning worked, but nothing was saved; "
+                          "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.",
+                          TritonDistWarning, stacklevel=5)
+    return Outcome(best, "tuned", entry, path)
+
+
+def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,
+                margin: float, backend: Backend, view: GroupView | None) -> dict[str, Any]:
+    hw = hardware_info(backend)
+    measured = {r.index: r for r in results}
+    candidates = []
+    for index, config in enumerate(target.config_space):
+        r = measured.get(index)
+        candidates.append({
+            "index": index,
+            "config": _cache.encode_config(config),
+            "pruned": r is None,
+            "time_ms": _cache.json_safe_time(r.time_ms) if r else None,
+            "sem_ms": r.sem_ms if r else None,
+            "error": r.error if r else None,
+        })
+    best_result = measured[best]
+    default = measured.get(0)
+    return {
+        "schema": _cache.SCHEMA_NAME,
+        "id": _cache.entry_id(target.source_hash(), hw["digest"], key_text),
+        "function": target.name,
+        "qualname": target.qualname,
+        "key": key_text,
+        "source_hash": target.source_hash(),
+        "hardware": hw,
+        "versions": software_versions(backend),
+        "created": _cache.utc_now(),
+        "world_size": view.size if view else 1,
+        "measurement": {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
+                        "timer": "custom" if target.do_bench else backend.kind},
+        "candidates": candidates,
+        "best": {"index": best, "config": _cache.encode_config(target.config_space[best]),
+                 "time_ms": best_result.time_ms},
+        "default_time_ms": _cache.json_safe_time(default.time_ms) if default else None,
+        "margin": margin if math.isfinite(margin) else None,
+    }

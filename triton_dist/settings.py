@@ -1,0 +1,130 @@
+"""Every ``TRITON_DIST_*`` environment variable, parsed strictly and read lazily.
+
+Settings are read when a tuning decision is made (a miss), never at import and never on the
+cached-call hot path. Tests override them with :func:`override` instead of touching ``HOME``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from .errors import SettingsError
+
+__all__ = ["ENV_VARS", "Settings", "get_settings", "override"]
+
+AUTOTUNE_DIR = "TRITON_DIST_AUTOTUNE_DIR"
+DEVICE = "TRITON_DIST_DEVICE"
+ALWAYS_TUNE = "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE"
+VERSION_CHECK = "TRITON_DIST_AUTOTUNE_VERSION_CHECK"
+CACHE_ONLY = "TRITON_DIST_AUTOTUNE_CACHE_ONLY"
+AGREE_TIMEOUT = "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S"
+CANDIDATE_TIMEOUT = "TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S"
+
+#: name -> one-line documentation (the CLI and docs print this table)
+ENV_VARS: Mapping[str, str] = {
+    AUTOTUNE_DIR: "cache root (default ~/.triton_dist/autotune); entries under <root>/<function_name>/",
+    DEVICE: "cpu, cuda or npu (default: detected, NPU > CUDA > CPU)",
+    ALWAYS_TUNE: "1: re-tune even when a cache entry exists (0 or unset: use the cache)",
+    VERSION_CHECK: "1: a software-version mismatch is a cache miss (0 or unset: a warning)",
+    CACHE_ONLY: "1: a miss runs config_space[0] without tuning; strict: a miss is an error",
+    AGREE_TIMEOUT: "seconds the ranks of a group wait for each other before failing (default 300)",
+    CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out (CPU threads only; default: off)",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The parsed environment. Every field documents the variable it comes from."""
+
+    autotune_dir: Path
+    """``TRITON_DIST_AUTOTUNE_DIR``: the cache root."""
+    device: str | None
+    """``TRITON_DIST_DEVICE``: forced device kind, or None to detect."""
+    always_tune: bool
+    """``TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1``: ignore cache hits and re-tune."""
+    version_check: bool
+    """``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``: version mismatch -> miss."""
+    cache_only: str
+    """``TRITON_DIST_AUTOTUNE_CACHE_ONLY``: "off", "default" (=1) or "strict"."""
+    agree_timeout_s: float
+    """``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``: bound on every cross-rank wait."""
+    candidate_timeout_s: float | None
+    """``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``: opt-in per-candidate time limit."""
+
+
+def _flag(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip()
+    if raw in ("", "0"):
+        return False
+    if raw == "1":
+        return True
+    raise SettingsError(f"{name}={raw!r} is not valid: set it to 1 to enable, or 0 / unset it to disable.")
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float | None) -> float | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise SettingsError(f"{name}={raw!r} is not valid: give a positive number of seconds, or unset it.")
+    return value
+
+
+def _parse(env: Mapping[str, str]) -> Settings:
+    root = env.get(AUTOTUNE_DIR, "").strip()
+    device = env.get(DEVICE, "").strip().lower() or None
+    if device is not None and device not in ("cpu", "cuda", "npu"):
+        raise SettingsError(f"{DEVICE}={env[DEVICE]!r} is not valid: use cpu, cuda or npu, or unset it to detect.")
+    cache_only_raw = env.get(CACHE_ONLY, "").strip()
+    cache_only = {"": "off", "0": "off", "1": "default", "strict": "strict"}.get(cache_only_raw)
+    if cache_only is None:
+        raise SettingsError(
+            f"{CACHE_ONLY}={cache_only_raw!r} is not valid: use 1 (a miss runs config_space[0]), "
+            "strict (a miss is an error), or 0 / unset it to tune on a miss."
+        )
+    return Settings(
+        autotune_dir=Path(root).expanduser() if root else Path.home() / ".triton_dist" / "autotune",
+        device=device,
+        always_tune=_flag(env, ALWAYS_TUNE),
+        version_check=_flag(env, VERSION_CHECK),
+        cache_only=cache_only,
+        agree_timeout_s=_positive_float(env, AGREE_TIMEOUT, 300.0),  # type: ignore[arg-type]
+        candidate_timeout_s=_positive_float(env, CANDIDATE_TIMEOUT, None),
+    )
+
+
+_overrides: dict[str, str | None] = {}
+
+
+def get_settings() -> Settings:
+    """Parse the environment (with any active :func:`override`) now."""
+    env = dict(os.environ)
+    for name, value in _overrides.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return _parse(env)
+
+
+@contextlib.contextmanager
+def override(**values: str | None) -> Iterator[None]:
+    """Scoped override for tests: ``override(TRITON_DIST_AUTOTUNE_DIR="/tmp/x")``; None unsets."""
+    unknown = set(values) - set(ENV_VARS)
+    if unknown:
+        raise SettingsError(f"unknown setting(s) {sorted(unknown)}; known: {sorted(ENV_VARS)}")
+    saved = dict(_overrides)
+    _overrides.update(values)
+    try:
+        yield
+    finally:
+        _overrides.clear()
+        _overrides.update(saved)

@@ -1,0 +1,213 @@
+"""``triton_dist.tune.autotune``: function-level tuning of a host function.
+
+Flow of one call: ``key_fn`` → in-memory best config → (ranks agree) → disk cache → prune →
+measure every kept config → MAX over the group → deterministic pick → one writer per node →
+call the function with the best config. See docs/architecture.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _tuning
+from ._bench import DoBench
+from ._fingerprint import source_hash
+from .errors import ConfigSpaceError, DuplicateArgumentError, KeyFunctionError, TritonDistWarning
+
+__all__ = ["AutoTuner", "autotune"]
+
+
+def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:
+    name = getattr(fn, "__qualname__", repr(fn))
+    if not isinstance(config_space, (list, tuple)):
+        raise ConfigSpaceError(
+            f"config_space of {name} must be a list of dicts, got {type(config_space).__name__}; "
+            'e.g. config_space=[{"cfg": triton.Config({"BLOCK": 256}, num_warps=4)}, ...]'
+        )
+    if not config_space:
+        raise ConfigSpaceError(f"config_space of {name} is empty; give at least one candidate "
+                               "(config_space[0] is the stable default).")
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        params = None
+    var_kw = params is None or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    accepted = set() if params is None else {
+        n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    for index, config in enumerate(config_space):
+        if not isinstance(config, dict):
+            raise ConfigSpaceError(
+                f"config_space[{index}] of {name} is a {type(config).__name__} ({config!r:.100}); "
+                "every candidate must be a dict of keyword arguments."
+            )
+        if not config:
+            raise ConfigSpaceError(f"config_space[{index}] of {name} is an empty dict; every "
+                                   "candidate must name at least one keyword argument.")
+        for field in config:
+            if not isinstance(field, str) or not field.isidentifier():
+                raise ConfigSpaceError(f"config_space[{index}] of {name} has the key {field!r}, "
+                                       "which is not a valid keyword-argument name.")
+            if not var_kw and field not in accepted:
+                raise ConfigSpaceError(
+                    f"config_space[{index}] of {name} has the field {field!r}, but {name}"
+                    f"{inspect.signature(fn)} cannot take it as a keyword argument; add a "
+                    f"parameter {field!r} to the function or remove the field."
+                )
+    return list(config_space)
+
+
+class AutoTuner:
+    """A host function with function-level autotuning. Call it like the function itself, plus
+    the keyword-only call controls ``autotune``, ``autotune_verbose``,
+    ``autotune_allow_arg_overwrite`` and ``autotune_pg``."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        config_space: Sequence[dict[str, Any]],
+        key_fn: Callable[..., Any],
+        prune_fn: Callable[..., Any] | None = None,
+        *,
+        n_warmup: int = 5,
+        n_repeat: int = 10,
+        do_bench: DoBench | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
+        if not callable(key_fn):
+            raise KeyFunctionError(f"key_fn of {fn.__qualname__} must be callable, got {key_fn!r:.100}")
+        if prune_fn is not None and not callable(prune_fn):
+            raise ConfigSpaceError(f"prune_fn of {fn.__qualname__} must be callable or None, got {prune_fn!r:.100}")
+        if int(n_warmup) < 0 or int(n_repeat) < 1:
+            raise ConfigSpaceError(f"n_warmup must be >= 0 and n_repeat >= 1, got {n_warmup}, {n_repeat}")
+        self.fn = fn
+        self.config_space = _validate_space(fn, config_space)
+        self.key_fn = key_fn
+        self.prune_fn = prune_fn
+        self._fields = frozenset(f for config in self.config_space for f in config)
+        self._best: dict[Any, dict[str, Any]] = {}
+        self._warned_overwrite: set[frozenset[str]] = set()
+        self._source_hash: str | None = None
+        self.target = _tuning.TuneTarget(
+            fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
+            config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
+            n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
+        )
+        functools.update_wrapper(self, fn)
+
+    def _get_source_hash(self) -> str:
+        if self._source_hash is None:
+            self._source_hash = source_hash(self.fn)
+        return self._source_hash
+
+    # The hot path: key_fn, one dict lookup, one call. No settings, logging or inspect here.
+    def __call__(self, *args: Any, autotune: bool = True, autotune_verbose: bool = False,
+                 autotune_allow_arg_overwrite: bool = False, autotune_pg: Any = None,
+                 **kwargs: Any) -> Any:
+        if not autotune:
+            return self._call(self.config_space[0], args, kwargs, autotune_allow_arg_overwrite)
+        key = self.key_fn(*args, **kwargs)
+        try:
+            best = self._best[key]
+        except KeyError:
+            best = self._miss(key, args, kwargs, autotune_verbose, autotune_allow_arg_overwrite, autotune_pg)
+        except TypeError as exc:
+            raise KeyFunctionError(
+                f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
+                f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
+                "(tuple(x.shape), str(x.dtype))."
+            ) from exc
+        if kwargs and not self._fields.isdisjoint(kwargs):
+            return self._call(best, args, kwargs, autotune_allow_arg_overwrite)
+        return self.fn(*args, **kwargs, **best)
+
+    def _call(self, config: dict[str, Any], args: tuple, kwargs: dict, overwrite: bool) -> Any:
+        clash = self._check_overwrite(config, kwargs, overwrite)
+        if clash:
+            return self.fn(*args, **{**config, **kwargs})
+        return self.fn(*args, **kwargs, **config)
+
+    def _check_overwrite(self, config: dict[str, Any], kwargs: dict, overwrite: bool) -> frozenset[str]:
+        clash = frozenset(self._fields.intersection(kwargs))
+        if clash and not overwrite:
+            raise DuplicateArgumentError(
+                f"{self.target.qualname} was called with keyword argument(s) {sorted(clash)} that are "
+                "also config_space fields. Rename the business argument, or pass "
+                "autotune_allow_arg_overwrite=True to let the business value win (those fields are "
+                "then not tuned)."
+            )
+        if clash and clash not in self._warned_overwrite:
+            self._warned_overwrite.add(clash)
+            warnings.warn(f"{self.target.qualname}: business argument(s) {sorted(clash)} override the "
+                          "config_space fields of the same name (autotune_allow_arg_overwrite=True).",
+                          TritonDistWarning, stacklevel=4)
+        return clash
+
+    def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any) -> dict[str, Any]:
+        self._check_overwrite(self.config_space[0], kwargs, overwrite)
+        outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
+        best = self.config_space[outcome.index]
+        self._best[key] = best
+        return best
+
+    # ------------------------------------------------------------------ beyond the seed's API
+
+    def tune(self, *args: Any, autotune_pg: Any = None, autotune_verbose: bool = False,
+             force: bool = True, write_cache: bool = True, cache_dir: str | Path | None = None,
+             **kwargs: Any) -> dict[str, Any]:
+        """Tune for these arguments now and return the cache entry (what campaigns call).
+
+        ``force`` re-measures even when an entry exists; ``write_cache=False`` leaves writing to
+        the caller (a Ray driver merges the gang's results and writes them).
+        """
+        key = self.key_fn(*args, **kwargs)
+        hash(key)
+        outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
+                                  force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None)
+        self._best[key] = self.config_space[outcome.index]
+        if outcome.entry is None:
+            raise RuntimeError(f"{self.target.qualname}: no tuning happened for key {key!r}")
+        return outcome.entry
+
+    def best_config(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
+        """The in-memory best config for these arguments' key, or None if not decided yet."""
+        return self._best.get(self.key_fn(*args, **kwargs))
+
+    def clear(self) -> None:
+        """Forget the in-memory decisions (the disk cache stays)."""
+        self._best.clear()
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        if instance is None:
+            return self
+        return functools.partial(self.__call__, instance)
+
+    def __repr__(self) -> str:
+        return f"<AutoTuner {self.target.qualname} ({len(self.config_space)} configs)>"
+
+
+def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
+             prune_fn: Callable[..., Any] | None = None, *, n_warmup: int = 5, n_repeat: int = 10,
+             do_bench: DoBench | None = None) -> Callable[[Callable[..., Any]], AutoTuner]:
+    """Decorate a host function to tune it over ``config_space``.
+
+    Args:
+        config_space: non-empty list of dicts; each dict is one complete candidate whose fields
+            are passed to the function as keyword arguments. ``config_space[0]`` is the default.
+        key_fn: ``key_fn(*args, **kwargs)`` → hashable key with a stable repr (shapes, dtypes,
+            world size). Same key → same best config.
+        prune_fn: optional ``prune_fn(config, *args, **kwargs) -> bool``; True keeps the config.
+        n_warmup, n_repeat: untimed and timed runs per candidate (the seed's 5 and 10).
+        do_bench: optional ``do_bench(fn, n_warmup, n_repeat) -> per-run ms`` replacing the
+            device timer (tests, custom timing).
+    """
+    def decorator(fn: Callable[..., Any]) -> AutoTuner:
+        return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
+                         do_bench=do_bench)
+
+    return decorator
