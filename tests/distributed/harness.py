@@ -1,0 +1,75 @@
+"""Run a function on N real torch.distributed ranks (gloo, spawned processes), bounded in time.
+
+Each rank's outcome comes back as a dict: ``{"ok": value}`` or ``{"error": type name,
+"message": str}``; a rank that did not finish within the bound is reported as ``{"hung": True}``
+(and killed), so a test can assert that no rank hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import socket
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _child(fn: Callable[..., Any], rank: int, world_size: int, port: int, env: dict[str, str],
+           out: str, pg_timeout_s: float, args: tuple) -> None:
+    os.environ.update(env)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
+    result: dict[str, Any]
+    try:
+        import datetime
+
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world_size, timeout=datetime.timedelta(seconds=pg_timeout_s))
+        result = {"ok": fn(rank, world_size, *args)}
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent
+        result = {"error": type(exc).__name__, "message": str(exc), "mro": [c.__name__ for c in type(exc).__mro__],
+                  "traceback": traceback.format_exc()}
+    Path(out).write_text(json.dumps(result, default=repr))
+    os._exit(0)  # skip gloo teardown: a peer may be gone
+
+
+def run_ranks(fn: Callable[..., Any], world_size: int, *, timeout_s: float = 90.0,
+              env: dict[str, str] | None = None, rank_env: dict[int, dict[str, str]] | None = None,
+              pg_timeout_s: float = 60.0, args: tuple = (), tmp: Path) -> list[dict[str, Any]]:
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs, outs = [], []
+    for rank in range(world_size):
+        out = tmp / f"rank{rank}.result.json"
+        outs.append(out)
+        e = {"TRITON_INTERPRET": "1", **(env or {}), **(rank_env or {}).get(rank, {})}
+        p = ctx.Process(target=_child, args=(fn, rank, world_size, port, e, str(out), pg_timeout_s, args))
+        p.start()
+        procs.append(p)
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    results = []
+    for p, out in zip(procs, outs):
+        if p.is_alive():
+            p.kill()
+            p.join(5)
+            results.append({"hung": True})
+        elif out.exists():
+            results.append(json.loads(out.read_text()))
+        else:
+            results.append({"died": p.exitcode})
+    return results

@@ -1,0 +1,93 @@
+"""Multi-rank tuning on real gloo ranks: MAX semantics, subgroups, agreement that never hangs."""
+
+from __future__ import annotations
+
+import pytest
+
+import workers
+from harness import run_ranks
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _env(tmp_path, **extra):
+    return {"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / "cache"), "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S": "20", **extra}
+
+
+def _ok(results):
+    assert all("ok" in r for r in results), results
+    return [r["ok"] for r in results]
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_max_reduction_picks_what_only_max_picks(tmp_path, world_size):
+    results = _ok(run_ranks(workers.max_semantics, world_size, env=_env(tmp_path), tmp=tmp_path))
+    # 2 ranks: MAX = [6, 4, 7] -> config 1. 4 ranks: ranks 2, 3 cost 2 ms everywhere: still 1.
+    assert [r["value"] for r in results] == [71] * world_size
+    for r in results:
+        # 1 warm-up + 4 timed per config, plus the final call with the best
+        assert r["calls"] == {"0": 5, "1": 6, "2": 5}
+    # one writer per node: one entry, one main log, per-rank logs for the others
+    files = results[0]["files"]
+    assert len([f for f in files if f.endswith(".json")]) == 1
+    assert len([f for f in files if f.endswith(".log") and ".rank" not in f]) == 1
+    assert sorted(f.split(".rank")[1] for f in files if ".rank" in f) == [f"{r}.log" for r in range(1, world_size)]
+
+
+def test_default_group_comes_from_project_helper(tmp_path):
+    results = _ok(run_ranks(workers.max_semantics, 2, env=_env(tmp_path), args=(True,), tmp=tmp_path))
+    assert [r["value"] for r in results] == [71, 71]
+
+
+def test_disjoint_subgroups_tune_independently(tmp_path):
+    results = _ok(run_ranks(workers.subgroups, 4, env=_env(tmp_path), tmp=tmp_path))
+    values = [r["value"] for r in results]
+    # {0,1}: MAX [8, 5, 9] -> 1 ; {2,3}: [9, 5, 1] -> 2
+    assert values == [31, 31, 32, 32]
+
+
+@pytest.mark.parametrize("worker,what", [(workers.disagree_key, "key"), (workers.disagree_prune, "configs")])
+def test_disagreement_is_an_error_on_every_rank(tmp_path, worker, what):
+    results = run_ranks(worker, 2, env=_env(tmp_path), tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
+    for r in results:
+        assert f"{what}:" in r["message"] and "ranks [0]" in r["message"] and "ranks [1]" in r["message"]
+
+
+def test_cache_state_disagreement_is_an_error_on_every_rank(tmp_path):
+    seeded = tmp_path / "seeded"
+    _ok(run_ranks(workers.tune_then_call, 2, env=_env(tmp_path, TRITON_DIST_AUTOTUNE_DIR=str(seeded)), tmp=tmp_path))
+    # rank 0 reads the seeded cache, rank 1 an empty one (a node whose cache was deleted)
+    rank_env = {0: {"TRITON_DIST_AUTOTUNE_DIR": str(seeded)},
+                1: {"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / "empty")}}
+    results = run_ranks(workers.tune_then_call, 2, env=_env(tmp_path), rank_env=rank_env, tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
+    assert "cache:" in results[0]["message"] and "hit:" in results[0]["message"]
+    # with the same seeded cache on both, both hit and agree
+    results = _ok(run_ranks(workers.tune_then_call, 2, env=_env(tmp_path, TRITON_DIST_AUTOTUNE_DIR=str(seeded)), tmp=tmp_path))
+    assert results[0] == results[1]
+
+
+def test_absent_rank_is_a_bounded_error_not_a_hang(tmp_path):
+    results = run_ranks(workers.one_rank_absent, 2, timeout_s=60,
+                        env=_env(tmp_path, TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="3"), tmp=tmp_path)
+    assert not any(r.get("hung") for r in results), results
+    assert results[1] == {"ok": "skipped"}
+    assert results[0]["error"] == "RankFailureError", results[0]
+    assert "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S" in results[0]["message"]
+
+
+def test_candidate_failing_on_one_rank_is_inf_for_all(tmp_path):
+    results = _ok(run_ranks(workers.fails_on_one_rank, 2, env=_env(tmp_path), tmp=tmp_path))
+    assert [r["value"] for r in results] == [3, 3]  # config 0 failed on rank 1 -> config 1
+    (entry,) = results[0]["entries"]
+    assert entry["best"]["index"] == 1
+    failed = entry["candidates"][0]
+    assert failed["time_ms"] is None and failed["error"]
+    assert entry["world_size"] == 2
+
+
+def test_bug_on_one_rank_raises_everywhere(tmp_path):
+    results = run_ranks(workers.bug_on_one_rank, 2, env=_env(tmp_path), tmp=tmp_path)
+    assert results[0]["error"] == "TypeError"
+    assert results[1]["error"] == "RankFailureError" and "rank 0" in results[1]["message"]

@@ -1,0 +1,119 @@
+"""Rank functions for the multi-rank tests (module level: spawned children import them)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import torch.distributed as dist
+
+from triton_dist.tune import autotune
+
+# per-rank cost (ms) of each config: alone, rank 0 would pick 0 and rank 1 would pick 2;
+# only the MAX over both (0: 6, 1: 4, 2: 7) picks config 1.
+COST_MS = {0: [1.0, 4.0, 7.0], 1: [6.0, 3.0, 1.0], 2: [2.0, 2.0, 2.0], 3: [2.0, 2.0, 2.0]}
+CALLS: dict[int, int] = {}
+
+
+def _key(n, rank_cost=None, **_):
+    return (n,)
+
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}, {"cfg": 2}], key_fn=_key, n_warmup=1, n_repeat=4)
+def host(n, rank_cost, cfg):
+    CALLS[cfg] = CALLS.get(cfg, 0) + 1
+    time.sleep(rank_cost[cfg] / 1000.0)
+    return n * 10 + cfg
+
+
+def max_semantics(rank, world_size, use_default_group=False):
+    cost = COST_MS[rank]
+    if use_default_group:
+        from triton_dist.dist import set_world_group
+
+        set_world_group(dist.group.WORLD)
+        value = host(7, cost)
+    else:
+        value = host(7, cost, autotune_pg=dist.group.WORLD)
+    root = Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]) / "host"
+    files = sorted(p.name for p in root.iterdir()) if root.exists() else []
+    return {"value": value, "calls": CALLS, "files": files}
+
+
+def subgroups(rank, world_size):
+    # groups {0,1} and {2,3}: every rank must call new_group for both
+    g01 = dist.new_group([0, 1])
+    g23 = dist.new_group([2, 3])
+    mine = g01 if rank < 2 else g23
+    cost = {0: [1.0, 5.0, 9.0], 1: [1.0, 5.0, 9.0], 2: [9.0, 5.0, 1.0], 3: [9.0, 5.0, 1.0]}[rank]
+    if rank == 1:
+        cost = [8.0, 5.0, 9.0]  # MAX in {0,1}: 8, 5, 9 -> config 1
+    return {"value": host(3, cost, autotune_pg=mine)}
+
+
+def _key_rank(n, rank_cost=None, **_):
+    return (n, int(os.environ["RANK"]))  # a bug: the key depends on the rank
+
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}], key_fn=_key_rank, n_warmup=1, n_repeat=2)
+def host_rank_key(n, rank_cost, cfg):
+    return n + cfg
+
+
+def disagree_key(rank, world_size):
+    return host_rank_key(1, None, autotune_pg=dist.group.WORLD)
+
+
+def _prune_by_rank(config, n, rank_cost=None):
+    return config["cfg"] != int(os.environ["RANK"])  # each rank drops a different config
+
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}, {"cfg": 2}], key_fn=_key, prune_fn=_prune_by_rank,
+          n_warmup=1, n_repeat=2)
+def host_rank_prune(n, rank_cost, cfg):
+    return n + cfg
+
+
+def disagree_prune(rank, world_size):
+    return host_rank_prune(1, None, autotune_pg=dist.group.WORLD)
+
+
+def tune_then_call(rank, world_size):
+    """Tune once (both ranks), used to seed a cache; returns the chosen value."""
+    return host(5, [1.0, 2.0, 3.0], autotune_pg=dist.group.WORLD)
+
+
+def one_rank_absent(rank, world_size):
+    if rank == 1:
+        time.sleep(1.0)
+        return "skipped"  # never calls the tuned function
+    return host(9, [1.0, 2.0, 3.0], autotune_pg=dist.group.WORLD)
+
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}, {"cfg": 2}], key_fn=_key, n_warmup=1, n_repeat=3)
+def host_fails_on_rank1(n, rank_cost, cfg):
+    if cfg == 0 and int(os.environ["RANK"]) == 1:
+        raise RuntimeError("out of resources on rank 1")
+    time.sleep([1.0, 3.0, 6.0][cfg] / 1000.0)
+    return n + cfg
+
+
+def fails_on_one_rank(rank, world_size):
+    value = host_fails_on_rank1(2, None, autotune_pg=dist.group.WORLD)
+    root = Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]) / "host_fails_on_rank1"
+    import json
+
+    entries = [json.loads(p.read_text()) for p in root.glob("*.json")]
+    return {"value": value, "entries": entries}
+
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}], key_fn=_key, n_warmup=1, n_repeat=2)
+def host_bug_on_rank0(n, rank_cost, cfg):
+    if cfg == 1 and int(os.environ["RANK"]) == 0:
+        raise TypeError("a real bug")
+    return n + cfg
+
+
+def bug_on_one_rank(rank, world_size):
+    return host_bug_on_rank0(2, None, autotune_pg=dist.group.WORLD)
