@@ -3,7 +3,8 @@
 torch_npu is imported lazily. It cannot be imported without CANN (``libhccl.so``), and a broken
 install can raise ``ImportError``, ``OSError`` or ``RuntimeError``; each of them means "no NPU".
 Written against torch_npu's documented API (``torch.npu.Event``, ``torch.npu.synchronize``,
-``torch.npu.set_device``, ``torch.npu.get_device_name``, ``torch_npu.npu.get_soc_version``);
+``torch.npu.set_device``, ``torch.npu.get_device_name``, ``torch_npu.npu.get_soc_version``,
+``torch_npu.npu.utils.get_cann_version``);
 it cannot be run on the machines of this project, see docs/devices.md.
 """
 
@@ -99,6 +100,13 @@ class NpuBackend(Backend):
 
         torch_npu = _import_torch_npu()[0]
         versions = {"torch_npu": getattr(torch_npu, "__version__", "unknown")}
-        cann = getattr(getattr(torch, "version", None), "cann", None)
+        cann = None
+        try:  # documented in torch_npu >= 2.1 with CANN >= 8.1.RC1 (returns "" before that)
+            from torch_npu.npu.utils import get_cann_version
+
+            cann = get_cann_version(module="CANN") or None
+        except (ImportError, AttributeError, RuntimeError):
+            pass
+        cann = cann or getattr(getattr(torch, "version", None), "cann", None)
         versions["cann"] = str(cann or os.environ.get("ASCEND_TOOLKIT_VERSION", "unknown"))
         return versions
