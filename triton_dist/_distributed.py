@@ -88,11 +88,15 @@ def _gather_objects(view: GroupView, obj: Any) -> list[Any]:
     return out
 
 
+_UNCOMPARED = frozenset({"host", "reuse"})
+
+
 def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: float) -> list[dict[str, str]]:
     """All ranks of ``view`` compare ``fields``; raise the same error on every rank on mismatch.
 
     ``fields`` maps a name ("key", "cache", "configs", ...) to this rank's value. The special
-    field ``host`` is gathered but never compared (it elects one writer per node). Returns every
+    fields ``host`` (it elects one writer per node) and ``reuse`` (a timing-reuse plan that is
+    dropped, not an error, when ranks differ) are gathered but never compared. Returns every
     rank's fields in group order.
     """
     import torch
@@ -104,7 +108,7 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     work = dist.all_gather(gathered, local, group=view.group, async_op=True)
     _wait(work, view, timeout_s, "agreement on key, cache state and kept configs")
     rows = [g.tolist() for g in gathered]
-    compared = [i for i, n in enumerate(names) if n != "host"]
+    compared = [i for i, n in enumerate(names) if n not in _UNCOMPARED]
     if all(row[i] == rows[0][i] for row in rows for i in compared):
         if "host" not in fields:
             return [fields] * view.size
@@ -113,7 +117,7 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     everything = _gather_objects(view, fields)
     lines = []
     for name in names:
-        if name == "host":
+        if name in _UNCOMPARED:
             continue
         values = [row.get(name) for row in everything]
         if len(set(values)) > 1:

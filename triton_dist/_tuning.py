@@ -8,13 +8,14 @@ and writes). Keeping it in one place keeps the two byte-compatible.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cache
+from . import _cache, _reuse
 from ._backends import Backend, get_backend
 from ._bench import CandidateResult, DoBench, describe, measure_candidates
 from ._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
@@ -31,6 +32,8 @@ from .errors import (
 from .settings import Settings, get_settings
 
 __all__ = ["Outcome", "TuneTarget", "pick_best", "resolve"]
+
+log = logging.getLogger(__name__)
 
 #: a later candidate must beat an earlier one by more than this (relative) to win a near tie
 MAX_TIE_TOLERANCE = 0.02
@@ -125,6 +128,11 @@ def _lookup(target: TuneTarget, path: Path, root: Path, key_text: str, backend: 
     index = _cache.find_config(entry["best"]["config"], target.config_space)
     if index is None:
         return None, "the cached best config is no longer in config_space"
+    new = _reuse.unmeasured(entry, target.config_space)
+    if new and settings.cache_only == "off":
+        # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
+        # measure the new configs, reusing this entry's timings (see _reuse)
+        return None, f"config_space has {len(new)} config(s) the entry never measured ({new[:10]})"
     return index, ""
 
 
@@ -155,6 +163,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
 
     local_error: BaseException | None = None
     key_text, decision, why, kept, path = "", "error", "", [], None
+    reuse: _reuse.Reuse | None = None
     try:
         key_text = _stable_key(key)
         hw = hardware_info(backend)
@@ -168,21 +177,31 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
         else:
             decision = "tune"
             kept = _prune(target, args, kwargs, key_text)
+            if not (force or settings.always_tune):
+                reuse = _reuse.find_reusable(
+                    root, target.name, target.config_space, kept, key_text, target.source_hash(),
+                    _reuse.body_hash(target.fn), hw["digest"], software_versions(backend),
+                    measurement_info(target, backend))
     except (KeyFunctionError, PruneError, OSError) as exc:
         local_error = exc
 
     hosts: list[Any] = [host_id()]
     if view is not None:
         fields = {"key": key_text, "cache": decision, "configs": ",".join(map(str, kept)),
-                  "error": describe(local_error) if local_error else "", "host": host_id()}
+                  "error": describe(local_error) if local_error else "", "host": host_id(),
+                  "reuse": reuse.signature() if reuse is not None else ""}
         rows = agree(view, backend, fields, settings.agree_timeout_s)
         hosts = [row["host"] for row in rows]
+        if reuse is not None and len({row["reuse"] for row in rows}) > 1:
+            # the ranks' caches differ: all of them measure everything (never a disagreement error)
+            reuse = None
     if local_error is not None:
         raise local_error
 
     if decision.startswith("hit:"):
         return Outcome(int(decision[4:]), "cache", path=path)
     if decision == "cache-only-miss":
+        why = _explain(target, root, key_text, backend, settings, why)
         if settings.cache_only == "strict":
             raise CacheMissError(
                 f"TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict and {target.qualname} has no usable cache "
@@ -191,9 +210,11 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
                 "why`, or unset the variable to tune.",
                 function=target.qualname, key=key_text, reason=why,
             )
-        warnings.warn(f"{target.qualname}: no cache entry for key {key_text} ({why}); "
-                      "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.",
-                      TritonDistWarning, stacklevel=4)
+        # once per key: the AutoTuner keeps config_space[0] as the key's config from now on
+        message = (f"{target.qualname}: no cache entry for key {key_text} ({why}); "
+                   "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.")
+        log.warning("%s", message)
+        warnings.warn(message, TritonDistWarning, stacklevel=4)
         return Outcome(0, "default", path=path)
 
     writer = write and (view is None or writers(view, hosts))
@@ -207,12 +228,36 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
     with TuningLog(log_path, verbose, rank_prefix) as tlog:
         return _tune(target, key_text, args, kwargs, kept, view, backend, settings, tlog,
-                     overwrite, path if writer else None, root, why)
+                     overwrite, path if writer else None, root, why, reuse)
+
+
+def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, settings: Settings,
+             why: str) -> str:
+    """The lookup's reason, made specific by the miss diagnosis (which component differs)."""
+    from ._diagnose import explain_miss  # only on a cache-only miss
+
+    hw = hardware_info(backend)
+    try:
+        diag = explain_miss(root, target.name, key_text, target.source_hash(), hw["digest"],
+                            software_versions(backend),
+                            [_cache.encode_config(c) for c in target.config_space],
+                            body_hash=_reuse.body_hash(target.fn), hardware=hw,
+                            version_check=settings.version_check, cache_only=True)
+    except OSError as exc:
+        return f"{why}; the cache directory could not be scanned: {exc}"
+    return diag.reason if diag.reason and not diag.hit else why
+
+
+def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
+    """How the candidates were measured (timings measured otherwise are not reused)."""
+    return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
+            "timer": "custom" if target.do_bench else backend.kind}
 
 
 def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: list[int],
           view: GroupView | None, backend: Backend, settings: Settings, tlog: TuningLog,
-          overwrite: bool, write_path: Path | None, root: Path, why: str) -> Outcome:
+          overwrite: bool, write_path: Path | None, root: Path, why: str,
+          reuse: _reuse.Reuse | None = None) -> Outcome:
     tlog.info("tuning %s for key %s (%s): %d of %d configs kept, %d warm-up + %d timed runs each, on %s%s",
               target.qualname, key_text, why, len(kept), len(target.config_space), target.n_warmup,
               target.n_repeat, backend.kind, f", {view.describe()}" if view else "")
@@ -224,10 +269,18 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
         else:
             tlog.info("config %d %r: failed: %s", result.index, config, result.error)
 
+    to_measure = kept
+    if reuse is not None:
+        to_measure = reuse.to_measure(kept)
+        tlog.info("reusing the timings of %d config(s) from entry %s; measuring %s (the old best, "
+                  "config %d, again for a fair comparison)", len(reuse.results), reuse.source_path,
+                  to_measure, reuse.best)
     results, bug = measure_candidates(
-        lambda i: (lambda: target.call(i, args, kwargs, overwrite)), kept, backend,
+        lambda i: (lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,
         n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench, on_result=report,
     )
+    if reuse is not None:
+        results = reuse.merge(results, kept)
     if view is not None:
         n = len(kept)
         local = {r.index: r for r in results}
@@ -255,6 +308,9 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
                   ", ".join(f"{r.index}={r.time_ms:.4f}" for r in results))
     elif bug is not None:
         raise bug
+    if reuse is not None:
+        results = reuse.rescale(results)
+        tlog.info("reused timings scaled by %.4f (the old best's time now / then)", reuse.scale)
 
     if not any(r.ok for r in results):
         lines = "\n".join(f"  config_space[{r.index}] = {target.config_space[r.index]!r:.200}: {r.error}"
@@ -269,7 +325,7 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
     tlog.info("best config for key %s: %d %r (%.4f ms, margin %.1f%%)", key_text, best,
               target.config_space[best], next(r.time_ms for r in results if r.index == best),
               margin * 100 if math.isfinite(margin) else float("inf"))
-    entry = build_entry(target, key_text, results, best, margin, backend, view)
+    entry = build_entry(target, key_text, results, best, margin, backend, view, reuse)
     path = None
     if write_path is not None:
         try:
@@ -284,7 +340,8 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
 
 
 def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,
-                margin: float, backend: Backend, view: GroupView | None) -> dict[str, Any]:
+                margin: float, backend: Backend, view: GroupView | None,
+                reuse: _reuse.Reuse | None = None) -> dict[str, Any]:
     hw = hardware_info(backend)
     measured = {r.index: r for r in results}
     candidates = []
@@ -307,15 +364,16 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
         "qualname": target.qualname,
         "key": key_text,
         "source_hash": target.source_hash(),
+        "body_hash": _reuse.body_hash(target.fn),
         "hardware": hw,
         "versions": software_versions(backend),
         "created": _cache.utc_now(),
         "world_size": view.size if view else 1,
-        "measurement": {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
-                        "timer": "custom" if target.do_bench else backend.kind},
+        "measurement": measurement_info(target, backend),
         "candidates": candidates,
         "best": {"index": best, "config": _cache.encode_config(target.config_space[best]),
                  "time_ms": best_result.time_ms},
         "default_time_ms": _cache.json_safe_time(default.time_ms) if default else None,
         "margin": margin if math.isfinite(margin) else None,
+        **({"reused": reuse.describe()} if reuse is not None else {}),
     }

@@ -1,0 +1,243 @@
+"""Why a (function, key) misses the disk cache: the component that differs from the nearest entry.
+
+Used by ``python -m triton_dist.cache why``, by the strict cache-only error, and by
+``python -m ray_runner preflight`` (through :func:`explain_miss` or :func:`diagnose`).
+
+An entry is found by ``<root>/<function_name>/<entry_id>.json`` where the id hashes (source hash,
+hardware digest, key). A miss therefore means: no file at that path (something in the triple
+differs from every entry there is), or the file is unusable, or it is usable but its best config
+is no longer in ``config_space`` / the space has configs the entry never measured, or (with
+``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``) it was tuned with other software versions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from . import _cache
+
+__all__ = ["Diagnosis", "Difference", "diagnose", "explain_miss", "scan_function_dir",
+           "versions_differ"]
+
+#: how far an entry is from the caller when this component differs: a different key matters
+#: most (another business case), then other hardware, then another source, then the space
+_WEIGHTS = {"entry": 32, "key": 16, "hardware": 8, "source": 4, "config_space": 2, "versions": 1}
+
+
+def versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]:
+    """``"name: old -> new"`` for each software version that differs (python is not compared)."""
+    old = entry.get("versions") or {}
+    return [f"{k}: {old.get(k)} -> {v}" for k, v in sorted(current.items())
+            if k != "python" and old.get(k) != v]
+
+
+def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dict[str, Any]]],
+                                                            list[tuple[Path, str]]]:
+    """(usable entries, unusable files with why) of one function's directory (not history)."""
+    entries: list[tuple[Path, dict[str, Any]]] = []
+    skipped: list[tuple[Path, str]] = []
+    try:
+        paths = sorted(p for p in directory.iterdir() if p.suffix == ".json")
+    except OSError:
+        return entries, skipped
+    for path in paths:
+        entry, why = _cache.load_json(path, root)
+        if entry is None:
+            skipped.append((path, why or "unusable"))
+        else:
+            entries.append((path, entry))
+    return entries, skipped
+
+
+def _short(value: Any, n: int = 200) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+@dataclasses.dataclass
+class Difference:
+    """One component in which the nearest entry differs from what the caller has now."""
+
+    component: str
+    """``key``, ``source``, ``hardware``, ``versions``, ``config_space`` or ``entry``."""
+    now: str | None
+    """The caller's value."""
+    entry: str | None
+    """The entry's value."""
+    detail: str
+    blocking: bool = True
+    """False: it differs, but the entry would still be used (e.g. versions without the check)."""
+
+
+@dataclasses.dataclass
+class Diagnosis:
+    function: str
+    key: str
+    verdict: str
+    """``hit``, ``miss``, or ``unknown`` (no source hash given and an entry matches the rest)."""
+    reason: str
+    expected_path: str | None = None
+    nearest_path: str | None = None
+    differences: list[Difference] = dataclasses.field(default_factory=list)
+    others: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """The next-nearest entries: path and the components in which they differ."""
+    skipped: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """Unusable files of the function's directory, with why."""
+    scanned: int = 0
+
+    @property
+    def hit(self) -> bool:
+        return self.verdict == "hit"
+
+    def components(self) -> list[str]:
+        return [d.component for d in self.differences if d.blocking]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["components"] = self.components()
+        return out
+
+
+def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body: str | None,
+             hardware_digest: str | None, hardware: dict[str, Any] | None,
+             versions: dict[str, str] | None, space: Sequence[Any] | None, version_check: bool,
+             cache_only: bool) -> list[Difference]:
+    from ._reuse import config_key  # late: _reuse imports this module
+
+    diffs: list[Difference] = []
+    if entry["key"] != key_text:
+        diffs.append(Difference("key", key_text, entry["key"], f"the entry is for key {_short(entry['key'])}"))
+    if source_hash is not None and entry["source_hash"] != source_hash:
+        detail = (f"the function's source changed since the entry was tuned (source hash "
+                  f"{entry['source_hash']} then, {source_hash} now)")
+        if body is not None and entry.get("body_hash") == body:
+            detail += "; only its decorators differ (e.g. the config space), so its timings can be reused"
+        diffs.append(Difference("source", source_hash, entry["source_hash"], detail))
+    entry_digest = entry["hardware"].get("digest")
+    if hardware_digest is not None and entry_digest != hardware_digest:
+        fields = ""
+        if hardware:
+            changed = [f"{k}: {entry['hardware'].get(k)!r} -> {v!r}" for k, v in sorted(hardware.items())
+                       if k != "digest" and entry["hardware"].get(k) != v]
+            fields = f" ({'; '.join(changed)})" if changed else ""
+        diffs.append(Difference("hardware", hardware_digest, str(entry_digest),
+                                f"tuned on other hardware: digest {entry_digest} then, {hardware_digest} now{fields}"))
+    if versions is not None:
+        changed = versions_differ(entry, versions)
+        if changed:
+            note = "" if version_check else " (a warning only; TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 makes it a miss)"
+            diffs.append(Difference("versions", json.dumps(versions, sort_keys=True),
+                                    json.dumps(entry.get("versions"), sort_keys=True),
+                                    f"tuned with other software versions: {'; '.join(changed)}{note}",
+                                    blocking=version_check))
+    if space is not None:
+        keys = [config_key(c) for c in space]
+        best = entry["best"].get("config")
+        seen = {config_key(c.get("config")) for c in entry["candidates"] if isinstance(c, dict)}
+        new = [i for i, k in enumerate(keys) if k not in seen]
+        if config_key(best) not in keys:
+            diffs.append(Difference("config_space", f"{len(keys)} configs", _short(best),
+                                    f"the entry's best config {_short(best)} is no longer in config_space"))
+        elif new:
+            note = ("; in cache-only mode the entry's best is used and they stay untried" if cache_only
+                    else "; they would be measured, with the entry's best, reusing the other timings "
+                         "when the rules of docs/cache.md allow")
+            diffs.append(Difference("config_space", f"{len(keys)} configs", f"{len(seen)} configs",
+                                    f"config_space has {len(new)} config(s) the entry never measured "
+                                    f"(indices {new[:10]}){note}", blocking=not cache_only))
+    return diffs
+
+
+def explain_miss(root: Path | str, function_name: str, key_text: str, source_hash: str | None = None,
+                 hardware_digest: str | None = None, versions: dict[str, str] | None = None,
+                 config_space_encoded: Sequence[Any] | None = None, *, body_hash: str | None = None,
+                 hardware: dict[str, Any] | None = None, version_check: bool = False,
+                 cache_only: bool = False) -> Diagnosis:
+    """Would ``(function_name, key_text)`` hit, and if not, which component differs?
+
+    Any of source hash, hardware digest, versions and encoded config space may be None (unknown):
+    that component is then not compared. Reads JSON only; never executes anything.
+    """
+    root = Path(root)
+    directory = root / _cache.safe_name(function_name)
+    expected = None
+    if source_hash is not None and hardware_digest is not None:
+        expected = _cache.entry_path(root, function_name, _cache.entry_id(source_hash, hardware_digest, key_text))
+    diag = Diagnosis(function_name, key_text, "miss", "", str(expected) if expected else None)
+    entries, skipped = scan_function_dir(directory, root)
+    diag.skipped = [{"path": str(p), "why": why} for p, why in skipped]
+    diag.scanned = len(entries) + len(skipped)
+    broken = next((why for p, why in skipped if expected is not None and p == expected), None)
+
+    if not entries:
+        if broken is not None:
+            diag.reason = f"the entry {expected} is unusable: {broken}"
+            diag.differences = [Difference("entry", None, None, diag.reason)]
+        elif not directory.is_dir():
+            others = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+            close = difflib.get_close_matches(_cache.safe_name(function_name), others, n=3)
+            diag.reason = (f"no cache entries for function {function_name!r} under {root}"
+                           + (f" (similar names there: {', '.join(close)})" if close else ""))
+        else:
+            diag.reason = f"{directory} holds no usable entry ({len(skipped)} unusable file(s))"
+        return diag
+
+    scored = []
+    for path, entry in sorted(entries, key=lambda pe: str(pe[1].get("created", "")), reverse=True):
+        diffs = _compare(entry, key_text, source_hash, body_hash, hardware_digest, hardware, versions,
+                         config_space_encoded, version_check, cache_only)
+        score = sum(_WEIGHTS[d.component] for d in diffs if d.blocking)
+        scored.append((score, len(diffs), path, diffs))
+    scored.sort(key=lambda t: (t[0], t[1]))  # stable: newest first among equals
+    _, _, path, diffs = scored[0]
+    diag.nearest_path, diag.differences = str(path), diffs
+    diag.others = [{"path": str(p), "components": [d.component for d in ds if d.blocking]}
+                   for _, _, p, ds in scored[1:6]]
+    blocking = [d for d in diffs if d.blocking]
+    notes = "; ".join(d.detail for d in diffs if not d.blocking)
+    if broken is not None:
+        diag.differences.insert(0, Difference("entry", None, None, f"the entry {expected} is unusable: {broken}"))
+        diag.reason = f"the entry {expected} is unusable ({broken}); the nearest usable one is {path}"
+    elif not blocking and source_hash is None:
+        diag.verdict = "unknown"
+        source = next(str(e["source_hash"]) for p, e in entries if p == path)
+        diag.reason = (f"{path} matches the key and hardware; it hits if the function's source hash "
+                       f"is still {source} (give module:attr to check the source and config space)")
+    elif not blocking and expected is not None and path != expected:
+        detail = (f"a matching entry sits at {path}, but the tuner looks for {expected.name} "
+                  "(renamed or copied by hand?); `verify` reports it")
+        diag.differences.insert(0, Difference("entry", str(expected), str(path), detail))
+        diag.reason = detail
+    elif not blocking:
+        diag.verdict = "hit"
+        diag.reason = f"would hit {path}" + (f" ({notes})" if notes else "")
+    else:
+        diag.reason = (f"the nearest entry {path} differs in {', '.join(d.component for d in blocking)}: "
+                       + "; ".join(d.detail for d in blocking))
+    return diag
+
+
+def diagnose(tuner: Any, key: Any, root: Path | str | None = None) -> Diagnosis:
+    """:func:`explain_miss` for an ``AutoTuner`` and a key (the key object, or its repr text),
+    with this process's hardware, software versions and settings."""
+    from ._backends import get_backend
+    from ._fingerprint import hardware_info, software_versions
+    from ._reuse import body_hash
+    from .settings import get_settings
+
+    settings = get_settings()
+    backend = get_backend()
+    hw = hardware_info(backend)
+    key_text = key if isinstance(key, str) else _cache.key_repr(key) or repr(key)
+    target = tuner.target
+    return explain_miss(
+        root if root is not None else settings.autotune_dir, target.name, key_text,
+        target.source_hash(), hw["digest"], software_versions(backend),
+        [_cache.encode_config(c) for c in target.config_space], body_hash=body_hash(target.fn),
+        hardware=hw, version_check=settings.version_check, cache_only=settings.cache_only != "off",
+    )
