@@ -13,6 +13,7 @@ __all__ = [
     "CacheMissError",
     "CampaignError",
     "ConfigSpaceError",
+    "ContextualTuningError",
     "DeviceUnavailableError",
     "DuplicateArgumentError",
     "KeyFunctionError",
@@ -85,6 +86,11 @@ class DeviceUnavailableError(TritonDistError, RuntimeError):
 
 class TunerActiveError(TritonDistError, RuntimeError):
     """A ContextualAutoTuner is already active (nested or concurrent use)."""
+
+
+class ContextualTuningError(TritonDistError, RuntimeError):
+    """contextual_autotune cannot go on: re-runs of the outer function stopped launching a kernel
+    that is being tuned, or ``is_dist=True`` without an initialised torch.distributed."""
 
 
 class CampaignError(TritonDistError, ValueError):

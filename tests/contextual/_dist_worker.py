@@ -1,0 +1,93 @@
+"""One rank of the is_dist=True scenarios: ``python _dist_worker.py RANK WORLD PORT OUT.json``.
+
+Started by test_contextual_dist.py (gloo on CPU with the interpreter, or NCCL on GPUs). Every
+scenario's outer function does a collective (all_reduce of its output), so ranks that stopped
+matching launches would hang instead of passing. Per-rank costs differ through host-side delays
+in config pre_hooks (inside the timed region), so only the MAX over ranks picks the right one.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import _kernels as K  # noqa: E402
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import triton  # noqa: E402
+
+from triton_dist.autotuner import contextual_autotune  # noqa: E402
+from triton_dist.dist import init_distributed  # noqa: E402
+
+W, R = 1, 2
+
+#: per scenario, per rank: (delays in ms per BLOCK, BLOCKs that fail)
+SCENARIOS: dict[str, dict[int, tuple[dict[int, float], set[int]]]] = {
+    # rank 0 alone would pick 512; the MAX (256: 40 ms, 512: 80 ms) picks 256
+    "max": {0: ({256: 40.0}, set()), 1: ({512: 80.0}, set())},
+    # 512 fails on rank 1 only: inf after the MAX, although it is rank 0's fastest
+    "rank_failure": {0: ({256: 40.0}, set()), 1: ({}, {512})},
+    # nothing runs on rank 1: every rank raises together, none hangs
+    "all_invalid": {0: ({}, set()), 1: ({}, {256, 512})},
+}
+
+
+def scenario(name: str, rank: int) -> dict[str, Any]:
+    delays, fail = SCENARIOS[name][rank]
+    counter = K.LaunchCounter(delays_ms=delays, fail=fail)
+    scale = triton.autotune(configs=counter.configs(256, 512), key=["n"])(K._scale)
+    runs = []
+
+    @contextual_autotune(is_dist=True, n_repeat=R, n_warmup=W)
+    def outer(x):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        dist.all_reduce(y)
+        return y
+
+    x = torch.full((1024,), float(rank + 1), device=K.device())
+    result: dict[str, Any] = {}
+    try:
+        y = outer(x)
+        world = dist.get_world_size()
+        expected = 2.0 * sum(range(1, world + 1))
+        result["correct"] = bool(torch.allclose(y.cpu(), torch.full((1024,), expected)))
+        result["best"] = [c.kwargs["BLOCK"] for c in scale.cache.values()]
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        result["error"] = type(exc).__name__
+        result["message"] = str(exc)
+    result["runs"] = len(runs)
+    # still in step with the other ranks after the scenario (no rank left behind)
+    probe = torch.ones(1, device=K.device())
+    dist.all_reduce(probe)
+    result["in_step"] = float(probe.item()) == dist.get_world_size()
+    return result
+
+
+def main() -> None:
+    rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    report: dict[str, Any] = {}
+    try:
+        init_distributed(rank, world, init_method=f"tcp://127.0.0.1:{port}", timeout_s=60)
+        for name in SCENARIOS:
+            started = time.monotonic()
+            report[name] = scenario(name, rank)
+            report[name]["seconds"] = round(time.monotonic() - started, 2)
+    except BaseException:  # noqa: BLE001 - reported to the test
+        report["crash"] = traceback.format_exc()
+    out.write_text(json.dumps(report))
+    sys.stdout.flush()
+    import os
+
+    os._exit(0)  # skip the process-group teardown: a peer may be gone
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,435 @@
+"""contextual_autotune with real Triton kernels (the interpreter on CPU, real ones on a GPU).
+
+Counts are kept small: on the CPU every interpreted launch costs several milliseconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+from triton.runtime.autotuner import Autotuner
+
+from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
+from triton_dist.errors import ContextualTuningError, NoValidConfigError, TunerActiveError
+
+from . import _kernels as K
+
+REPO = Path(__file__).resolve().parents[2]
+ORIGINAL_RUN = Autotuner.__dict__["run"]
+W, R = 1, 2  # warm-up and timed launches per candidate in these tests
+
+
+@pytest.fixture(autouse=True)
+def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The log goes to ./.autotune_logs: keep it in the test's directory."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def log_text(rank: int = 0) -> str:
+    return (Path.cwd() / ".autotune_logs" / f"rank-{rank}.log").read_text()
+
+
+def cache_key(n: int, *tensors: torch.Tensor) -> tuple:
+    return (n, *(str(t.dtype) for t in tensors))
+
+
+def load_example():
+    spec = importlib.util.spec_from_file_location("contextual_scale_example", REPO / "examples" / "contextual_scale.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_seed_example_tunes_fills_cache_and_logs():
+    ex = load_example()
+    x = torch.randn(4096, device=K.device())
+    y = ex.run_scale(x, 3.0)
+    torch.testing.assert_close(y, 3.0 * x)
+    key = cache_key(x.numel(), x, y)
+    assert ex.scale_kernel.cache[key] in ex.scale_kernel.configs
+    text = log_text()
+    assert "scale_kernel" in text and "best-config" in text
+    # every candidate: 2 warm-up and 3 timed launches (n_warmup=2, n_repeat=3 in the seed)
+    for cid in (0, 1):
+        assert len(re.findall(rf"config-id: {cid} \|.*round: warmup", text)) == 2
+        assert len(re.findall(rf"config-id: {cid} \|.*round: timed", text)) == 3
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+
+
+@pytest.mark.timeout(120)
+def test_seed_example_runs_as_a_script(tmp_path: Path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+    proc = subprocess.run([sys.executable, str(REPO / "examples" / "contextual_scale.py")], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=110)
+    assert proc.returncode == 0, proc.stderr
+    assert "best config" in proc.stdout
+    assert "best-config" in (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+
+
+def test_several_kernels_own_keys_and_repeated_launches():
+    scale, add = K.make_scale((256, 512)), K.make_add((128, 256, 1024))
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x, z):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())       # scale, key n=x: twice per run
+        scale[K.grid()](y, y, 0.5, y.numel())
+        w = torch.empty_like(z)
+        scale[K.grid()](z, w, 3.0, z.numel())       # scale, another key: once per run
+        out = torch.empty_like(x)
+        add[K.grid()](x, y, out, x.numel())         # another kernel: once per run
+        return out, w
+
+    x, z = torch.randn(1000, device=K.device()), torch.randn(3000, device=K.device())
+    out, w = outer(x, z)
+    torch.testing.assert_close(out, 2.0 * x)
+    torch.testing.assert_close(w, 3.0 * z)
+    assert set(scale.cache) == {cache_key(1000, x, x), cache_key(3000, z, z)}
+    assert set(add.cache) == {cache_key(1000, x, x, x)}
+    # the slowest schedule decides: add has 3 candidates x (W+R) launches, one per run;
+    # scale/x (2 launches per run) and scale/z finish earlier; then one final run
+    assert len(runs) == 3 * (W + R) + 1
+    text = log_text()
+    for name, cands in (("_scale", 2), ("_add", 3)):
+        assert len(re.findall(rf"func: {name} .*best-config-id", text)) == (2 if name == "_scale" else 1)
+        for cid in range(cands):
+            timed = re.findall(rf"func: {name} \| key: \(1000,.*config-id: {cid} \|.*round: timed", text)
+            assert len(timed) == R
+
+
+def test_best_config_goes_to_cache_and_second_call_runs_untouched():
+    counter = K.LaunchCounter(delays_ms={256: 30.0})  # 256 is made clearly slower
+    scale = triton.autotune(configs=counter.configs(256, 512), key=["n"])(K._scale)
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    x = torch.randn(2048, device=K.device())
+    torch.testing.assert_close(outer(x), 2.0 * x)
+    best = scale.cache[cache_key(2048, x, x)]
+    assert best.kwargs["BLOCK"] == 512
+    assert len(runs) == 2 * (W + R) + 1
+    assert counter.counts == {256: W + R, 512: W + R + 1}  # + the final run's launch
+    log_size = len(log_text())
+
+    torch.testing.assert_close(outer(x), 2.0 * x)
+    assert len(runs) == 2 * (W + R) + 2  # one run, nothing measured
+    assert scale.cache[cache_key(2048, x, x)] is best
+    assert counter.counts[256] == W + R
+    assert len(log_text()) == log_size
+
+
+def test_kernel_already_in_its_cache_runs_untouched():
+    scale = K.make_scale((256, 512))
+    x = torch.randn(512, device=K.device())
+    preset = scale.configs[1]
+    scale.cache[cache_key(512, x, x)] = preset
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    torch.testing.assert_close(outer(x), 2.0 * x)
+    assert scale.cache == {cache_key(512, x, x): preset}
+    assert not (Path.cwd() / ".autotune_logs").exists()
+
+
+def test_triton_is_untouched_outside_a_call_and_restored_after_return():
+    import triton_dist  # noqa: F401 - importing must change nothing
+    import triton_dist.autotuner  # noqa: F401
+
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+    assert ORIGINAL_RUN.__module__ == "triton.runtime.autotuner"
+    scale = K.make_scale()
+    seen = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def outer(x):
+        seen.append(Autotuner.__dict__["run"] is ORIGINAL_RUN)
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    outer(torch.randn(256, device=K.device()))
+    assert seen and not any(seen)  # taken over while active
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+
+
+def test_outer_exception_propagates_unchanged_and_triton_is_restored():
+    scale = K.make_scale()
+    boom = KeyError("raised by the outer function")
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        raise boom
+
+    with pytest.raises(KeyError) as info:
+        outer(torch.randn(256, device=K.device()))
+    assert info.value is boom
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+    assert scale.cache == {}  # nothing half-tuned is kept
+
+
+def test_bug_in_an_inner_launch_is_not_a_candidate_failure():
+    def buggy_hook(nargs, reset_only=False):
+        return nargs["no_such_argument"]
+
+    scale = K.make_scale(pre_hook=buggy_hook)
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    with pytest.raises(KeyError, match="no_such_argument"):
+        outer(torch.randn(256, device=K.device()))
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+
+
+def test_nested_use_is_a_clear_error():
+    scale = K.make_scale()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def inner(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def outer(x):
+        return inner(x)
+
+    with pytest.raises(TunerActiveError, match="nested"):
+        outer(torch.randn(256, device=K.device()))
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+    torch.testing.assert_close(inner(torch.ones(256, device=K.device())), 2.0 * torch.ones(256))
+
+
+def test_concurrent_use_from_another_thread_is_a_clear_error():
+    entered, release = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def slow():
+        entered.set()
+        release.wait(30)
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def other():
+        return 1
+
+    def second():
+        entered.wait(30)
+        try:
+            other()
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            errors.append(exc)
+        finally:
+            release.set()
+
+    thread = threading.Thread(target=second)
+    thread.start()
+    slow()
+    thread.join(30)
+    assert len(errors) == 1 and isinstance(errors[0], TunerActiveError)
+    assert "concurrent" in str(errors[0])
+    assert other() == 1  # usable again once the first one finished
+
+
+def test_every_candidate_invalid_raises_runtime_error_with_exact_text():
+    # tl.arange needs a power of two: both configs fail (an interpreter or compile error)
+    scale = K.make_scale((3, 5))
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    with pytest.raises(RuntimeError) as info:
+        outer(torch.randn(256, device=K.device()))
+    assert str(info.value) == "cannot find valid config"
+    assert isinstance(info.value, NoValidConfigError)
+    assert len(runs) == 1
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+    text = log_text()
+    assert text.count("| error: ") == 2 and "no valid config" in text
+
+
+def test_failed_candidate_is_inf_and_the_run_goes_on():
+    scale = K.make_scale((3, 256, 512))  # config-id 0 cannot run
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    x = torch.randn(1024, device=K.device())
+    torch.testing.assert_close(outer(x), 2.0 * x)
+    best = scale.cache[cache_key(1024, x, x)]
+    assert best.kwargs["BLOCK"] in (256, 512)
+    # the failed launch was redone with the next candidate in the same run: no extra runs
+    assert len(runs) == 2 * (W + R) + 1
+    text = log_text()
+    assert re.search(r"config-id: 0 \|.*measure-iter: 0 \| round: warmup 1/1 \| error: \w+", text)
+    assert re.search(r"config-id: 0 \|.*invalid", text)
+
+
+def test_log_records_name_key_config_round_time_and_best():
+    scale = K.make_scale((256, 512))
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    outer(torch.randn(700, device=K.device()))
+    lines = log_text().splitlines()
+    assert all("[rank-0]" in line for line in lines)
+    timed = [line for line in lines if "round: timed" in line]
+    assert len(timed) == 2 * R
+    assert all(re.search(r"func: _scale \| key: \(700, .*n=700.*config-id: [01] \| config: \{BLOCK: (256|512)", line)
+               and re.search(r"measure-iter: \d \| round: timed \d/2 \| time: [0-9.]+ ms", line) for line in timed)
+    assert len([line for line in lines if "average latency" in line]) == 2
+    best = [line for line in lines if "best-config-id" in line]
+    assert len(best) == 1 and re.search(r"best-config: \{BLOCK: (256|512).*best-latency: [0-9.]+ ms", best[0])
+
+
+def test_prune_configs_by_is_honoured():
+    def keep_small(configs, nargs, **kwargs):
+        return [c for c in configs if c.kwargs["BLOCK"] <= nargs["n"]]
+
+    scale = K.make_scale((128, 256, 4096), prune_configs_by={"early_config_prune": keep_small})
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    x, small = torch.randn(1000, device=K.device()), torch.randn(200, device=K.device())
+    outer(x)
+    assert scale.cache[cache_key(1000, x, x)].kwargs["BLOCK"] in (128, 256)
+    assert "BLOCK: 4096" not in log_text()
+    torch.testing.assert_close(outer(small), 2.0 * small)  # only BLOCK=128 kept: nothing to time
+    assert scale.cache[cache_key(200, small, small)].kwargs["BLOCK"] == 128
+    assert "(200," not in log_text()
+
+
+def test_reset_to_zero_and_restore_value_keep_persistent_buffers_right():
+    acc, inc = K.make_accumulate(), K.make_increment()
+    dev = K.device()
+    x = torch.arange(1000, dtype=torch.float32, device=dev)
+    out = torch.zeros(1000, device=dev)        # accumulated into by every launch
+    state = torch.zeros(1000, device=dev)      # incremented in place by every launch
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def step(x):
+        acc[K.grid()](x, out, x.numel())
+        inc[K.grid()](state, state.numel())
+
+    step(x)
+    # many launches happened, but the result is that of one run (as with stock autotune)
+    torch.testing.assert_close(out, x)
+    torch.testing.assert_close(state, torch.ones_like(state))
+    step(x)  # cached now: stock semantics, no more resets
+    torch.testing.assert_close(out, 2 * x)
+    torch.testing.assert_close(state, 2 * torch.ones_like(state))
+
+
+def test_user_pre_and_post_hooks_are_called_around_every_measured_launch():
+    calls = {"pre": 0, "reset_only": 0, "post": 0}
+
+    def pre_hook(nargs, reset_only=False):
+        calls["reset_only" if reset_only else "pre"] += 1
+
+    def post_hook(nargs, exception):
+        assert exception is None
+        calls["post"] += 1
+
+    scale = K.make_scale((256, 512), pre_hook=pre_hook, post_hook=post_hook)
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid()](x, y, 2.0, x.numel())
+        return y
+
+    outer(torch.randn(300, device=K.device()))
+    assert calls == {"pre": 2 * (W + R), "post": 2 * (W + R), "reset_only": 1}
+
+
+def test_outer_function_that_stops_launching_is_an_error_not_a_hang():
+    scale = K.make_scale()
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        runs.append(1)
+        if len(runs) == 1:
+            y = torch.empty_like(x)
+            scale[K.grid()](x, y, 2.0, x.numel())
+        return x
+
+    with pytest.raises(ContextualTuningError, match="did not launch _scale"):
+        outer(torch.randn(256, device=K.device()))
+    assert len(runs) == 2
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+
+
+def test_arguments_are_checked_at_decoration():
+    with pytest.raises(ValueError, match="n_repeat"):
+        contextual_autotune(n_repeat=0)
+    with pytest.raises(ValueError, match="n_warmup"):
+        contextual_autotune(n_warmup=-1)
+    with pytest.raises(TypeError, match="is_dist"):
+        contextual_autotune(is_dist="yes")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="parentheses"):
+        contextual_autotune(lambda: None)  # type: ignore[arg-type]
+    tuner = contextual_autotune()(load_example)
+    assert isinstance(tuner, ContextualAutoTuner) and tuner.__name__ == "load_example"
+
+
+def test_is_dist_without_torch_distributed_is_a_clear_error():
+    @contextual_autotune(is_dist=True)
+    def outer():
+        return 1
+
+    with pytest.raises(ContextualTuningError, match="init_process_group"):
+        outer()
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+
+
+def test_public_names():
+    module = importlib.import_module("triton_dist")
+    assert module.contextual_autotune is contextual_autotune
+    assert module.ContextualAutoTuner is ContextualAutoTuner

@@ -1,0 +1,390 @@
+"""One call of a ContextualAutoTuner: per-kernel measuring schedules and the launch handler.
+
+While a tuner is active every ``Autotuner.run`` of the tuning thread comes to
+:meth:`Session.handle`. A kernel (Autotuner object + key) that is not in its own ``cache`` gets a
+schedule: ``n_warmup`` untimed then ``n_repeat`` timed launches per candidate, one slot per
+launch, consumed by the launches of successive runs of the outer function. Every launch of the
+outer function does real work: a candidate that fails is recorded as inf and the launch is
+redone with a candidate that works, so the outer run goes on and its collectives stay matched.
+
+With ``is_dist=True`` the schedule is fixed (a failed candidate's slots are filled with
+untimed launches of a working one), so every rank reaches the MAX reduction at the same launch
+of the same run whatever failed where; without it a failed candidate's slots are skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import _triton_compat as compat
+from ._backends import get_backend
+from ._bench import describe
+from ._distributed import GroupView, agree, max_reduce, resolve_group
+from ._logging import TuningLog
+from .errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
+from .settings import get_settings
+
+__all__ = ["LOG_DIR", "NO_VALID_CONFIG", "Session"]
+
+log = logging.getLogger(__name__)
+
+#: relative to the working directory, as in the seed
+LOG_DIR = ".autotune_logs"
+#: the exact message the seed promises when every candidate is invalid
+NO_VALID_CONFIG = "cannot find valid config"
+
+
+@dataclasses.dataclass
+class Candidate:
+    index: int
+    """Position among the kernel's kept (pruned) configs."""
+    config: Any
+    config_id: int
+    """Position in the kernel's ``configs`` (what the log calls config-id)."""
+    times: list[float] = dataclasses.field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclasses.dataclass
+class KernelTuning:
+    """The measuring schedule of one inner kernel for one key."""
+
+    at: Any
+    key: tuple
+    name: str
+    key_text: str
+    candidates: list[Candidate]
+    n_warmup: int
+    n_repeat: int
+    registered_run: int
+    slot: int = 0
+    progress_run: int = 0
+    reset_run: int = -1
+    done: bool = False
+    best: Candidate | None = None
+    launches_skipped: int = 0
+
+    @property
+    def per_candidate(self) -> int:
+        return self.n_warmup + self.n_repeat
+
+    @property
+    def total(self) -> int:
+        return len(self.candidates) * self.per_candidate
+
+    def prefix(self, cand: Candidate) -> str:
+        return (f"func: {self.name} | key: {self.key_text} | config-id: {cand.config_id} | "
+                f"config: {compat.config_text(cand.config)}")
+
+
+def _config_id(at: Any, config: Any, fallback: int) -> int:
+    configs = list(getattr(at, "configs", ()) or ())
+    for i, c in enumerate(configs):
+        if c is config:
+            return i
+    try:  # triton-ascend's prune_configs may hand back deep copies
+        return configs.index(config)
+    except (ValueError, TypeError, AttributeError):
+        return fallback
+
+
+def _key_text(key: tuple, named: dict[str, Any]) -> str:
+    names = ", ".join(f"{k}={v!r}" for k, v in named.items())
+    return f"{key!r} [{names}]" if names else repr(key)
+
+
+class Session:
+    """State of one call of a contextual tuner (all its runs of the outer function)."""
+
+    def __init__(self, qualname: str, is_dist: bool, n_warmup: int, n_repeat: int) -> None:
+        self.qualname = qualname
+        self.n_warmup = n_warmup
+        self.n_repeat = n_repeat
+        self.backend = get_backend()
+        self.view: GroupView | None = _world_view(qualname) if is_dist else None
+        self.rank = _global_rank()
+        self.timeout_s = get_settings().agree_timeout_s
+        self.states: dict[tuple[int, tuple], KernelTuning] = {}
+        self.run_index = 0
+        self.run_tunes = False
+        self._log: TuningLog | None = None
+
+    # -- runs of the outer function --------------------------------------------------------
+
+    def begin_run(self) -> None:
+        self.run_index += 1
+        # a run with kernels still measuring is thrown away; the run after the last one is kept
+        self.run_tunes = any(not s.done for s in self.states.values())
+
+    def is_final_run(self) -> bool:
+        return not self.run_tunes
+
+    def stalled(self) -> list[KernelTuning]:
+        """Kernels still measuring that this run (not the one that found them) never launched."""
+        return [s for s in self.states.values() if not s.done
+                and s.registered_run < self.run_index and s.progress_run != self.run_index]
+
+    def stall_error(self, stalled: list[KernelTuning]) -> ContextualTuningError:
+        names = "; ".join(f"{s.name} with key {s.key_text} ({s.slot}/{s.total} launches done)"
+                          for s in stalled)
+        return ContextualTuningError(
+            f"contextual tuning of {self.qualname}: a re-run of the outer function did not launch "
+            f"{names}. contextual_autotune re-runs the outer function until every inner kernel "
+            "has run each candidate, so every run must launch the same kernels with the same "
+            "keys; tune such a kernel with triton_dist.tune.autotune or warm its cache first.",
+            kernels=[s.name for s in stalled],
+        )
+
+    def close(self) -> None:
+        for state in self.states.values():
+            if not state.done:
+                self.info("func: %s | key: %s | tuning abandoned after %d of %d launches",
+                          state.name, state.key_text, state.slot, state.total)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # -- the log -------------------------------------------------------------------------
+
+    @property
+    def log_path(self) -> Path:
+        return Path.cwd() / LOG_DIR / f"rank-{self.rank}.log"
+
+    def info(self, message: str, *args: object) -> None:
+        if self._log is None:
+            self._log = TuningLog(self.log_path, verbose=False, prefix=f"[rank-{self.rank}] ")
+        self._log.info(message, *args)
+
+    # -- the takeover handler --------------------------------------------------------------
+
+    def handle(self, at: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        if not compat.needs_tuning(at):
+            return original(at, *args, **kwargs)
+        key, named = compat.tuning_key(at, args, kwargs)
+        state = self.states.get((id(at), key))
+        if state is None:
+            cache = getattr(at, "cache", None)
+            if cache is not None and key in cache:
+                return original(at, *args, **kwargs)  # tuned before this call: untouched
+            state = self._register(at, key, named, args, kwargs)
+            if state is None:
+                return original(at, *args, **kwargs)
+        if state.done:
+            return self._launch_best(state, original, args, kwargs)
+        return self._step(state, args, kwargs)
+
+    def _register(self, at: Any, key: tuple, named: dict, args: tuple, kwargs: dict) -> KernelTuning | None:
+        name = compat.kernel_name(at)
+        key_text = _key_text(key, named)
+        configs = compat.prune(at, compat.named_args(at, args), kwargs)
+        if self.view is not None:
+            self._agree(name, key_text, configs)
+        if not configs:  # Triton < 3.4 does not check what early_config_prune returns
+            self.info("func: %s | key: %s | pruning kept no config", name, key_text)
+            raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["pruned"])
+        if len(configs) == 1:  # as stock run: nothing to compare
+            if getattr(at, "cache", None) is None:
+                at.cache = {}
+            at.cache[key] = configs[0]
+            return None
+        candidates = [Candidate(i, c, _config_id(at, c, i)) for i, c in enumerate(configs)]
+        state = KernelTuning(at, key, name, key_text, candidates, self.n_warmup, self.n_repeat,
+                             registered_run=self.run_index)
+        self.states[(id(at), key)] = state
+        self.run_tunes = True
+        self.info("func: %s | key: %s | tuning %d of %d configs, %d warm-up + %d timed launches "
+                  "each, on %s%s", name, key_text, len(candidates),
+                  len(getattr(at, "configs", configs)), self.n_warmup, self.n_repeat,
+                  self.backend.kind, f", MAX over WORLD ({self.view.size} ranks)" if self.view else "")
+        log.debug("contextual tuning of %s registered %s for key %s", self.qualname, name, key_text)
+        return state
+
+    def _agree(self, name: str, key_text: str, configs: list[Any]) -> None:
+        # The schedule length depends on the candidate count: ranks that disagree would stop
+        # matching launches (and hang in the MAX reduction), so check before the first one.
+        fields = {"kernel": name, "configs": " | ".join(str(c) for c in configs)}
+        try:
+            agree(self.view, self.backend, fields, self.timeout_s)  # type: ignore[arg-type]
+        except RankDisagreementError as exc:
+            lines = "\n".join(exc.details.get("disagreement", []))
+            raise RankDisagreementError(
+                f"contextual tuning of {self.qualname} (is_dist=True): the WORLD ranks registered "
+                f"different inner kernels or candidate lists at the same launch (this rank: {name}, "
+                f"key {key_text}):\n{lines}\nEvery WORLD rank must run the same outer function "
+                "with the same kernels; make prune_configs_by independent of the rank.",
+                disagreement=exc.details.get("disagreement", []),
+            ) from exc
+
+    # -- launches ------------------------------------------------------------------------
+
+    def _launch_best(self, state: KernelTuning, original: Callable[..., Any], args: tuple,
+                     kwargs: dict) -> Any:
+        best = state.best.config  # type: ignore[union-attr]
+        if self.run_tunes:
+            # this run is thrown away: keep the hooks (restore_value, reset_to_zero) as for the
+            # measured launches so that repeated runs leave persistent buffers alone
+            return compat.launch(state.at, best, args, kwargs)
+        if state.reset_run != self.run_index:
+            # stock run zeroes reset_to_zero arguments once more before the first real launch
+            state.reset_run = self.run_index
+            compat.reset_only(state.at, best, args, kwargs)
+        return original(state.at, *args, **kwargs)
+
+    def _timed(self, fn: Callable[[], Any]) -> tuple[Any, float]:
+        box: list[Any] = []
+        ms = self.backend.time_runs(lambda: box.append(fn()), 1)[0]
+        return box[0], float(ms)
+
+    def _fail(self, state: KernelTuning, cand: Candidate, exc: BaseException, where: str) -> None:
+        cand.error = describe(exc)
+        self.info("%s | %s | error: %s", state.prefix(cand), where, cand.error)
+        try:  # a failed launch may leave queued work; keep it out of the next timing
+            self.backend.synchronize()
+        except Exception as sync_exc:  # noqa: BLE001 - the device is reported, not fatal here
+            cand.error += f" (device unusable afterwards: {describe(sync_exc)})"
+
+    def _step(self, state: KernelTuning, args: tuple, kwargs: dict) -> Any:
+        state.progress_run = self.run_index
+        per = state.per_candidate
+        failures = compat.failure_types()
+        while True:
+            index, r = divmod(state.slot, per)
+            cand = state.candidates[index]
+            phase = f"warmup {r + 1}/{state.n_warmup}" if r < state.n_warmup else \
+                f"timed {r - state.n_warmup + 1}/{state.n_repeat}"
+            where = f"measure-iter: {r} | round: {phase}"
+            if not cand.ok:  # only with is_dist: the slots of a failed candidate stay in place
+                ret = self._fallback(state, args, kwargs, where)
+                state.slot += 1
+                break
+            call = functools.partial(compat.launch, state.at, cand.config, args, kwargs)
+            try:
+                if r < state.n_warmup:
+                    ret = call()
+                    self.info("%s | %s", state.prefix(cand), where)
+                else:
+                    ret, ms = self._timed(call)
+                    cand.times.append(ms)
+                    done = len(cand.times) == state.n_repeat
+                    self.info("%s | %s | time: %.4f ms%s", state.prefix(cand), where, ms,
+                              f" | mean: {statistics.fmean(cand.times):.4f} ms" if done else "")
+            except failures as exc:
+                self._fail(state, cand, exc, where)
+                if self.view is not None:
+                    ret = self._fallback(state, args, kwargs, where)
+                    state.slot += 1
+                    break
+                state.slot = (index + 1) * per  # skip its slots, redo this launch with the next
+                if state.slot < state.total:
+                    continue
+                ret = self._fallback(state, args, kwargs, where)
+                break
+            state.slot += 1
+            break
+        if state.slot >= state.total:
+            self._finish(state)
+        return ret
+
+    def _fallback(self, state: KernelTuning, args: tuple, kwargs: dict, where: str) -> Any:
+        """Launch a working candidate (untimed) so that this run of the outer function goes on."""
+        measured = [c for c in state.candidates if c.ok and c.times]
+        untried = [c for c in state.candidates if c.ok and not c.times]
+        for cand in measured + untried:
+            try:
+                ret = compat.launch(state.at, cand.config, args, kwargs)
+            except compat.failure_types() as exc:
+                self._fail(state, cand, exc, f"{where} (as a stand-in)")
+                continue
+            self.info("func: %s | key: %s | %s | stand-in launch of config-id %d (not timed)",
+                      state.name, state.key_text, where, cand.config_id)
+            return ret
+        if self.view is None:
+            self.info("func: %s | key: %s | every candidate failed: no valid config",
+                      state.name, state.key_text)
+            raise _no_valid_config(state)
+        # keep step with the other ranks up to the reduction, where all of them raise together
+        state.launches_skipped += 1
+        self.info("func: %s | key: %s | %s | no candidate can run here; launch skipped",
+                  state.name, state.key_text, where)
+        return None
+
+    def _finish(self, state: KernelTuning) -> None:
+        means = [statistics.fmean(c.times) if c.ok and len(c.times) == state.n_repeat else math.inf
+                 for c in state.candidates]
+        if self.view is not None:
+            local = means
+            means = max_reduce(self.view, self.backend, means, self.timeout_s)
+            self.info("func: %s | key: %s | MAX over WORLD (%d ranks): %s (this rank: %s)",
+                      state.name, state.key_text, self.view.size, _fmt(means), _fmt(local))
+        for cand, mean in zip(state.candidates, means, strict=True):
+            if math.isfinite(mean):
+                self.info("%s | average latency: %.4f ms", state.prefix(cand), mean)
+            else:
+                cand.error = cand.error or "failed on another rank"
+                self.info("%s | invalid: %s", state.prefix(cand), cand.error)
+        valid = [(mean, cand.index) for cand, mean in zip(state.candidates, means, strict=True) if math.isfinite(mean)]
+        if not valid:
+            self.info("func: %s | key: %s | no valid config", state.name, state.key_text)
+            raise _no_valid_config(state)
+        best_time, best_index = min(valid)  # the mean decides; a tie goes to the earlier config
+        best = state.candidates[best_index]
+        cache = getattr(state.at, "cache", None)
+        if cache is None:
+            cache = state.at.cache = {}
+        cache[state.key] = best.config
+        state.at.configs_timings = {c.config: m for c, m in zip(state.candidates, means, strict=True)}
+        state.best, state.done = best, True
+        self.info("func: %s | key: %s | best-config-id: %d | best-config: %s | best-latency: %.4f ms",
+                  state.name, state.key_text, best.config_id, compat.config_text(best.config), best_time)
+        log.info("contextual tuning: %s key %s -> config %d (%s), %.4f ms", state.name,
+                 state.key_text, best.config_id, best.config, best_time)
+
+
+def _fmt(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
+
+
+def _no_valid_config(state: KernelTuning) -> NoValidConfigError:
+    errors = [c.error or "failed on another rank" for c in state.candidates]
+    exc = NoValidConfigError(NO_VALID_CONFIG, kernel=state.name, key=state.key_text, errors=errors)
+    if hasattr(exc, "add_note"):  # keeps str(exc) exact while saying why each one failed
+        exc.add_note(f"{state.name}, key {state.key_text}:\n" + "\n".join(
+            f"  config-id {c.config_id} {compat.config_text(c.config)}: {e}"
+            for c, e in zip(state.candidates, errors, strict=True)))
+    return exc
+
+
+def _global_rank() -> int:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return 0
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank()
+    return 0
+
+
+def _world_view(qualname: str) -> GroupView:
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise ContextualTuningError(
+            f"{qualname} is decorated with contextual_autotune(is_dist=True), but torch.distributed "
+            "is not initialised in this process. Call torch.distributed.init_process_group (or "
+            "triton_dist.dist.init_distributed()) on every rank first, or use is_dist=False."
+        )
+    view = resolve_group(dist.group.WORLD)
+    if view is None:  # resolve_group only returns None for pg=None
+        raise ContextualTuningError("torch.distributed has no WORLD group")
+    return view

@@ -1,0 +1,217 @@
+"""What contextual tuning needs from ``triton.runtime.autotuner.Autotuner``, across versions.
+
+Written against stock Triton 3.0–3.9 and triton-ascend 3.2 (its ``Config.all_kwargs()`` carries
+extra bishengir launch options, its driver has no ``get_benchmarker``/device interface). Every
+attribute that differs between them is read defensively; nothing here calls Triton's driver or
+``do_bench``: timing belongs to the project's device backends.
+
+The key, the pruning and the hook calls mirror ``Autotuner.run``/``Autotuner._bench`` so that a
+config written into ``Autotuner.cache[key]`` is exactly what the stock ``run`` looks up later.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ._bench import candidate_failure_types
+
+__all__ = [
+    "Takeover",
+    "autotuner_class",
+    "config_text",
+    "failure_types",
+    "kernel_name",
+    "launch",
+    "named_args",
+    "needs_tuning",
+    "prune",
+    "reset_only",
+    "tuning_key",
+]
+
+
+def autotuner_class() -> type:
+    from triton.runtime.autotuner import Autotuner
+
+    return Autotuner
+
+
+@functools.lru_cache(maxsize=1)
+def failure_types() -> tuple[type[BaseException], ...]:
+    """Exceptions of a kernel launch that make a candidate invalid (recorded as inf).
+
+    The project's list (out of resources, compile errors, runtime/device errors) plus Triton's
+    base ``TritonError``: the interpreter wraps a bad config (``tl.arange`` of a non-power of 2,
+    ...) in ``InterpreterError`` and triton-ascend raises its own ``MLIRCompilationError``.
+    """
+    types = list(candidate_failure_types())
+    import triton
+
+    base = getattr(triton, "TritonError", None)
+    if base is None:
+        try:
+            from triton.errors import TritonError as base
+        except ImportError:  # old Triton: no common base; OutOfResources etc. are listed
+            base = None
+    if isinstance(base, type):
+        types.append(base)
+    return tuple(types)
+
+
+def kernel_name(at: Any) -> str:
+    fn = getattr(at, "base_fn", None) or getattr(at, "fn", None)
+    while fn is not None and not hasattr(fn, "__name__") and hasattr(fn, "fn"):
+        fn = fn.fn  # JITFunction / Heuristics wrappers down to the Python function
+    return getattr(fn, "__name__", type(at).__name__)
+
+
+def named_args(at: Any, args: tuple) -> dict[str, Any]:
+    """Positional arguments by name (stock ``run``'s ``self.nargs``)."""
+    return dict(zip(getattr(at, "arg_names", ()) or (), args, strict=False))
+
+
+def needs_tuning(at: Any) -> bool:
+    """Stock ``run`` only benchmarks when there is more than one config."""
+    return len(getattr(at, "configs", None) or ()) > 1
+
+
+def tuning_key(at: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict[str, Any]]:
+    """(the key stock ``run`` computes, the named key values for the log)."""
+    arg_names = list(getattr(at, "arg_names", ()) or ())
+    nargs = named_args(at, args)
+    all_args = {**nargs, **kwargs}
+    by_name = {k: v for k, v in all_args.items() if k in arg_names}
+    keys = getattr(at, "keys", None)
+    if keys is not None:  # Triton 3.x and triton-ascend: key names
+        names = [k for k in keys if k in by_name]
+        key = [by_name[k] for k in names]
+        values = by_name.values()
+    else:  # Triton 2.x: key positions among the arguments in declaration order
+        ordered = [all_args[name] for name in arg_names if name in all_args]
+        idx = list(getattr(at, "key_idx", ()) or ())
+        names = [arg_names[i] for i in idx]
+        key = [ordered[i] for i in idx]
+        values = ordered
+    named = dict(zip(names, key, strict=False))
+    for arg in values:
+        if hasattr(arg, "dtype"):
+            key.append(str(arg.dtype))
+    return tuple(key), named
+
+
+def prune(at: Any, nargs: dict, kwargs: dict) -> list[Any]:
+    """The inner kernel's own pruning (``prune_configs_by``), as stock ``run`` applies it."""
+    method = getattr(at, "prune_configs", None)
+    previous = getattr(at, "nargs", None)
+    at.nargs = nargs  # early_config_prune and perf_model read self.nargs
+    try:
+        if method is not None:
+            return list(method(kwargs))
+        return list(at.configs)
+    finally:
+        at.nargs = previous
+
+
+def _check_conflicts(config: Any, kwargs: dict) -> None:
+    conflicts = kwargs.keys() & getattr(config, "kwargs", {}).keys()
+    if conflicts:  # the same user error stock _bench raises, before anything runs
+        raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure "
+                         "that you don't re-define auto-tuned symbols.")
+
+
+def launch(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
+    """One launch of ``config`` with the hooks stock ``_bench`` wraps around a benchmark run.
+
+    Order as in ``Autotuner._bench``: the config's ``pre_hook``, the autotuner's ``pre_hook``
+    (``reset_to_zero`` zeroes, ``restore_value`` snapshots), the launch, then ``post_hook``
+    (``restore_value`` restores), also when the launch raised.
+    """
+    _check_conflicts(config, kwargs)
+    current = dict(kwargs, **config.all_kwargs())
+    nargs = named_args(at, args)
+    full_nargs = {**nargs, **current}
+    previous = getattr(at, "nargs", None)
+    at.nargs = nargs
+    try:
+        if getattr(config, "pre_hook", None):
+            config.pre_hook(full_nargs)
+        pre_hook = getattr(at, "pre_hook", None)
+        if pre_hook is not None:
+            pre_hook(full_nargs)
+        post_hook = getattr(at, "post_hook", None)
+        try:
+            ret = at.fn.run(*args, **current)
+        except BaseException as exc:
+            if post_hook is not None:
+                post_hook(full_nargs, exception=exc)
+            raise
+        if post_hook is not None:
+            post_hook(full_nargs, exception=None)
+        return ret
+    finally:
+        at.nargs = previous
+
+
+def reset_only(at: Any, config: Any, args: tuple, kwargs: dict) -> None:
+    """What stock ``run`` does after benchmarking, before the real launch: zero
+    ``reset_to_zero`` arguments again (``pre_hook(..., reset_only=True)``)."""
+    pre_hook = getattr(at, "pre_hook", None)
+    if pre_hook is None:
+        return
+    full_nargs = {**named_args(at, args), **kwargs, **config.all_kwargs()}
+    pre_hook(full_nargs, reset_only=True)
+
+
+def config_text(config: Any) -> str:
+    return "{" + str(config) + "}"
+
+
+class Takeover:
+    """Replaces ``Autotuner.run`` with ``handler`` for one thread, between install and remove.
+
+    Calls from other threads, and calls after ``remove()`` (if someone patched ``run`` on top
+    of ours meanwhile), go to the original ``run`` unchanged.
+    """
+
+    _MISSING = object()
+
+    def __init__(self, handler: Callable[[Any, Callable[..., Any], tuple, dict], Any]) -> None:
+        self.cls = autotuner_class()
+        self.handler = handler
+        self.thread = threading.get_ident()
+        self.active = False
+        self.saved: Any = self._MISSING
+        self.original: Callable[..., Any] | None = None
+        self.replacement: Callable[..., Any] | None = None
+
+    def install(self) -> None:
+        self.saved = self.cls.__dict__.get("run", self._MISSING)
+        original = self.cls.run
+        self.original = original
+        takeover = self
+
+        @functools.wraps(original)
+        def run(at: Any, *args: Any, **kwargs: Any) -> Any:
+            if not takeover.active or threading.get_ident() != takeover.thread:
+                return original(at, *args, **kwargs)
+            return takeover.handler(at, original, args, kwargs)
+
+        self.replacement = run
+        self.active = True
+        self.cls.run = run
+
+    def remove(self) -> bool:
+        """Put the original back; False when someone replaced ours meanwhile (left in place)."""
+        self.active = False
+        if self.replacement is None:
+            return True
+        if self.cls.__dict__.get("run") is not self.replacement:
+            return False
+        if self.saved is self._MISSING:
+            delattr(self.cls, "run")
+        else:
+            self.cls.run = self.saved
+        return True

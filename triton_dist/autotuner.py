@@ -1,0 +1,160 @@
+"""``contextual_autotune``: tune the inner ``@triton.autotune`` kernels inside the real run.
+
+::
+
+    @contextual_autotune(is_dist=False, n_repeat=5, n_warmup=3)
+    def run_scale(x, alpha):
+        y = torch.empty_like(x)
+        scale_kernel[grid](x, y, alpha, x.numel())   # scale_kernel is @triton.autotune'd
+        return y
+
+A call runs the outer function; every inner autotuned kernel whose key is not in its own
+``Autotuner.cache`` is registered and the outer function is re-run until each such kernel has
+launched every kept candidate ``n_warmup`` times untimed and ``n_repeat`` times timed (by the
+device backend: events on CUDA/NPU, a clock on the CPU), inside the real run with its
+communication and side effects. The mean decides (with ``is_dist=True`` after a MAX over the
+WORLD group); the best config goes into the kernel's ``Autotuner.cache[key]``, and one more run
+with the best configs gives the result that is returned. Kernels already cached run untouched.
+
+``triton.runtime.autotuner.Autotuner.run`` is taken over only while a call is active (installed
+on entry, restored in ``finally``), and only for the calling thread; importing this module
+changes nothing in Triton. One tuner is active at a time: nested or concurrent calls raise
+:class:`~triton_dist.errors.TunerActiveError`. Log: ``./.autotune_logs/rank-<rank>.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, TypeVar
+
+from .errors import TritonDistWarning, TunerActiveError
+
+__all__ = ["ContextualAutoTuner", "contextual_autotune"]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+_lock = threading.Lock()
+_active: tuple[ContextualAutoTuner[Any], int] | None = None  # (tuner, thread id)
+
+
+def _check_count(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"contextual_autotune({name}=...) must be an int, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"contextual_autotune({name}={value}) must be >= {minimum}")
+    return value
+
+
+class ContextualAutoTuner(Generic[R]):
+    """The callable that :func:`contextual_autotune` returns; calls return what ``fn`` returns."""
+
+    def __init__(self, fn: Callable[..., R], is_dist: bool = False, n_repeat: int = 5,
+                 n_warmup: int = 3) -> None:
+        if not callable(fn):
+            raise TypeError(f"contextual_autotune decorates a callable, got {fn!r}")
+        if not isinstance(is_dist, bool):
+            raise TypeError(
+                f"contextual_autotune(is_dist=...) must be a bool, got {is_dist!r}; write "
+                "@contextual_autotune() with parentheses when using the defaults."
+            )
+        self.fn = fn
+        self.is_dist = is_dist
+        self.n_repeat = _check_count("n_repeat", n_repeat, 1)
+        self.n_warmup = _check_count("n_warmup", n_warmup, 0)
+        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+
+    @property
+    def qualname(self) -> str:
+        return getattr(self.fn, "__qualname__", repr(self.fn))
+
+    def __repr__(self) -> str:
+        return (f"<ContextualAutoTuner {self.qualname} is_dist={self.is_dist} "
+                f"n_repeat={self.n_repeat} n_warmup={self.n_warmup}>")
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:  # decorated methods bind as usual
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> R:
+        from ._contextual import Session
+
+        with _activated(self):
+            session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat)
+            with _takeover(session):
+                while True:
+                    session.begin_run()
+                    result = self.fn(*args, **kwargs)
+                    if session.is_final_run():
+                        return result
+                    stalled = session.stalled()
+                    if stalled:
+                        raise session.stall_error(stalled)
+
+
+@contextlib.contextmanager
+def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
+    global _active
+    with _lock:
+        if _active is not None:
+            other, thread = _active
+            same_thread = thread == threading.get_ident()
+            raise TunerActiveError(
+                f"cannot start contextual tuning of {tuner.qualname}: {other.qualname} is "
+                f"already being tuned {'further up this call stack (nested use)' if same_thread else 'in another thread (concurrent use)'}. "
+                "Only one ContextualAutoTuner may be active at a time: call contextual-tuned "
+                "functions one after another, and do not call one from inside another.",
+                active=other.qualname, nested=same_thread,
+            )
+        _active = (tuner, threading.get_ident())
+    try:
+        yield
+    finally:
+        with _lock:
+            _active = None
+
+
+@contextlib.contextmanager
+def _takeover(session: Any) -> Iterator[None]:
+    from ._triton_compat import Takeover
+
+    takeover = Takeover(session.handle)
+    try:
+        takeover.install()
+        yield
+    finally:
+        restored = takeover.remove()
+        session.close()
+        if not restored:
+            warnings.warn(
+                "triton.runtime.autotuner.Autotuner.run was replaced by someone else while "
+                "contextual tuning was active; their replacement was left in place (ours now "
+                "forwards every call to the original run).",
+                TritonDistWarning, stacklevel=3,
+            )
+
+
+def contextual_autotune(is_dist: bool = False, n_repeat: int = 5,
+                        n_warmup: int = 3) -> Callable[[Callable[..., R]], ContextualAutoTuner[R]]:
+    """Decorate a function that launches ``@triton.autotune`` kernels (see the module docstring).
+
+    :param is_dist: reduce each candidate's time with MAX over the default WORLD group before
+        choosing (torch.distributed must be initialised, and every WORLD rank must call).
+    :param n_repeat: timed launches per candidate; their mean decides.
+    :param n_warmup: untimed launches per candidate before the timed ones.
+    """
+    if callable(is_dist):
+        raise TypeError("use @contextual_autotune(...) with parentheses, e.g. "
+                        "@contextual_autotune(is_dist=False, n_repeat=5, n_warmup=3)")
+    # validate at decoration time, not at the first call
+    ContextualAutoTuner(lambda: None, is_dist, n_repeat, n_warmup)
+
+    def decorate(fn: Callable[..., R]) -> ContextualAutoTuner[R]:
+        return ContextualAutoTuner(fn, is_dist=is_dist, n_repeat=n_repeat, n_warmup=n_warmup)
+
+    return decorate
