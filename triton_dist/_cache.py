@@ -94,7 +94,9 @@ def find_config(encoded: Any, config_space: Sequence[dict[str, Any]]) -> int | N
 def key_repr(key: Any) -> str | None:
     """The key's repr if it is stable across processes, else None."""
     text = repr(key)
-    return None if " at 0x" in text else text
+    if " at 0x" in text or repr(key) != text:  # an address, or a repr that changes per call
+        return None
+    return text
 
 
 # ---------------------------------------------------------------------------- paths

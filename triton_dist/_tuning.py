@@ -68,6 +68,17 @@ class Outcome:
     path: Path | None = None
 
 
+def show_config(config: dict[str, Any]) -> str:
+    """A config for logs and errors: a triton.Config's repr is only its address, its str its fields."""
+    parts = []
+    for name, value in config.items():
+        text = repr(value)
+        if " at 0x" in text:
+            text = f"{type(value).__name__}({value})"
+        parts.append(f"{name!r}: {text}")
+    return "{" + ", ".join(parts) + "}"
+
+
 def _stable_key(key: Any) -> str:
     text = _cache.key_repr(key)
     if text is None:
@@ -265,9 +276,9 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
     def report(result: CandidateResult) -> None:
         config = target.config_space[result.index]
         if result.ok:
-            tlog.info("config %d %r: %.4f ms (sem %.4f)", result.index, config, result.time_ms, result.sem_ms)
+            tlog.info("config %d %s: %.4f ms (sem %.4f)", result.index, show_config(config), result.time_ms, result.sem_ms)
         else:
-            tlog.info("config %d %r: failed: %s", result.index, config, result.error)
+            tlog.info("config %d %s: failed: %s", result.index, show_config(config), result.error)
 
     to_measure = kept
     if reuse is not None:
@@ -313,7 +324,7 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
         tlog.info("reused timings scaled by %.4f (the old best's time now / then)", reuse.scale)
 
     if not any(r.ok for r in results):
-        lines = "\n".join(f"  config_space[{r.index}] = {target.config_space[r.index]!r:.200}: {r.error}"
+        lines = "\n".join(f"  config_space[{r.index}] = {show_config(target.config_space[r.index]):.300}: {r.error}"
                           for r in results)
         tlog.info("no valid config for key %s", key_text)
         raise NoValidConfigError(
@@ -322,8 +333,8 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
             key=key_text, errors=[r.error for r in results],
         )
     best, margin = pick_best(results)
-    tlog.info("best config for key %s: %d %r (%.4f ms, margin %.1f%%)", key_text, best,
-              target.config_space[best], next(r.time_ms for r in results if r.index == best),
+    tlog.info("best config for key %s: %d %s (%.4f ms, margin %.1f%%)", key_text, best,
+              show_config(target.config_space[best]), next(r.time_ms for r in results if r.index == best),
               margin * 100 if math.isfinite(margin) else float("inf"))
     entry = build_entry(target, key_text, results, best, margin, backend, view, reuse)
     path = None

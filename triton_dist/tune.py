@@ -91,7 +91,6 @@ class AutoTuner:
         self.prune_fn = prune_fn
         self._fields = frozenset(f for config in self.config_space for f in config)
         self._best: dict[Any, dict[str, Any]] = {}
-        self._warned_overwrite: set[frozenset[str]] = set()
         self._source_hash: str | None = None
         self.target = _tuning.TuneTarget(
             fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
@@ -141,8 +140,7 @@ class AutoTuner:
                 "autotune_allow_arg_overwrite=True to let the business value win (those fields are "
                 "then not tuned)."
             )
-        if clash and clash not in self._warned_overwrite:
-            self._warned_overwrite.add(clash)
+        if clash:  # every call, as the seed does; Python's warning filters dedupe per call site
             warnings.warn(f"{self.target.qualname}: business argument(s) {sorted(clash)} override the "
                           "config_space fields of the same name (autotune_allow_arg_overwrite=True).",
                           TritonDistWarning, stacklevel=4)

@@ -1,0 +1,1 @@
+"""Runnable examples; also importable (``examples.scale``, ``examples.gemm``) by campaigns and tests."""

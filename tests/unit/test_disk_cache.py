@@ -1,0 +1,202 @@
+"""The disk cache seen through the public API: layout, content, reuse, invalidation, damage."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import re
+import warnings
+
+import pytest
+
+from triton_dist.errors import SettingsError, TritonDistWarning
+
+from .helpers import SPACE, entries, make_tuner, only_entry
+
+TIMES = {0: 3.0, 1: 1.0, 2: 2.0}
+
+
+def test_layout_is_root_function_name_one_json_per_key(cache_dir):
+    tuned, _ = make_tuner(times=TIMES)
+    tuned(1)
+    tuned(2)
+    tuned(2)
+    files = entries(cache_dir)
+    assert len(files) == 2
+    assert all(re.fullmatch(r"[0-9a-f]{32}\.json", f.name) for f in files)
+    assert {f.with_suffix(".log").exists() for f in files} == {True}  # a tuning log next to each
+    assert [p.name for p in cache_dir.iterdir()] == ["host"]
+
+
+def test_entry_records_everything_the_spec_lists(cache_dir):
+    tuned, _ = make_tuner(times=TIMES, prune=lambda config, x: config["c"] != 2,
+                          fail={0: RuntimeError("out of resources")})
+    tuned(5)
+    entry = only_entry(cache_dir)
+    assert entry["function"] == "host"
+    assert entry["key"] == repr(("x", 5))
+    assert entry["schema"] == "triton_dist.autotune/v1"
+    assert [c["index"] for c in entry["candidates"]] == [0, 1, 2]  # every candidate, in order
+    c0, c1, c2 = entry["candidates"]
+    assert c0["config"] == {"c": 0} and c0["time_ms"] is None and "out of resources" in c0["error"]
+    assert c1["config"] == {"c": 1} and c1["time_ms"] == 1.0 and c1["error"] is None
+    assert c2["pruned"] is True and c2["time_ms"] is None
+    assert entry["best"] == {"index": 1, "config": {"c": 1}, "time_ms": 1.0}
+    versions = entry["versions"]
+    import torch
+    import triton
+
+    import triton_dist
+
+    assert versions["torch"] == torch.__version__
+    assert versions["triton"] == triton.__version__
+    assert versions["triton_dist"] == triton_dist.__version__
+    assert isinstance(entry["hardware"]["digest"], str) and entry["hardware"]["device"]
+    created = datetime.datetime.fromisoformat(entry["created"])
+    assert abs(datetime.datetime.now(datetime.timezone.utc) - created) < datetime.timedelta(hours=1)
+    assert entry["measurement"]["n_warmup"] == 5 and entry["measurement"]["n_repeat"] == 10
+
+
+def test_a_new_tuner_in_the_same_process_hits_the_disk_and_measures_nothing(cache_dir):
+    first, _ = make_tuner(times=TIMES)
+    assert first(1)[1] == 1
+    # other timings now: a hit must not look at them
+    second, probe = make_tuner(times={0: 0.1, 1: 9.0, 2: 9.0})
+    assert second(1) == (1, 1, 1)
+    assert probe.benches == 0 and probe.total == 1
+    assert second.best_config(1) == {"c": 1}
+    assert len(entries(cache_dir)) == 1
+
+
+def test_a_cached_best_that_left_the_config_space_is_a_miss(cache_dir):
+    first, _ = make_tuner(times=TIMES)
+    first(1)
+    space = [{"c": 0}, {"c": 2}]
+    second, probe = make_tuner(space, times=TIMES)
+    with warnings.catch_warnings():  # a miss; whether it also warns is not specified
+        warnings.simplefilter("ignore", TritonDistWarning)
+        assert second(1)[1] == 2
+    assert probe.benches == 2
+
+
+def test_always_tune_retunes_and_keeps_the_older_entry_as_history(cache_dir, monkeypatch):
+    first, _ = make_tuner(times=TIMES)
+    first(1)
+    old = only_entry(cache_dir)
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")
+    second, probe = make_tuner(times={0: 1.0, 1: 5.0, 2: 5.0})
+    assert second(1)[1] == 0
+    assert probe.benches == 3
+    new = only_entry(cache_dir)
+    assert new["best"]["index"] == 0 and new["id"] == old["id"]
+    history = list((cache_dir / "host" / "history").glob("*.json"))
+    assert len(history) == 1
+    assert json.loads(history[0].read_text()) == old
+    # the in-memory decision of this process stands: no re-tuning per call
+    assert second(1)[1] == 0 and probe.benches == 3
+
+
+def _age_versions(cache_dir):
+    (path,) = entries(cache_dir)
+    entry = json.loads(path.read_text())
+    entry["versions"]["torch"] = "0.0.1"
+    path.write_text(json.dumps(entry))
+
+
+def test_version_mismatch_is_a_warning_and_a_hit_by_default(cache_dir):
+    first, _ = make_tuner(times=TIMES)
+    first(1)
+    _age_versions(cache_dir)
+    second, probe = make_tuner(times=TIMES)
+    with pytest.warns(TritonDistWarning, match="TRITON_DIST_AUTOTUNE_VERSION_CHECK"):
+        assert second(1)[1] == 1
+    assert probe.benches == 0
+
+
+def test_version_check_makes_a_version_mismatch_a_miss(cache_dir, monkeypatch):
+    first, _ = make_tuner(times=TIMES)
+    first(1)
+    _age_versions(cache_dir)
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_VERSION_CHECK", "1")
+    second, probe = make_tuner(times={0: 1.0, 1: 2.0, 2: 3.0})
+    assert second(1)[1] == 0
+    assert probe.benches == 3
+    assert only_entry(cache_dir)["versions"]["torch"] != "0.0.1"
+
+
+@pytest.mark.parametrize("variable", ["TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "TRITON_DIST_AUTOTUNE_VERSION_CHECK"])
+@pytest.mark.parametrize("value", ["yes", "true", "2", "on"])
+def test_bad_values_of_the_cache_variables_are_errors_naming_them(variable, value, monkeypatch):
+    monkeypatch.setenv(variable, value)
+    tuned, probe = make_tuner(times=TIMES)
+    with pytest.raises(SettingsError, match=variable):
+        tuned(1)
+    assert probe.total == 0
+
+
+def _damage(path, how):
+    if how == "garbage":
+        path.write_bytes(b"\x00\xffnot json at all")
+    elif how == "truncated":
+        text = path.read_text()
+        path.write_text(text[: len(text) // 2])
+    elif how == "empty":
+        path.write_text("")
+    elif how == "foreign":
+        path.write_text(json.dumps({"config": [[1.0, {"c": 0}]], "deps": {}, "key": "x"}))
+    elif how == "list":
+        path.write_text("[1, 2, 3]")
+    elif how == "wrong-types":
+        entry = json.loads(path.read_text())
+        entry["best"] = "c=1"
+        path.write_text(json.dumps(entry))
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "empty", "foreign", "list", "wrong-types"])
+def test_a_damaged_cache_file_is_a_miss_with_a_warning(cache_dir, how):
+    first, _ = make_tuner(times=TIMES)
+    first(1)
+    (path,) = entries(cache_dir)
+    _damage(path, how)
+    second, probe = make_tuner(times={0: 1.0, 1: 2.0, 2: 3.0})
+    with pytest.warns(TritonDistWarning, match="ignoring cache file"):
+        assert second(1)[1] == 0
+    assert probe.benches == 3
+    assert only_entry(cache_dir)["best"]["index"] == 0  # replaced by a good entry
+
+
+def test_an_unwritable_cache_root_still_tunes_and_warns_that_nothing_was_saved(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_DIR", str(blocker / "cache"))
+    tuned, probe = make_tuner(times=TIMES)
+    with pytest.warns(TritonDistWarning, match="nothing was saved"):
+        assert tuned(1)[1] == 1
+    assert tuned(1) == (1, 1, probe.total)  # the in-memory decision works
+    assert blocker.read_text() == "not a directory"
+
+
+def test_functions_with_different_names_get_their_own_directories(cache_dir):
+    from triton_dist.tune import autotune
+
+    def first_fn(x, c):
+        return c
+
+    def second_fn(x, c):
+        return c
+
+    for fn in (first_fn, second_fn):
+        autotune(config_space=SPACE, key_fn=lambda x: x, do_bench=lambda f, w, r: [1.0])(fn)(1)
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["first_fn", "second_fn"]
+    assert len(entries(cache_dir, "first_fn")) == len(entries(cache_dir, "second_fn")) == 1
+
+
+def test_a_function_edited_in_place_gets_a_new_entry(cache_dir):
+    from triton_dist.tune import autotune
+
+    namespace: dict = {}
+    source = "def edited(x, c):\n    return x + c\n"
+    for body in (source, source.replace("x + c", "x + c + 0")):
+        exec(compile(body, "<edited>", "exec"), namespace)  # no file: the code object is hashed
+        autotune(config_space=SPACE, key_fn=lambda x: x, do_bench=lambda f, w, r: [1.0])(namespace["edited"])(1)
+    assert len(entries(cache_dir, "edited")) == 2

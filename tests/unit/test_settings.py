@@ -1,0 +1,109 @@
+"""Every TRITON_DIST_* variable parsed strictly, with the variable's name in each error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from triton_dist import settings
+from triton_dist.errors import SettingsError
+from triton_dist.settings import ENV_VARS, get_settings, override
+
+FLAGS = ["TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "TRITON_DIST_AUTOTUNE_VERSION_CHECK"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch):
+    for name in ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+def test_every_variable_is_documented_and_named_as_the_spec_says():
+    assert set(ENV_VARS) >= {
+        "TRITON_DIST_AUTOTUNE_DIR", "TRITON_DIST_DEVICE", "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE",
+        "TRITON_DIST_AUTOTUNE_VERSION_CHECK", "TRITON_DIST_AUTOTUNE_CACHE_ONLY",
+    }
+    assert all(name.startswith("TRITON_DIST_") and text for name, text in ENV_VARS.items())
+
+
+def test_defaults(clean_env):
+    s = get_settings()
+    assert s.autotune_dir == Path.home() / ".triton_dist" / "autotune"
+    assert s.device is None
+    assert s.always_tune is False and s.version_check is False
+    assert s.cache_only == "off"
+    assert s.agree_timeout_s > 0 and s.candidate_timeout_s is None
+
+
+def test_cache_root_moves_and_expands_the_user(clean_env, tmp_path):
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_DIR", str(tmp_path / "x"))
+    assert get_settings().autotune_dir == tmp_path / "x"
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_DIR", "~/somewhere")
+    assert get_settings().autotune_dir == Path.home() / "somewhere"
+
+
+@pytest.mark.parametrize("name", FLAGS)
+@pytest.mark.parametrize(("value", "expected"), [("1", True), ("0", False), ("", False), (" 1 ", True)])
+def test_flags_accept_1_and_0(clean_env, name, value, expected):
+    clean_env.setenv(name, value)
+    field = {"TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
+             "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check"}[name]
+    assert getattr(get_settings(), field) is expected
+
+
+@pytest.mark.parametrize("name", FLAGS)
+@pytest.mark.parametrize("value", ["true", "yes", "on", "2", "-1", "True"])
+def test_flags_refuse_anything_else_naming_the_variable(clean_env, name, value):
+    clean_env.setenv(name, value)
+    with pytest.raises(SettingsError, match=name) as info:
+        get_settings()
+    assert isinstance(info.value, ValueError)
+    assert repr(value) in str(info.value)
+
+
+@pytest.mark.parametrize(("value", "expected"), [("cpu", "cpu"), ("CUDA", "cuda"), ("npu", "npu"), ("", None)])
+def test_device_values(clean_env, value, expected):
+    clean_env.setenv("TRITON_DIST_DEVICE", value)
+    assert get_settings().device == expected
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", "off"), ("0", "off"), ("1", "default"), ("strict", "strict")])
+def test_cache_only_values(clean_env, value, expected):
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_CACHE_ONLY", value)
+    assert get_settings().cache_only == expected
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("TRITON_DIST_DEVICE", "gpu"),
+    ("TRITON_DIST_AUTOTUNE_CACHE_ONLY", "yes"),
+    ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "soon"),
+    ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "-3"),
+    ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "inf"),
+    ("TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S", "0"),
+])
+def test_other_bad_values_name_their_variable(clean_env, name, value):
+    clean_env.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        get_settings()
+
+
+def test_settings_are_read_when_asked_not_at_import(clean_env):
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")
+    assert get_settings().always_tune is True
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "0")
+    assert get_settings().always_tune is False
+
+
+def test_override_is_scoped_and_checks_names(clean_env, tmp_path):
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_DIR", str(tmp_path / "env"))
+    with override(TRITON_DIST_AUTOTUNE_DIR=str(tmp_path / "over"), TRITON_DIST_AUTOTUNE_ALWAYS_TUNE="1"):
+        assert get_settings().autotune_dir == tmp_path / "over"
+        assert get_settings().always_tune is True
+        with override(TRITON_DIST_AUTOTUNE_DIR=None):
+            assert get_settings().autotune_dir == Path.home() / ".triton_dist" / "autotune"
+    assert get_settings().autotune_dir == tmp_path / "env"
+    assert settings._overrides == {}
+    with pytest.raises(SettingsError, match="TRITON_DIST_NOPE"), override(TRITON_DIST_NOPE="1"):
+        pass

@@ -1,0 +1,169 @@
+"""One process, one tuner: what each call runs, in what numbers, and what it returns."""
+
+from __future__ import annotations
+
+import pytest
+
+from triton_dist.errors import DuplicateArgumentError, TritonDistWarning
+
+from .helpers import SPACE, entries, make_tuner
+
+
+def test_each_kept_config_runs_5_warmup_plus_10_timed_and_the_best_once_more():
+    tuned, probe = make_tuner()
+    result = tuned(7)
+    assert probe.keys == 1
+    best = tuned.best_config(7)["c"]
+    assert probe.calls == {c: 15 + (c == best) for c in (0, 1, 2)}
+    # the result is the one of the final call, made with the best config
+    assert result == (7, best, 3 * 15 + 1)
+    assert probe.order[-1] == best
+    # configs are measured one after the other, in config_space order
+    assert probe.order[:45] == [0] * 15 + [1] * 15 + [2] * 15
+
+
+def test_same_key_again_is_one_host_call_and_nothing_else():
+    tuned, probe = make_tuner(prune=lambda config, x: True)
+    tuned(3)
+    best = tuned.best_config(3)["c"]
+    before, prunes, keys = probe.total, len(probe.prunes), probe.keys
+    assert tuned(3) == (3, best, before + 1)
+    assert probe.total == before + 1
+    assert probe.keys == keys + 1  # key_fn is how the key is found
+    assert len(probe.prunes) == prunes  # no pruning and no measuring on a known key
+
+
+def test_a_new_key_is_tuned_on_its_own():
+    tuned, probe = make_tuner()
+    tuned(1)
+    tuned(2)
+    assert probe.total == 2 * (3 * 15 + 1)
+    assert len(entries_of(tuned)) == 2
+
+
+def entries_of(tuned):
+    from triton_dist.settings import get_settings
+
+    return entries(get_settings().autotune_dir)
+
+
+def test_autotune_false_calls_config_space_0_and_skips_key_prune_and_measuring(cache_dir):
+    tuned, probe = make_tuner(prune=lambda config, x: True, times={0: 3.0, 1: 1.0, 2: 2.0})
+    assert tuned(5, autotune=False) == (5, 0, 1)
+    assert probe.calls == {0: 1}
+    assert probe.keys == 0 and probe.prunes == [] and probe.benches == 0
+    assert not cache_dir.exists()  # nothing looked up, measured or written
+    # also after tuning picked another config for the same key
+    tuned(5)
+    assert tuned.best_config(5) == {"c": 1}
+    keys, calls0 = probe.keys, probe.calls[0]
+    assert tuned(5, autotune=False)[1] == 0
+    assert probe.keys == keys and probe.calls[0] == calls0 + 1
+
+
+def test_call_controls_are_never_passed_to_the_host_function():
+    tuned, probe = make_tuner()
+    tuned(1, autotune=True, autotune_verbose=False, autotune_allow_arg_overwrite=False, autotune_pg=None)
+    tuned(1, autotune=False, autotune_verbose=True)
+    assert all(seen == {} for seen in probe.kwargs_seen)
+
+
+def test_business_kwargs_reach_key_prune_and_host():
+    seen_keys = []
+
+    def key(x, *args, **kwargs):
+        seen_keys.append((x, args, kwargs))
+        return (x, kwargs.get("mode"))
+
+    tuned, probe = make_tuner(key=key, prune=lambda config, x, **kw: kw["mode"] == "fast" or config["c"] == 0)
+    tuned(4, mode="fast")
+    assert seen_keys[0] == (4, (), {"mode": "fast"})
+    assert probe.prunes[0] == (SPACE[0], (4,), {"mode": "fast"})
+    assert all(seen == {"mode": "fast"} for seen in probe.kwargs_seen)
+    tuned(4, mode="slow")  # prune keeps config 0 only: measured alone
+    assert tuned.best_config(4, mode="slow") == {"c": 0}
+
+
+def test_prune_fn_filters_what_is_measured():
+    tuned, probe = make_tuner(prune=lambda config, x: config["c"] != 1)
+    tuned(9)
+    assert probe.calls[1] == 0
+    assert probe.calls[0] >= 15 and probe.calls[2] >= 15
+    assert [config for config, _, _ in probe.prunes] == SPACE  # asked once per config
+    assert tuned.best_config(9) in (SPACE[0], SPACE[2])
+
+
+def test_injected_do_bench_decides_and_ties_go_to_the_earlier_config():
+    tuned, probe = make_tuner(times={0: 3.0, 1: 1.0, 2: 2.0})
+    assert tuned(1)[1] == 1
+    assert probe.benches == 3
+    tied, _ = make_tuner(times={0: 2.0, 1: 1.0, 2: 1.0})
+    assert tied(1)[1] == 1
+
+
+def test_the_real_timer_picks_the_fastest_config():
+    # 5 + 10 runs of each: 8 ms, 1 ms, 4 ms of sleep. Selection, not speed, is what is checked.
+    tuned, _ = make_tuner(sleep_ms={0: 8.0, 1: 1.0, 2: 4.0}, n_warmup=1, n_repeat=5)
+    assert tuned(1)[1] == 1
+    entry_times = {c["index"]: c["time_ms"] for c in _entry(tuned)["candidates"]}
+    assert entry_times[1] < entry_times[2] < entry_times[0]
+    assert entry_times[1] >= 1.0 and entry_times[0] >= 8.0  # a sleep takes at least that long
+
+
+def _entry(tuned):
+    import json
+
+    (path,) = entries_of(tuned)
+    return json.loads(path.read_text())
+
+
+# ---------------------------------------------------------------- duplicate keyword arguments
+
+@pytest.mark.parametrize("autotune", [True, False])
+def test_a_business_kwarg_named_like_a_config_field_is_a_value_error(autotune):
+    tuned, probe = make_tuner()
+    with pytest.raises(ValueError, match="'c'") as info:
+        tuned(1, c=5, autotune=autotune)
+    assert isinstance(info.value, DuplicateArgumentError)
+    assert "autotune_allow_arg_overwrite" in str(info.value)
+    assert probe.total == 0 and probe.benches == 0
+
+
+def test_duplicate_kwarg_after_tuning_is_still_an_error():
+    tuned, probe = make_tuner()
+    tuned(1)
+    calls = probe.total
+    with pytest.raises(ValueError, match="'c'"):
+        tuned(1, c=5)
+    assert probe.total == calls
+
+
+def test_allow_arg_overwrite_lets_the_business_value_win_with_a_warning():
+    tuned, probe = make_tuner()
+    with pytest.warns(TritonDistWarning, match="'c'"):
+        result = tuned(1, c=42, autotune_allow_arg_overwrite=True)
+    assert result[1] == 42
+    assert set(probe.calls) == {42}  # every run, tuning included, saw the business value
+    with pytest.warns(UserWarning, match="'c'"):
+        assert tuned(1, c=43, autotune_allow_arg_overwrite=True)[1] == 43
+    with pytest.warns(UserWarning, match="'c'"):
+        assert tuned(2, c=44, autotune=False, autotune_allow_arg_overwrite=True)[1] == 44
+
+
+# ---------------------------------------------------------------- verbosity
+
+def test_verbose_prints_the_tuning_and_quiet_prints_nothing(capsys, cache_dir):
+    tuned, _ = make_tuner()
+    tuned(1)
+    assert capsys.readouterr().out == ""
+    tuned(2, autotune_verbose=True)
+    out = capsys.readouterr().out
+    assert "tuning" in out and "best config" in out
+    for index in range(3):
+        assert f"config {index}" in out
+    # full logs go next to the cache entry either way
+    logs = sorted((cache_dir / "host").glob("*.log"))
+    assert len(logs) == 2
+    assert all("best config" in log.read_text() for log in logs)
+    tuned(2, autotune_verbose=True)  # a known key: nothing to say
+    assert capsys.readouterr().out == ""
