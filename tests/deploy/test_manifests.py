@@ -16,190 +16,45 @@ as ``kubectl apply`` does with strict field validation).
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
-import shlex
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy"
-K8S = DEPLOY / "k8s"
-CAMPAIGNS = DEPLOY / "campaigns"
-IMAGES = DEPLOY / "images"
-README = DEPLOY / "README.md"
-SETTINGS = REPO / "triton_dist" / "settings.py"
-
-CAMPAIGN_CONFIGMAP = "triton-dist-campaigns"
-CAMPAIGN_MOUNT = "/etc/triton-dist/campaigns"
-
-# The fixed command line (SPEC §G): subcommand -> the options it accepts.
-RAY_RUNNER_OPTIONS = {
-    "run": {"--address", "--cache-dir", "--seed", "--force"},
-    "validate": set(),
-    "preflight": {"--address", "--cache-dir"},
-}
-CACHE_SUBCOMMANDS = {"ls", "show", "why", "verify", "export", "import", "prune"}
-SEED_MODES = {"none", "nodes", "shared"}
-# Campaign file format (ray_runner/spec.py validates it; the last two are its optional extras).
-CAMPAIGN_TOP_KEYS = {
-    "name", "device", "retries", "case_timeout_s", "placement_timeout_s", "report_dir", "env",
-    "targets", "ray_resource", "placement_strategy",
-}
-CAMPAIGN_TARGET_KEYS = {"function", "args", "world_size", "cases", "grid"}
-DEVICE_RESOURCES = {"npu": "huawei.com/Ascend910", "cuda": "nvidia.com/gpu"}
-SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|API_?KEY|CREDENTIAL", re.I)
-DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
-# ---------------------------------------------------------------- collection helpers
-
-
-def yaml_files() -> list[Path]:
-    return sorted(p for p in DEPLOY.rglob("*") if p.suffix in (".yaml", ".yml"))
-
-
-def manifest_files() -> list[Path]:
-    return sorted(p for p in K8S.rglob("*") if p.suffix in (".yaml", ".yml"))
-
-
-def campaign_files() -> list[Path]:
-    return sorted(p for p in CAMPAIGNS.glob("*") if p.suffix in (".yaml", ".yml"))
-
-
-def load_all(path: Path) -> list[dict]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
-
-
-def docs(kind: str | None = None) -> list[tuple[Path, dict]]:
-    out = [(p, d) for p in manifest_files() for d in load_all(p)]
-    return [(p, d) for p, d in out if kind is None or d.get("kind") == kind]
-
-
-def rel(path: Path) -> str:
-    return str(path.relative_to(REPO))
-
-
-def cluster_specs() -> list[tuple[Path, dict]]:
-    """Every RayCluster spec: RayCluster.spec and RayJob.spec.rayClusterSpec."""
-    out = [(p, d["spec"]) for p, d in docs("RayCluster")]
-    out += [(p, d["spec"]["rayClusterSpec"]) for p, d in docs("RayJob") if "rayClusterSpec" in d["spec"]]
-    return out
-
-
-def pod_specs(doc: dict) -> Iterator[tuple[str, dict]]:
-    """(role, pod spec) for every pod template of a manifest: head, worker, job."""
-    kind, spec = doc.get("kind"), doc.get("spec") or {}
-    if kind == "RayJob":
-        spec = spec.get("rayClusterSpec") or {}
-        kind = "RayCluster" if spec else kind
-    if kind == "RayCluster":
-        yield "head", spec["headGroupSpec"]["template"]["spec"]
-        for group in spec.get("workerGroupSpecs", []):
-            yield "worker", group["template"]["spec"]
-    elif kind in ("Job", "Deployment", "StatefulSet", "DaemonSet"):
-        yield "job", spec["template"]["spec"]
-
-
-def containers(pod: dict) -> list[dict]:
-    return list(pod.get("initContainers", [])) + list(pod.get("containers", []))
-
-
-def env_of(container: dict) -> dict[str, dict]:
-    return {e["name"]: e for e in container.get("env", [])}
-
-
-def ray_runner_calls(text: str) -> list[list[str]]:
-    """Every `python -m ray_runner ...` invocation in a shell string, as argv after the module."""
-    calls = []
-    for segment in re.split(r"&&|\|\||;|\n", text):
-        argv = shlex.split(segment)
-        for i in range(len(argv) - 2):
-            if argv[i].startswith("python") and argv[i + 1] == "-m" and argv[i + 2] == "ray_runner":
-                calls.append(argv[i + 3:])
-    return calls
-
-
-def commands(path: Path, doc: dict) -> list[tuple[str, dict | None, str]]:
-    """(where, pod spec that runs it, shell text) for every command in a manifest."""
-    out = []
-    if doc.get("kind") == "RayJob":
-        head = doc["spec"].get("rayClusterSpec", {}).get("headGroupSpec", {}).get("template", {}).get("spec")
-        out.append((f"{rel(path)}: spec.entrypoint", head, doc["spec"]["entrypoint"]))
-    for _, pod in pod_specs(doc):
-        for c in containers(pod):
-            text = " ".join(list(c.get("command", [])) + list(c.get("args", [])))
-            out.append((f"{rel(path)}: container {c['name']}", pod, text))
-    return out
-
-
-def campaign_repo_path(mounted: str) -> Path:
-    assert mounted.startswith(CAMPAIGN_MOUNT + "/"), (
-        f"campaign path {mounted!r} is not under {CAMPAIGN_MOUNT}/ (the ConfigMap "
-        f"{CAMPAIGN_CONFIGMAP} built from deploy/campaigns/)"
-    )
-    return CAMPAIGNS / mounted[len(CAMPAIGN_MOUNT) + 1:]
-
-
-def parse_opts(argv: list[str]) -> tuple[list[str], dict[str, str | bool]]:
-    positional, opts, i = [], {}, 0
-    while i < len(argv):
-        a = argv[i]
-        if a.startswith("--"):
-            if "=" in a:
-                k, v = a.split("=", 1)
-                opts[k] = v
-            elif a == "--force":
-                opts[a] = True
-            else:
-                assert i + 1 < len(argv), f"option {a} has no value"
-                opts[a] = argv[i + 1]
-                i += 1
-        else:
-            positional.append(a)
-        i += 1
-    return positional, opts
-
-
-def known_env_names() -> set[str]:
-    assert SETTINGS.is_file(), f"{rel(SETTINGS)} is missing: it defines the TRITON_DIST_* names"
-    return set(re.findall(r"[\"'](TRITON_DIST_[A-Z0-9_]+)[\"']", SETTINGS.read_text()))
-
-
-def device_of_pod(pod: dict) -> str | None:
-    for c in pod.get("containers", []):
-        limits = (c.get("resources") or {}).get("limits") or {}
-        for device, resource in DEVICE_RESOURCES.items():
-            if int(limits.get(resource, 0)) > 0:
-                return device
-    return None
-
-
-def volume_location(pod: dict, container: dict, path: str) -> tuple | None:
-    """Where `path` in `container` really lives: ('hostPath', p) / ('pvc', claim, sub) / ..."""
-    volumes = {v["name"]: v for v in pod.get("volumes", [])}
-    best = None
-    for m in container.get("volumeMounts", []):
-        mp = m["mountPath"].rstrip("/")
-        if (path == mp or path.startswith(mp + "/")) and (best is None or len(mp) > len(best["mountPath"])):
-            best = m
-    if best is None:
-        return None
-    sub = path[len(best["mountPath"].rstrip("/")):].lstrip("/")
-    vol = volumes[best["name"]]
-    if "hostPath" in vol:
-        return ("hostPath", os.path.join(vol["hostPath"]["path"], sub).rstrip("/"))
-    if "persistentVolumeClaim" in vol:
-        return ("pvc", vol["persistentVolumeClaim"]["claimName"], sub)
-    return (next(k for k in vol if k != "name"), best["name"], sub)
-
+from deploy_lib import (
+    CACHE_SUBCOMMANDS,
+    CAMPAIGN_CONFIGMAP,
+    CAMPAIGN_MOUNT,
+    DEVICE_RESOURCES,
+    DNS1035,
+    IMAGES,
+    RAY_RUNNER_OPTIONS,
+    README,
+    REPO,
+    SECRET_NAME,
+    SEED_MODES,
+    cache_locations,
+    campaign_files,
+    campaign_repo_path,
+    cluster_specs,
+    commands,
+    containers,
+    device_of_pod,
+    docs,
+    env_of,
+    known_env_names,
+    load_all,
+    manifest_env,
+    manifest_files,
+    parse_opts,
+    pod_specs,
+    ray_runner_calls,
+    rel,
+    volume_location,
+    yaml_files,
+)
 
 # ---------------------------------------------------------------- YAML and KubeRay structure
 
@@ -439,18 +294,11 @@ def test_referenced_claims_exist():
 # ---------------------------------------------------------------- environment variables
 
 
-def _manifest_env() -> Iterator[tuple[str, str, dict]]:
-    for path, doc in docs():
-        for _, pod in pod_specs(doc):
-            for c in containers(pod):
-                for name, e in env_of(c).items():
-                    yield f"{rel(path)}: {c['name']}", name, e
-
 
 def test_triton_dist_env_names_are_read_by_the_package():
     known = known_env_names()
     assert {"TRITON_DIST_AUTOTUNE_DIR", "TRITON_DIST_AUTOTUNE_CACHE_ONLY", "TRITON_DIST_DEVICE"} <= known
-    used: list[tuple[str, str]] = [(w, n) for w, n, _ in _manifest_env()]
+    used: list[tuple[str, str]] = [(w, n) for w, n, _ in manifest_env()]
     for path in [IMAGES / "Dockerfile.ascend", IMAGES / "Dockerfile.cuda", README]:
         used += [(rel(path), n) for n in re.findall(r"\bTRITON_DIST_[A-Z0-9_]+", path.read_text())]
     for path in campaign_files():
@@ -467,7 +315,7 @@ def test_triton_dist_env_values_are_valid():
         "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": {"0", "1"},
         "TRITON_DIST_AUTOTUNE_VERSION_CHECK": {"0", "1"},
     }
-    for where, name, e in _manifest_env():
+    for where, name, e in manifest_env():
         if name in allowed:
             assert str(e.get("value")) in allowed[name], f"{where}: {name}={e.get('value')!r}"
         if name == "TRITON_DIST_AUTOTUNE_DIR":
@@ -555,22 +403,11 @@ def test_campaigns_fit_the_cluster_that_runs_them():
                 assert widest <= max(per_pod), f"{where}: world size {widest} > {max(per_pod)} devices per pod"
 
 
-def _cache_locations(doc: dict) -> dict[str, set]:
-    out: dict[str, set] = {}
-    for role, pod in pod_specs(doc):
-        for c in pod["containers"]:
-            d = env_of(c).get("TRITON_DIST_AUTOTUNE_DIR", {}).get("value")
-            if d:
-                loc = volume_location(pod, c, d)
-                assert loc is not None, f"{doc['metadata']['name']}: {d} is not on a volume in {c['name']}"
-                out.setdefault(role, set()).add(loc)
-    return out
-
 
 def test_cache_root_is_on_a_volume_training_pods_share():
     by_dir: dict[Path, dict[str, set]] = {}
     for path, doc in docs():
-        locs = _cache_locations(doc)
+        locs = cache_locations(doc)
         for role, found in locs.items():
             if role in ("worker", "job"):
                 for loc in found:
@@ -586,7 +423,7 @@ def test_cache_root_is_on_a_volume_training_pods_share():
 def test_seed_mode_matches_the_cache_volumes():
     for path, doc in docs("RayJob"):
         runs = [c for c in ray_runner_calls(doc["spec"]["entrypoint"]) if c and c[0] == "run"]
-        locs = _cache_locations(doc)
+        locs = cache_locations(doc)
         for argv in runs:
             _, opts = parse_opts(argv[1:])
             seed = opts.get("--seed", "none")
@@ -600,113 +437,3 @@ def test_seed_mode_matches_the_cache_volumes():
                 where = volume_location(head, head["containers"][0], opts["--cache-dir"])
                 assert where and where[0] == "pvc", f"{rel(path)}: --cache-dir is not on a PVC in the head"
                 assert workers == {where}, f"{rel(path)}: workers' cache {workers} != shared dir {where}"
-
-
-# ---------------------------------------------------------------- campaign files
-
-
-def _split_import(value: str) -> tuple[str, str]:
-    assert isinstance(value, str) and re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", value), (
-        f"{value!r} is not module:attr"
-    )
-    module, attr = value.split(":")
-    return module, attr
-
-
-@pytest.mark.parametrize("path", campaign_files(), ids=rel)
-def test_campaign_format(path: Path):
-    c = yaml.safe_load(path.read_text())
-    assert set(c) <= CAMPAIGN_TOP_KEYS, f"unknown fields {sorted(set(c) - CAMPAIGN_TOP_KEYS)}"
-    assert c.get("device") in {"auto", "npu", "cuda", "cpu"}
-    assert isinstance(c.get("retries"), int) and c["retries"] >= 0
-    assert isinstance(c.get("case_timeout_s"), (int, float)) and c["case_timeout_s"] > 0
-    assert c.get("targets"), "targets is required"
-    for i, t in enumerate(c["targets"]):
-        assert set(t) <= CAMPAIGN_TARGET_KEYS, f"targets[{i}]: unknown {sorted(set(t) - CAMPAIGN_TARGET_KEYS)}"
-        _split_import(t["function"])
-        _split_import(t["args"])
-        assert isinstance(t.get("world_size"), int) and t["world_size"] >= 1, f"targets[{i}].world_size"
-        assert t.get("cases") or t.get("grid"), f"targets[{i}]: needs cases or grid"
-
-
-@pytest.mark.parametrize("path", campaign_files(), ids=rel)
-def test_campaign_targets_exist_in_the_repo(path: Path):
-    """function/args point at top-level names of modules in this repository (no import needed)."""
-    for t in yaml.safe_load(path.read_text())["targets"]:
-        for value in (t["function"], t["args"]):
-            module, attr = _split_import(value)
-            base = REPO.joinpath(*module.split("."))
-            source = base.with_suffix(".py") if base.with_suffix(".py").is_file() else base / "__init__.py"
-            assert source.is_file(), f"{value}: no module {module} in the repository ({rel(base)}.py)"
-            tree = ast.parse(source.read_text())
-            names = set()
-            for node in tree.body:
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    names.add(node.name)
-                elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-                    for tgt in node.targets if isinstance(node, ast.Assign) else [node.target]:
-                        names |= {n.id for n in ast.walk(tgt) if isinstance(n, ast.Name)}
-                elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                    names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-            assert attr in names, f"{value}: {rel(source)} defines no top-level {attr}"
-
-
-@pytest.mark.parametrize("path", campaign_files(), ids=rel)
-def test_campaign_validates_with_the_cli(path: Path):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    proc = subprocess.run(
-        [sys.executable, "-m", "ray_runner", "validate", str(path)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, f"ray_runner validate {rel(path)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
-
-
-# ---------------------------------------------------------------- images
-
-
-def _dockerfile_args(path: Path) -> dict[str, str]:
-    return dict(re.findall(r"^ARG\s+(\w+)=(\S*)", path.read_text(), re.M))
-
-
-@pytest.mark.parametrize("name", ["Dockerfile.ascend", "Dockerfile.cuda"])
-def test_dockerfile_pins_versions_and_installs_the_project(name: str):
-    path = IMAGES / name
-    text, args = path.read_text(), _dockerfile_args(path)
-    for arg, value in args.items():
-        if arg.endswith(("_VERSION", "_TAG")):
-            assert value and value != "latest", f"{name}: ARG {arg} must have a pinned default"
-    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    copied = re.search(r"^COPY \. (\S+)", code, re.M)
-    assert copied, f"{name}: copy the repository into the build"
-    assert re.search(rf"pip install \"?{re.escape(copied.group(1))}/?\[ray\]", code), (
-        f"{name}: install the copied project with its [ray] extra"
-    )
-    assert "ray[default]==${RAY_VERSION}" in text
-    for line in re.findall(r"^(?:ARG|ENV)\s+(.*)$", text, re.M):
-        assert not SECRET_NAME.search(line.split("=")[0]), f"{name}: secret-like ARG/ENV {line!r}"
-    if name == "Dockerfile.ascend":
-        for arg in ("CANN_TAG", "TORCH_NPU_VERSION", "TRITON_ASCEND_VERSION"):
-            assert arg in args, f"{name}: ARG {arg} missing"
-        assert "torch-npu==${TORCH_NPU_VERSION}" in text and "triton-ascend==${TRITON_ASCEND_VERSION}" in text
-    else:
-        assert "triton==${TRITON_VERSION}" in text
-
-
-def test_ray_versions_agree():
-    """Manifests' rayVersion == the Ray pinned in both images (KubeRay picks commands by it)."""
-    versions = {_dockerfile_args(IMAGES / n)["RAY_VERSION"] for n in ("Dockerfile.ascend", "Dockerfile.cuda")}
-    assert len(versions) == 1, f"images pin different Ray versions: {versions}"
-    for path, spec in cluster_specs():
-        assert spec["rayVersion"] in versions, f"{rel(path)}: rayVersion {spec['rayVersion']} != image {versions}"
-
-
-def test_images_match_device_of_manifest():
-    for path, doc in docs():
-        for _, pod in pod_specs(doc):
-            device = device_of_pod(pod)
-            if device is None:
-                device = next((device_of_pod(p) for _, p in pod_specs(doc) if device_of_pod(p)), None)
-            suffix = {"npu": "-ascend", "cuda": "-cuda"}.get(device)
-            for c in containers(pod):
-                if suffix:
-                    assert c["image"].endswith(suffix), f"{rel(path)}: {c['name']} runs {c['image']} on {device}"
