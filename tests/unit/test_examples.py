@@ -20,7 +20,6 @@ pytestmark = pytest.mark.timeout(180)
 
 def _script(cache_dir, *argv):
     env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache_dir)}
-    env.pop("PYTHONPATH", None)
     return subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=150)
 
@@ -44,11 +43,14 @@ def test_gemm_script_runs_and_matches_torch_matmul(cache_dir):
 
 
 def test_make_scale_args_builds_the_call_on_the_context_device(cache_dir):
-    ctx = SimpleNamespace(rank=0, world_size=1, device=torch.device("cpu"))
+    from triton_dist._backends import get_backend
+
+    device = get_backend().device()
+    ctx = SimpleNamespace(rank=0, world_size=1, device=device)
     args, kwargs = scale.make_scale_args({"n": 1024, "dtype": "float32"}, ctx)
     x, alpha = args
-    assert kwargs == {} and x.shape == (1024,) and x.dtype == torch.float32 and x.device.type == "cpu"
-    again, _ = scale.make_scale_args({"n": 1024, "dtype": "float32"}, SimpleNamespace(device="cpu"))
+    assert kwargs == {} and x.shape == (1024,) and x.dtype == torch.float32 and x.device == device
+    again, _ = scale.make_scale_args({"n": 1024, "dtype": "float32"}, SimpleNamespace(device=str(device)))
     torch.testing.assert_close(again[0], x)  # deterministic: every rank of a gang builds the same input
     torch.testing.assert_close(scale.scale(*args, **kwargs), alpha * x)
     assert scale.key_fn(*args) == ((1024,), "torch.float32")

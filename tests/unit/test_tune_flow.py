@@ -107,7 +107,6 @@ def test_the_real_timer_picks_the_fastest_config():
     assert tuned(1)[1] == 1
     entry_times = {c["index"]: c["time_ms"] for c in _entry(tuned)["candidates"]}
     assert entry_times[1] < entry_times[2] < entry_times[0]
-    assert entry_times[1] >= 1.0 and entry_times[0] >= 8.0  # a sleep takes at least that long
 
 
 def _entry(tuned):
