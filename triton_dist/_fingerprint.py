@@ -25,8 +25,40 @@ def digest(value: Any, length: int = 16) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
+def _kernel_sources(fn: Callable[..., Any]) -> list[str]:
+    """Sources of the Triton kernels the function names as globals (``@triton.jit`` functions and
+    ``@triton.autotune`` wrappers): editing a kernel changes what the best config is, so it must
+    invalidate the host function's entries too. Found through the code's global names only (no
+    import, no execution)."""
+    code = getattr(fn, "__code__", None)
+    namespace = getattr(fn, "__globals__", {})
+    if code is None:
+        return []
+    names: set[str] = set()
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    sources = []
+    for name in sorted(names):
+        obj = namespace.get(name)
+        if not any(c.__name__ == "KernelInterface" for c in type(obj).__mro__):
+            continue
+        for _ in range(4):  # Autotuner -> Heuristics -> JITFunction/InterpretedFunction -> function
+            obj = getattr(obj, "fn", None)
+            if inspect.isfunction(obj):
+                try:
+                    sources.append(f"{name}:{inspect.getsource(obj)}")
+                except (OSError, TypeError):
+                    sources.append(f"{name}:{obj.__code__.co_code!r}")
+                break
+    return sources
+
+
 def source_hash(fn: Callable[..., Any]) -> str:
-    """Hash of the decorated function's source (decorator lines included: they hold the space).
+    """Hash of the decorated function's source (decorator lines included: they hold the space)
+    and of the Triton kernels it calls by global name.
 
     Falls back to the code object when the source is unavailable (REPL, frozen apps).
     """
@@ -35,6 +67,7 @@ def source_hash(fn: Callable[..., Any]) -> str:
     except (OSError, TypeError):
         code = getattr(fn, "__code__", None)
         text = repr((code.co_code, code.co_consts, code.co_names)) if code else repr(fn)
+    text = "\n".join([text, *_kernel_sources(fn)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
