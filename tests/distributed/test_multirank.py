@@ -34,6 +34,11 @@ def test_max_reduction_picks_what_only_max_picks(tmp_path, world_size):
     assert sorted(f.split(".rank")[1] for f in files if ".rank" in f) == [f"{r}.log" for r in range(1, world_size)]
 
 
+def test_max_reduction_with_the_real_timer(tmp_path):
+    results = _ok(run_ranks(workers.max_semantics_real_timer, 2, env=_env(tmp_path), tmp=tmp_path))
+    assert results == [71, 71]
+
+
 def test_default_group_comes_from_project_helper(tmp_path):
     results = _ok(run_ranks(workers.max_semantics, 2, env=_env(tmp_path), args=(True,), tmp=tmp_path))
     assert [r["value"] for r in results] == [71, 71]
