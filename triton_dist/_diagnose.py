@@ -193,7 +193,8 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
                          config_space_encoded, version_check, cache_only)
         score = sum(_WEIGHTS[d.component] for d in diffs if d.blocking)
         scored.append((score, len(diffs), path, diffs))
-    scored.sort(key=lambda t: (t[0], t[1]))  # stable: newest first among equals
+    # stable sort: among equals the file the tuner looks for, then the newest
+    scored.sort(key=lambda t: (t[0], t[1], t[2] != expected))
     _, _, path, diffs = scored[0]
     diag.nearest_path, diag.differences = str(path), diffs
     diag.others = [{"path": str(p), "components": [d.component for d in ds if d.blocking]}

@@ -7,9 +7,10 @@ When timings may be reused (docs/cache.md, "Reusing timings"): the old entry is 
 function name, business key and hardware digest, was measured the same way (warm-up and timed
 runs, timer), with the same software versions (python aside), and either has the same source hash
 or the same *body hash*: the hash of the function's syntax tree without its decorators (comments
-and formatting do not count). The config space usually lives in the decorator, so growing it
-changes the source hash but not the body hash; editing the function body changes both, and then
-everything is measured again. The old best config must still be in the space and kept by
+and formatting do not count) and of the Triton kernels it calls (as in the source hash). The
+config space usually lives in the decorator, so growing it changes the source hash but not the
+body hash; editing the function body or a kernel changes both, and then everything is measured
+again. The old best config must still be in the space and kept by
 ``prune_fn``: it is re-measured, and the reused times are scaled by (its time now / its time
 then), so that drift between the two sessions does not favour either side.
 """
@@ -31,6 +32,7 @@ from typing import Any
 from . import _cache
 from ._bench import CandidateResult
 from ._diagnose import scan_function_dir, versions_differ
+from ._fingerprint import _kernel_sources
 
 __all__ = ["Reuse", "body_hash", "config_key", "find_reusable", "unmeasured"]
 
@@ -46,8 +48,10 @@ def _compute_body_hash(fn: Callable[..., Any]) -> str | None:
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     node.decorator_list = []
-    # ast.dump leaves out line numbers and comments: a reformat keeps the hash, a code edit not
-    return hashlib.sha256(ast.dump(node).encode()).hexdigest()[:16]
+    # ast.dump leaves out line numbers and comments: a reformat keeps the hash, a code edit not.
+    # The Triton kernels it calls count as in the source hash: a kernel edit re-measures all.
+    text = "\n".join([ast.dump(node), *_kernel_sources(fn)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def body_hash(fn: Callable[..., Any]) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "CacheAdminError",
     "CacheMissError",
     "CampaignError",
     "ConfigSpaceError",
@@ -74,6 +75,10 @@ class RankDisagreementError(TritonDistError, RuntimeError):
 
 class RankFailureError(TritonDistError, RuntimeError):
     """Another rank of the tuning group failed or did not answer in time."""
+
+
+class CacheAdminError(TritonDistError, ValueError):
+    """A cache command cannot do what was asked: no such entry, an archive that is refused."""
 
 
 class CacheMissError(TritonDistError, LookupError):

@@ -1,0 +1,315 @@
+"""What the cache command line does to a cache root: list, find, verify and prune entries.
+
+Everything here reads JSON only and never executes code. Removing an entry takes the same
+per-entry lock that writers take, so a prune never races a tuning that writes the same entry.
+See docs/cache.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import re
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from . import _cache
+from ._fingerprint import digest
+from .errors import CacheAdminError
+
+__all__ = ["Finding", "check_entry", "entry_problem", "find_entry", "list_entries", "prune", "verify"]
+
+ID_RE = re.compile(r"^[0-9a-f]{32}$")
+HISTORY_RE = re.compile(r"^([0-9a-f]{32})\.(\d{8}T\d{12}Z)$")
+STALE_TMP_S = 3600.0
+
+
+# ---------------------------------------------------------------------------- checking entries
+
+def check_entry(data: Any) -> str | None:
+    """Why ``data`` is not a usable entry (the rules of ``_cache.load_json``), or None."""
+    if not isinstance(data, dict) or data.get("schema") != _cache.SCHEMA_NAME:
+        return f"not a {_cache.SCHEMA_NAME} entry"
+    for field, kind in (("function", str), ("key", str), ("source_hash", str), ("hardware", dict),
+                        ("best", dict), ("candidates", list), ("versions", dict)):
+        if not isinstance(data.get(field), kind):
+            return f"field {field!r} is missing or not a {kind.__name__}"
+    if "config" not in data["best"]:
+        return "field 'best.config' is missing"
+    return None
+
+
+def entry_problem(entry: dict[str, Any], path: Path | None = None) -> str | None:
+    """Why a schema-valid entry is inconsistent (id, file name, directory, hardware digest)."""
+    eid = entry.get("id")
+    if not isinstance(eid, str) or not ID_RE.match(eid):
+        return f"its id {eid!r:.60} is not 32 hex digits"
+    hw = entry["hardware"]
+    expected = _cache.entry_id(entry["source_hash"], str(hw.get("digest")), entry["key"])
+    if eid != expected:
+        return f"its id {eid} does not match its source hash, hardware digest and key ({expected})"
+    if hw.get("digest") != digest({k: v for k, v in hw.items() if k != "digest"}):
+        return "its hardware digest does not match its hardware fields"
+    if path is not None:
+        history = path.parent.name == "history"
+        function_dir = path.parent.parent if history else path.parent
+        match = HISTORY_RE.match(path.stem) if history else None
+        if (match.group(1) if match else path.stem) != eid:
+            return f"its file name does not match its id {eid}; the tuner looks for {eid}.json"
+        if function_dir.name != _cache.safe_name(entry["function"]):
+            return (f"it is for function {entry['function']!r} but sits in {function_dir.name!r}; "
+                    f"the tuner looks in {_cache.safe_name(entry['function'])!r}")
+    return None
+
+
+def created_at(entry: dict[str, Any]) -> _dt.datetime | None:
+    try:
+        value = _dt.datetime.fromisoformat(str(entry.get("created")))
+    except ValueError:
+        return None
+    return value if value.tzinfo else value.replace(tzinfo=_dt.timezone.utc)
+
+
+def age_s(entry: dict[str, Any], now: float | None = None) -> float | None:
+    created = created_at(entry)
+    return None if created is None else (now or time.time()) - created.timestamp()
+
+
+# ---------------------------------------------------------------------------- walking
+
+def function_dirs(root: Path, functions: Iterable[str] | None = None) -> list[Path]:
+    if functions:
+        return [root / _cache.safe_name(f) for f in functions if (root / _cache.safe_name(f)).is_dir()]
+    try:
+        return sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                      and not p.name.startswith("."))
+    except OSError:
+        return []
+
+
+def iter_entries(root: Path, functions: Iterable[str] | None = None, history: bool = False
+                 ) -> Iterator[tuple[Path, dict[str, Any] | None, str | None]]:
+    """(path, entry or None, why unusable) for each ``*.json`` of the function directories."""
+    for directory in function_dirs(root, functions):
+        paths = sorted(directory.glob("*.json"))
+        if history:
+            paths += sorted((directory / "history").glob("*.json"))
+        for path in paths:
+            entry, why = _cache.load_json(path, root)
+            if entry is not None:
+                why = entry_problem(entry, path)
+            yield path, (entry if why is None else None), why
+
+
+def list_entries(root: Path, functions: Iterable[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """(one summary per usable entry, unusable files with why), for ``ls``."""
+    rows, bad = [], []
+    now = time.time()
+    for path, entry, why in iter_entries(root, functions):
+        if entry is None:
+            bad.append({"path": str(path), "why": why or "unusable"})
+            continue
+        history = path.parent / "history"
+        n_history = len(list(history.glob(f"{entry['id']}.*.json"))) if history.is_dir() else 0
+        rows.append({
+            "function": entry["function"], "id": entry["id"], "path": str(path), "key": entry["key"],
+            "best": entry["best"].get("config"), "best_index": entry["best"].get("index"),
+            "best_time_ms": entry["best"].get("time_ms"), "default_time_ms": entry.get("default_time_ms"),
+            "created": entry.get("created"), "age_s": age_s(entry, now),
+            "hardware_digest": entry["hardware"].get("digest"), "hardware": entry["hardware"],
+            "source_hash": entry["source_hash"], "versions": entry["versions"],
+            "world_size": entry.get("world_size"), "candidates": len(entry["candidates"]),
+            "failed": sum(1 for c in entry["candidates"] if isinstance(c, dict) and c.get("error")),
+            "history": n_history,
+        })
+    return rows, bad
+
+
+def find_entry(root: Path, spec: str) -> Path:
+    """An entry by path, by id, by unique id prefix, or by ``function/id-prefix``."""
+    as_path = Path(spec).expanduser()
+    if as_path.is_file():
+        return as_path
+    function, _, prefix = spec.rpartition("/")
+    prefix = prefix.removesuffix(".json").lower()
+    if not prefix or not re.fullmatch(r"[0-9a-f.tz]+", prefix):
+        raise CacheAdminError(f"{spec!r} is neither a file nor an entry id (prefix); "
+                              "`ls` lists the entries and their ids.")
+    current, older = [], []
+    for directory in function_dirs(root, [function] if function else None):
+        current += [p for p in directory.glob("*.json") if p.stem.lower().startswith(prefix)]
+        older += [p for p in (directory / "history").glob("*.json") if p.stem.lower().startswith(prefix)]
+    matches = current or older
+    if not matches:
+        raise CacheAdminError(f"no entry under {root} has an id starting with {prefix!r}; "
+                              "`ls` lists the entries and their ids.")
+    if len(matches) > 1:
+        shown = "\n  ".join(str(p) for p in sorted(matches)[:10])
+        raise CacheAdminError(f"{spec!r} matches {len(matches)} entries; give more of the id:\n  {shown}")
+    return matches[0]
+
+
+# ---------------------------------------------------------------------------- verify
+
+@dataclasses.dataclass
+class Finding:
+    path: str
+    kind: str
+    """ok, history, log, leftover, corrupt, foreign, invalid, inconsistent, unreadable, symlink"""
+    detail: str = ""
+
+    @property
+    def problem(self) -> bool:
+        return self.kind not in ("ok", "history", "log", "leftover")
+
+
+def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        return Finding(str(path), "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return Finding(str(path), "corrupt", f"not valid JSON (truncated?): {type(exc).__name__}: {str(exc)[:120]}")
+    why = check_entry(data)
+    if why is not None:
+        kind = "foreign" if why.startswith("not a ") else "invalid"
+        return Finding(str(path), kind, why)
+    _, why = _cache.load_json(path, root)  # the tuner's own reading (size limit, location)
+    if why is not None:
+        return Finding(str(path), "invalid", why)
+    why = entry_problem(data, path)
+    if why is not None:
+        return Finding(str(path), "inconsistent", why)
+    return Finding(str(path), kind_ok)
+
+
+def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
+    """Findings for everything under one directory of the cache (depth 0: the root)."""
+    try:
+        children = sorted(directory.iterdir())
+    except OSError as exc:
+        yield Finding(str(directory), "unreadable", f"cannot list it: {exc.strerror or exc}")
+        return
+    for path in children:
+        name = path.name
+        if path.is_symlink() and not _cache._inside(path, root):
+            yield Finding(str(path), "symlink", "a symbolic link leading outside the cache root; "
+                                                "the tuner ignores it")
+        elif path.is_symlink() and not path.exists():
+            yield Finding(str(path), "symlink", "a broken symbolic link")
+        elif name.startswith(".") and name.endswith(".tmp"):
+            yield Finding(str(path), "leftover", "temporary file of an interrupted write")
+        elif path.is_dir():
+            if depth == 0 or (depth == 1 and name in ("history", ".locks")):
+                yield from _walk(path, root, depth + 1)
+            else:
+                yield Finding(str(path), "foreign", "unexpected directory in the cache")
+        elif directory.name == ".locks" and name.endswith(".lock"):
+            continue
+        elif depth == 1 and name.endswith(".json"):
+            yield _classify_json(path, root, "ok")
+        elif depth == 2 and directory.name == "history" and name.endswith(".json"):
+            yield _classify_json(path, root, "history")
+        elif depth == 1 and name.endswith(".log"):
+            yield Finding(str(path), "log")
+        else:
+            yield Finding(str(path), "foreign", "not a file the cache writes")
+
+
+def verify(root: Path) -> list[Finding]:
+    """Every file of the cache, classified; problems are what ``verify`` exits non-zero on."""
+    if not root.exists():
+        return []
+    if not root.is_dir():
+        return [Finding(str(root), "foreign", "the cache root is not a directory")]
+    return list(_walk(root, root, 0))
+
+
+# ---------------------------------------------------------------------------- prune
+
+@dataclasses.dataclass
+class Removal:
+    path: str
+    reason: str
+    done: bool = False
+    error: str | None = None
+
+
+def _history_age_s(path: Path, now: float) -> float | None:
+    match = HISTORY_RE.match(path.stem)
+    if match:  # the time it became history: the stamp write_entry gave it
+        stamp = _dt.datetime.strptime(match.group(2), "%Y%m%dT%H%M%S%fZ").replace(tzinfo=_dt.timezone.utc)
+        return now - stamp.timestamp()
+    entry, _ = _cache.load_json(path)
+    return age_s(entry, now) if entry else None
+
+
+def _remove(removal: Removal, path: Path, lock: bool) -> None:
+    try:
+        if lock:
+            with _cache.locked(path):
+                path.unlink(missing_ok=True)
+        else:
+            path.unlink(missing_ok=True)
+        removal.done = True
+    except OSError as exc:
+        removal.error = f"{type(exc).__name__}: {exc}"
+
+
+def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: str | None = None,
+          history: bool = False, invalid: bool = False, dry_run: bool = False,
+          functions: Iterable[str] | None = None) -> list[Removal]:
+    """Remove entries (with their logs) and history files that match any given criterion.
+
+    ``older_than_days``: entries and history older than that; ``keep_hardware``: a hardware
+    digest, entries and history for any other one go; ``history``: every history file;
+    ``invalid``: files that ``verify`` reports as corrupt, foreign or inconsistent. Temporary
+    files of interrupted writes older than an hour always go.
+    """
+    now = time.time()
+    limit = None if older_than_days is None else older_than_days * 86400.0
+    plan: list[tuple[Removal, Path, bool]] = []
+
+    def reasons(entry: dict[str, Any] | None, age: float | None, why: str | None) -> list[str]:
+        out = []
+        if entry is None:
+            if invalid:
+                out.append(f"unusable: {why}")
+            return out
+        if limit is not None and age is not None and age > limit:
+            out.append(f"older than {older_than_days:g} days")
+        if keep_hardware is not None and entry["hardware"].get("digest") != keep_hardware:
+            out.append(f"other hardware ({entry['hardware'].get('digest')})")
+        return out
+
+    for directory in function_dirs(root, functions):
+        for path in sorted(directory.glob("*.json")):
+            entry, why = _cache.load_json(path, root)
+            if entry is not None and entry_problem(entry, path):
+                entry, why = None, entry_problem(entry, path)
+            found = reasons(entry, age_s(entry, now) if entry else None, why)
+            if found:
+                plan.append((Removal(str(path), "; ".join(found)), path, True))
+                for log_path in sorted(directory.glob(f"{path.stem}*.log")):
+                    plan.append((Removal(str(log_path), f"log of {path.name}"), log_path, False))
+        for path in sorted((directory / "history").glob("*.json")):
+            entry, why = _cache.load_json(path, root)
+            found = ["history"] if history else reasons(entry, _history_age_s(path, now), why)
+            if found:
+                plan.append((Removal(str(path), "; ".join(found)), path, False))
+        for path in sorted(directory.glob(".*.tmp")) + sorted((directory / "history").glob(".*.tmp")):
+            try:
+                stale = now - path.stat().st_mtime > STALE_TMP_S
+            except OSError:
+                continue
+            if stale:
+                plan.append((Removal(str(path), "temporary file of an interrupted write"), path, False))
+    if not dry_run:
+        for removal, path, lock in plan:
+            _remove(removal, path, lock)
+    return [removal for removal, _, _ in plan]

@@ -1,0 +1,243 @@
+"""Moving cache entries between machines as one archive file (tar.gz).
+
+Layout of an archive: ``MANIFEST.json`` plus ``<function>/<entry_id>.json`` (and, on request,
+``<function>/<entry_id>.log`` and ``<function>/history/<entry_id>.<stamp>.json``).
+
+Import never executes code and never extracts: each member is read into memory from the tar
+stream and checked (a regular file, a relative path of the layout above without ``..``, within
+the size limits; an entry of the right schema whose id matches its source hash, hardware digest
+and key and its file name). Any refused member refuses the whole archive before anything is
+written. Entries then go in through :func:`triton_dist._cache.write_entry`, atomically and under
+the per-entry lock (the entry they replace becomes history, as after a re-tuning).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import os
+import re
+import tarfile
+import time
+import zlib
+from collections.abc import Iterable
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from . import __version__, _cache
+from ._cache_admin import HISTORY_RE, ID_RE, check_entry, entry_problem, function_dirs
+from .errors import CacheAdminError
+
+__all__ = ["export_archive", "import_archive"]
+
+ARCHIVE_FORMAT = "triton_dist.cache-archive/v1"
+MAX_LOG_BYTES = 16 * 2**20
+MAX_MEMBERS = 200_000
+MAX_TOTAL_BYTES = 2 * 2**30  # what import holds in memory before writing anything
+
+
+@dataclasses.dataclass
+class ArchiveReport:
+    archive: str
+    root: str
+    written: list[str] = dataclasses.field(default_factory=list)
+    unchanged: list[str] = dataclasses.field(default_factory=list)
+    kept_newer: list[str] = dataclasses.field(default_factory=list)
+    skipped: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    refused: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mtime: float) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime, info.type = len(data), 0o644, int(mtime), tarfile.REGTYPE
+    tar.addfile(info, io.BytesIO(data))
+
+
+def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = None, *,
+                   history: bool = False, logs: bool = False) -> ArchiveReport:
+    """Write the usable entries of ``root`` (of ``functions``, or all) into ``archive``."""
+    report = ArchiveReport(str(archive), str(root))
+    members: list[tuple[str, bytes, float]] = []
+    for directory in function_dirs(root, functions):
+        paths = sorted(directory.glob("*.json"))
+        if history:
+            paths += sorted((directory / "history").glob("*.json"))
+        for path in paths:
+            entry, why = _cache.load_json(path, root)
+            why = why if entry is None else entry_problem(entry, path)
+            if why is not None:
+                report.skipped.append({"path": str(path), "why": why})
+                continue
+            rel = path.relative_to(root).as_posix()
+            members.append((rel, _cache.dumps_entry(entry).encode(), path.stat().st_mtime))
+            report.written.append(rel)
+            log_path = path.with_suffix(".log")
+            if logs and path.parent == directory and log_path.is_file() and not log_path.is_symlink():
+                members.append((log_path.relative_to(root).as_posix(), log_path.read_bytes()[:MAX_LOG_BYTES],
+                                log_path.stat().st_mtime))
+    manifest = {"format": ARCHIVE_FORMAT, "triton_dist": __version__, "created": _cache.utc_now(),
+                "entries": len(report.written)}
+    archive = Path(archive)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    tmp = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
+    try:
+        with tarfile.open(tmp, "w:gz") as tar:
+            _add(tar, "MANIFEST.json", (json.dumps(manifest, indent=2) + "\n").encode(), time.time())
+            for name, data, mtime in members:
+                _add(tar, name, data, mtime)
+        os.replace(tmp, archive)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return report
+
+
+def _member_kind(name: str) -> tuple[str, str | None]:
+    """("entry" | "history" | "log" | "manifest" | "dir", None) or ("", why it is refused)."""
+    if not name or "\\" in name or "\x00" in name:
+        return "", "an empty name, a backslash or a NUL byte"
+    path = PurePosixPath(name)
+    if path.is_absolute() or name.startswith("/"):
+        return "", "an absolute path"
+    parts = [p for p in path.parts if p != "."]
+    if any(p == ".." for p in parts):
+        return "", "a path with '..'"
+    if parts == ["MANIFEST.json"]:
+        return "manifest", None
+    if not parts:  # "./" of an archive made with `tar -C root .`
+        return "dir", None
+    if not parts or any(p != _cache.safe_name(p) or p.startswith(".") for p in parts):
+        return "", "a name the cache does not use"
+    if len(parts) == 1 or (len(parts) == 2 and parts[1] == "history"):
+        return "dir", None
+    stem, _, suffix = parts[-1].rpartition(".")
+    if len(parts) == 2 and suffix == "json" and ID_RE.match(stem):
+        return "entry", None
+    if len(parts) == 2 and suffix == "log" and ID_RE.match(stem):
+        return "log", None
+    if len(parts) == 3 and parts[1] == "history" and suffix == "json" and HISTORY_RE.match(stem):
+        return "history", None
+    return "", "not a path of the cache layout (<function>/<entry id>.json)"
+
+
+def _read_members(tar: tarfile.TarFile, report: ArchiveReport) -> list[tuple[str, str, bytes]]:
+    members = []
+    total = 0
+    for count, info in enumerate(tar, 1):
+        total += max(0, info.size)
+        if count > MAX_MEMBERS or total > MAX_TOTAL_BYTES:
+            report.refused.append({"member": info.name, "why": f"the archive has more than {MAX_MEMBERS} "
+                                                               f"members or {MAX_TOTAL_BYTES} bytes"})
+            break
+        kind, why = _member_kind(info.name)
+        if why is None and kind == "dir" and not info.isdir():
+            why = "a directory name used by something that is not a directory"
+        if why is None and kind != "dir" and not info.isfile():
+            why = "a link or special file (only regular files are imported)"
+        limit = MAX_LOG_BYTES if kind == "log" else _cache.MAX_ENTRY_BYTES
+        if why is None and info.size > limit:
+            why = f"larger than {limit} bytes"
+        if why is not None:
+            report.refused.append({"member": info.name, "why": why})
+            continue
+        if kind == "dir":
+            continue
+        f = tar.extractfile(info)
+        members.append((kind, PurePosixPath(info.name).as_posix(), f.read(limit + 1) if f else b""))
+    return members
+
+
+def _parse_entry(name: str, data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        entry = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        return None, f"not valid JSON: {type(exc).__name__}"
+    why = check_entry(entry) or entry_problem(entry, Path(name))
+    return (entry, None) if why is None else (None, why)
+
+
+def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace: bool = False,
+                   logs: bool = False, history: bool = False) -> ArchiveReport:
+    """Check every member of ``archive``, then write its entries under ``root``.
+
+    An entry equal to the one already there is left alone; a local entry that is newer than the
+    archive's is kept unless ``replace``. Logs and history members go in only when asked.
+    Raises CacheAdminError (nothing written) when any member is refused.
+    """
+    report = ArchiveReport(str(archive), str(root), dry_run=dry_run)
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = _read_members(tar, report)
+    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+        raise CacheAdminError(f"cannot read the archive {archive}: {type(exc).__name__}: {exc}") from exc
+    entries: list[tuple[str, str, dict[str, Any]]] = []
+    texts: list[tuple[str, bytes]] = []
+    names = {name for kind, name, _ in members if kind == "entry"}
+    for kind, name, data in members:
+        if kind == "manifest":
+            try:
+                manifest = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                manifest = None
+            if not isinstance(manifest, dict) or manifest.get("format") != ARCHIVE_FORMAT:
+                report.refused.append({"member": name, "why": f"not a {ARCHIVE_FORMAT} manifest"})
+        elif kind in ("entry", "history"):
+            entry, why = _parse_entry(name, data)
+            if why is not None:
+                report.refused.append({"member": name, "why": why})
+            elif kind == "entry" or history:
+                entries.append((kind, name, entry))  # type: ignore[arg-type]
+            else:
+                report.skipped.append({"member": name, "why": "history (import it with --history)"})
+        elif kind == "log":
+            if not logs:
+                report.skipped.append({"member": name, "why": "a log (import logs with --logs)"})
+            elif re.sub(r"\.log$", ".json", name) not in names:
+                report.refused.append({"member": name, "why": "a log without its entry in the archive"})
+            else:
+                texts.append((name, data))
+    if report.refused:
+        lines = "\n  ".join(f"{r['member']}: {r['why']}" for r in report.refused[:20])
+        raise CacheAdminError(f"refusing the archive {archive}: nothing was imported; "
+                              f"{len(report.refused)} member(s) refused:\n  {lines}", report=report.to_dict())
+    for kind, name, entry in entries:
+        _import_entry(Path(root), kind, name, entry, report, dry_run, replace)
+    for name, data in texts:
+        if not dry_run:
+            path = Path(root) / name
+            _cache.ensure_private_dir(path.parent, Path(root))
+            with _cache.locked(path):
+                _cache.atomic_write_text(path, data.decode("utf-8", errors="replace"))
+        report.written.append(name)
+    return report
+
+
+def _import_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report: ArchiveReport,
+                  dry_run: bool, replace: bool) -> None:
+    path = root / name
+    text = _cache.dumps_entry(entry)
+    if kind == "history":  # history files are never rewritten: write it if it is not there
+        if path.exists():
+            report.unchanged.append(name)
+            return
+        if not dry_run:
+            _cache.ensure_private_dir(path.parent, root)
+            _cache.atomic_write_text(path, text)
+        report.written.append(name)
+        return
+    local, _ = _cache.load_json(path, root)
+    if local is not None and _cache.dumps_entry(local) == text:
+        report.unchanged.append(name)
+        return
+    if local is not None and not replace and str(local.get("created", "")) > str(entry.get("created", "")):
+        report.kept_newer.append(name)
+        return
+    if not dry_run:
+        written = _cache.write_entry(root, entry)
+        if written != path:  # write_entry derives the path from the entry: checked equal above
+            raise CacheAdminError(f"{name} was written to {written}, not where the archive put it")
+    report.written.append(name)

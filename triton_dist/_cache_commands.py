@@ -1,0 +1,304 @@
+"""The cache commands behind :mod:`triton_dist.cli`: run one, print a table or JSON, return the
+exit status (0 done, 1 a negative answer, 2 bad usage)."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from . import _cache, _cache_admin, _cache_archive, _diagnose
+from ._cache_render import render_age, render_config, render_ms, shorten, table
+from .errors import CacheAdminError, TritonDistError
+
+__all__ = ["COMMANDS", "emit"]
+
+
+def emit(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+
+
+def say(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+# ---------------------------------------------------------------------------- ls / show
+
+def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    rows, bad = _cache_admin.list_entries(root, args.functions)
+    if as_json:
+        emit({"root": str(root), "entries": rows, "unusable": bad})
+        return 0
+    if not rows:
+        say(f"no entries under {root}")
+    else:
+        say(table(
+            ["FUNCTION", "ID", "KEY", "BEST CONFIG", "TIME ms", "SPEED-UP", "AGE", "HARDWARE", "RANKS"],
+            [[r["function"], r["id"][:12], shorten(r["key"], 40), shorten(render_config(r["best"]), 40),
+              render_ms(r["best_time_ms"]), _speedup(r["default_time_ms"], r["best_time_ms"]),
+              render_age(r["age_s"]), r["hardware_digest"], r["world_size"] or "?"] for r in rows]))
+        functions = len({r["function"] for r in rows})
+        say(f"\n{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} of {functions} function(s) under {root}")
+    if bad:
+        say(f"{len(bad)} unusable file(s) (treated as misses); `verify` says which and why")
+    return 0
+
+
+def _speedup(default: Any, best: Any) -> str:
+    if isinstance(default, (int, float)) and isinstance(best, (int, float)) and best > 0:
+        return f"{default / best:.2f}x"
+    return "-"
+
+
+def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    path = _cache_admin.find_entry(root, args.entry)
+    entry, why = _cache.load_json(path)
+    if entry is None:
+        raise CacheAdminError(f"{path} is not a usable entry: {why}")
+    problem = _cache_admin.entry_problem(entry, path)
+    if as_json:
+        emit({"path": str(path), "problem": problem, "entry": entry})
+        return 0
+    best, reused = entry["best"], entry.get("reused") or {}
+    measurement = entry.get("measurement") or {}
+    hw = entry["hardware"]
+    lines = [
+        ("entry", str(path)),
+        ("function", f"{entry['function']} ({entry.get('qualname', '?')})"),
+        ("key", entry["key"]),
+        ("id", str(entry.get("id"))),
+        ("created", f"{entry.get('created')} ({render_age(_cache_admin.age_s(entry))} ago)"),
+        ("source", f"hash {entry['source_hash']}, body hash {entry.get('body_hash')}"),
+        ("hardware", f"{hw.get('digest')}: " + ", ".join(f"{k}={v}" for k, v in sorted(hw.items()) if k != "digest")),
+        ("versions", ", ".join(f"{k}={v}" for k, v in sorted(entry["versions"].items()))),
+        ("measured", f"{measurement.get('n_warmup', '?')} warm-up + {measurement.get('n_repeat', '?')} timed "
+                     f"runs, timer {measurement.get('timer', '?')}; world size {entry.get('world_size', '?')}"),
+        ("best", f"#{best.get('index')} {render_config(best.get('config'))}: {render_ms(best.get('time_ms'))} ms "
+                 f"(default {render_ms(entry.get('default_time_ms'))} ms, "
+                 f"{_speedup(entry.get('default_time_ms'), best.get('time_ms'))})"),
+    ]
+    if reused:
+        lines.append(("reused", f"timings of {reused.get('indices')} from entry {reused.get('from')}, "
+                                f"scaled by {reused.get('scale', 1.0):.4g}"))
+    if problem:
+        lines.append(("PROBLEM", problem))
+    say("\n".join(f"{k:<9} {v}" for k, v in lines))
+    rows = []
+    for c in entry["candidates"]:
+        if not isinstance(c, dict):
+            continue
+        status = ("best" if c.get("index") == best.get("index") else
+                  "pruned" if c.get("pruned") else f"failed: {c['error']}" if c.get("error") else "")
+        if c.get("index") in (reused.get("indices") or []):
+            status = (status + " (reused)").strip()
+        rows.append([c.get("index"), shorten(render_config(c.get("config")), 60), render_ms(c.get("time_ms")),
+                     "-" if c.get("error") else render_ms(c.get("sem_ms")), status])
+    say("\n" + table(["#", "CONFIG", "TIME ms", "SEM ms", "STATUS"], rows, indent="  "))
+    return 0
+
+
+# ---------------------------------------------------------------------------- why
+
+def _key_text(text: str) -> str:
+    """The key as ``repr`` writes it: "((4096,),'f32')" and "((4096,), 'f32')" are one key."""
+    try:
+        return repr(ast.literal_eval(text))  # literals only: never runs code
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def _load_tuner(spec: str) -> Any:
+    from .tune import AutoTuner
+
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` does
+        sys.path.insert(0, os.getcwd())
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except Exception as exc:  # noqa: BLE001 - importing user code may raise anything
+        raise CacheAdminError(f"cannot import {spec!r}: {type(exc).__name__}: {exc}. Give the "
+                              "import path of the autotuned function as module:attr.") from exc
+    if not isinstance(obj, AutoTuner):
+        raise CacheAdminError(f"{spec!r} is a {type(obj).__name__}, not a function decorated with "
+                              "triton_dist.tune.autotune")
+    return obj
+
+
+def _from_qualname(qualname: str) -> Any | None:
+    """The AutoTuner at a dotted path ("pkg.mod.fn", as entries record it), or None."""
+    parts = qualname.split(".")
+    if len(parts) < 2 or parts[0] == "__main__" or not all(p.isidentifier() for p in parts):
+        return None  # "<locals>" and scripts cannot be imported
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            return _load_tuner(".".join(parts[:cut]) + ":" + ".".join(parts[cut:]))
+        except CacheAdminError:
+            continue
+    return None
+
+
+def _guess_tuner(root: Path, name: str, key_text: str) -> tuple[Any | None, str | None]:
+    """A plain function name: the AutoTuner its entries' ``qualname`` names, if it imports."""
+    entries, _ = _diagnose.scan_function_dir(root / _cache.safe_name(name), root)
+    entries.sort(key=lambda pe: str(pe[1].get("created", "")), reverse=True)
+    entries.sort(key=lambda pe: pe[1]["key"] != key_text)  # stable: this key's newest first
+    tried: list[str] = []
+    for _, entry in entries:
+        qualname = entry.get("qualname")
+        if not isinstance(qualname, str) or qualname in tried or len(tried) >= 3:
+            continue
+        tried.append(qualname)
+        tuner = _from_qualname(qualname)
+        if tuner is not None and tuner.target.name == name:
+            return tuner, qualname
+    return None, None
+
+
+def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    from ._backends import get_backend
+    from ._fingerprint import hardware_info, software_versions
+    from ._reuse import body_hash
+    from .settings import get_settings
+
+    settings = get_settings()
+    backend = get_backend()
+    hw = hardware_info(backend)
+    key_text = _key_text(args.key)
+    digest = args.hardware or hw["digest"]
+    common: dict[str, Any] = dict(hardware=None if args.hardware else hw, version_check=settings.version_check,
+                                  cache_only=settings.cache_only != "off")
+    tuner, resolved = None, None
+    if ":" in args.function:
+        tuner, resolved = _load_tuner(args.function), args.function
+    elif "." in args.function:
+        tuner, resolved = _from_qualname(args.function), args.function
+    elif not args.no_import:
+        tuner, resolved = _guess_tuner(root, args.function, key_text)
+    if tuner is not None:
+        target = tuner.target
+        diag = _diagnose.explain_miss(
+            root, target.name, key_text, target.source_hash(), digest, software_versions(backend),
+            [_cache.encode_config(c) for c in target.config_space], body_hash=body_hash(target.fn), **common)
+    else:
+        name = args.function.rpartition(".")[2]
+        diag = _diagnose.explain_miss(root, name, key_text, None, digest,
+                                      software_versions(backend), None, **common)
+    if as_json:
+        emit({**diag.to_dict(), "root": str(root), "hardware_digest": digest, "imported": resolved})
+        return 1 if diag.verdict == "miss" else 0
+    say("\n".join(f"{k:<9} {v}" for k, v in [
+        ("function", diag.function + (f" (compared with {resolved})" if resolved else "")),
+        ("key", diag.key), ("verdict", diag.verdict.upper()),
+        ("reason", diag.reason), ("expected", diag.expected_path or "(unknown without module:attr)"),
+        ("nearest", diag.nearest_path or "-")]))
+    if diag.differences:
+        say("\n" + table(["COMPONENT", "NOW", "ENTRY", "MISS?", "DETAIL"],
+                         [[d.component, shorten(d.now or "-", 24), shorten(d.entry or "-", 24),
+                           "yes" if d.blocking else "no", d.detail] for d in diag.differences], indent="  "))
+    if diag.others:
+        say("\nother entries: " + "; ".join(f"{Path(o['path']).name} ({', '.join(o['components']) or 'match'})"
+                                            for o in diag.others))
+    if diag.skipped:
+        say(f"\n{len(diag.skipped)} unusable file(s) skipped; `verify` says which and why")
+    return 1 if diag.verdict == "miss" else 0
+
+
+# ---------------------------------------------------------------------------- verify / prune
+
+def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    findings = _cache_admin.verify(root)
+    problems = [f for f in findings if f.problem]
+    counts = {kind: sum(1 for f in findings if f.kind == kind) for kind in ("ok", "history", "log", "leftover")}
+    if as_json:
+        emit({"root": str(root), "exists": root.exists(), "counts": counts, "ok": not problems,
+              "problems": [f.__dict__ for f in problems],
+              "leftovers": [f.__dict__ for f in findings if f.kind == "leftover"]})
+        return 1 if problems else 0
+    if not root.exists():
+        say(f"{root}: no cache there (nothing to verify)")
+        return 0
+    say(f"{root}: {counts['ok']} entries, {counts['history']} history, {counts['log']} logs, "
+        f"{counts['leftover']} leftovers (harmless); {len(problems)} problem(s)")
+    if problems:
+        say(table(["PROBLEM", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in problems], indent="  "))
+        say("These files are treated as cache misses. Remove them (`prune --invalid`) or re-seed.")
+    return 1 if problems else 0
+
+
+def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    if args.older_than is None and not (args.other_hardware or args.history or args.invalid):
+        raise TritonDistError("prune needs at least one of --older-than DAYS, --other-hardware, "
+                              "--history, --invalid (add --dry-run to see what would go)")
+    if args.older_than is not None and not args.older_than >= 0:
+        raise TritonDistError(f"--older-than must be a number of days >= 0, got {args.older_than}")
+    keep = None
+    if args.other_hardware:
+        if args.hardware:
+            keep = args.hardware
+        else:
+            from ._backends import get_backend
+            from ._fingerprint import hardware_info
+
+            keep = hardware_info(get_backend())["digest"]
+    elif args.hardware:
+        raise TritonDistError("--hardware only goes with --other-hardware")
+    removals = _cache_admin.prune(root, older_than_days=args.older_than, keep_hardware=keep,
+                                  history=args.history, invalid=args.invalid, dry_run=args.dry_run,
+                                  functions=args.functions)
+    failed = [r for r in removals if r.error]
+    if as_json:
+        emit({"root": str(root), "dry_run": args.dry_run, "kept_hardware": keep,
+              "removals": [r.__dict__ for r in removals]})
+        return 1 if failed else 0
+    verb = "would remove" if args.dry_run else "removed"
+    if removals:
+        say(table(["FILE", "WHY", "RESULT"], [[r.path, r.reason, r.error or ("-" if args.dry_run else "removed")]
+                                               for r in removals]))
+    say(f"{verb} {len(removals) - len(failed)} file(s) under {root}" + (f"; {len(failed)} failed" if failed else ""))
+    return 1 if failed else 0
+
+
+# ---------------------------------------------------------------------------- export / import
+
+def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    if not root.is_dir():
+        raise CacheAdminError(f"no cache at {root} to export")
+    report = _cache_archive.export_archive(root, args.archive, args.functions, history=args.history,
+                                           logs=args.logs)
+    if as_json:
+        emit(report.to_dict())
+        return 0
+    say(f"exported {len(report.written)} file(s) from {root} to {args.archive}")
+    for s in report.skipped:
+        say(f"  skipped {s['path']}: {s['why']}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    report = _cache_archive.import_archive(root, args.archive, dry_run=args.dry_run, replace=args.replace,
+                                           logs=args.logs, history=args.history)
+    if as_json:
+        emit(report.to_dict())
+        return 0
+    verb = "would import" if args.dry_run else "imported"
+    say(f"{verb} {len(report.written)} file(s) from {args.archive} into {root}; "
+        f"{len(report.unchanged)} unchanged, {len(report.kept_newer)} newer local entr(ies) kept")
+    for s in report.skipped:
+        say(f"  skipped {s['member']}: {s['why']}")
+    for name in report.kept_newer:
+        say(f"  kept the newer local {name} (--replace imports the archive's)")
+    return 0
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Path, bool], int]] = {
+    "ls": cmd_ls, "show": cmd_show, "why": cmd_why, "verify": cmd_verify,
+    "export": cmd_export, "import": cmd_import, "prune": cmd_prune,
+}

@@ -1,0 +1,116 @@
+"""The cache command line: ``python -m triton_dist.cache`` and the ``triton-dist-cache`` script.
+
+Exit status: 0 done (``why``: would hit), 1 a negative answer (``verify`` found problems,
+``why`` found a miss, an entry was not found, an archive was refused), 2 bad usage or settings.
+See docs/cache.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from .errors import CacheAdminError, TritonDistError
+
+__all__ = ["build_parser", "main"]
+
+log = logging.getLogger(__name__)
+
+
+def _common() -> argparse.ArgumentParser:
+    # SUPPRESS: an option given before the command is not reset by the command's own default
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dir", type=Path, default=argparse.SUPPRESS,
+                        help="cache root (default: $TRITON_DIST_AUTOTUNE_DIR, else ~/.triton_dist/autotune)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="machine-readable output (one JSON document on stdout)")
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                        help="log INFO messages to stderr")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="python -m triton_dist.cache", parents=[common],
+        description="Inspect and manage the triton_dist autotune disk cache.",
+        epilog="Exit status: 0 done, 1 a negative answer (problems, a miss, refused), 2 bad usage.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ls", parents=[common], help="list entries: function, key, best config, age, hardware")
+    p.add_argument("functions", nargs="*", metavar="FUNCTION", help="only these function names")
+
+    p = sub.add_parser("show", parents=[common], help="one entry with every candidate's time or failure")
+    p.add_argument("entry", metavar="ENTRY", help="a path, an entry id, a unique id prefix, or FUNCTION/ID")
+
+    p = sub.add_parser("why", parents=[common], help="why (FUNCTION, KEY) misses: what differs from the nearest entry")
+    p.add_argument("function", metavar="FUNCTION",
+                   help="the autotuned function: module:attr or module.attr (imported, to compare its "
+                        "source and config space), or its name (then the module its entries record is "
+                        "imported, unless --no-import)")
+    p.add_argument("key", metavar="KEY", help="the key's repr, as key_fn returns it, e.g. \"((4096,), 'torch.float32')\"")
+    p.add_argument("--hardware", metavar="DIGEST", help="compare with this hardware digest instead of this machine's")
+    p.add_argument("--no-import", action="store_true",
+                   help="with a plain name: import nothing; compare only key, hardware and versions")
+
+    p = sub.add_parser("verify", parents=[common], help="check every file; exit 1 on corrupt, foreign or unreadable ones")
+
+    p = sub.add_parser("export", parents=[common], help="write entries into one archive file (tar.gz)")
+    p.add_argument("archive", type=Path, metavar="ARCHIVE")
+    p.add_argument("functions", nargs="*", metavar="FUNCTION", help="only these function names")
+    p.add_argument("--history", action="store_true", help="include history entries")
+    p.add_argument("--logs", action="store_true", help="include the tuning logs")
+
+    p = sub.add_parser("import", parents=[common], help="check an archive, then add its entries atomically")
+    p.add_argument("archive", type=Path, metavar="ARCHIVE")
+    p.add_argument("--dry-run", action="store_true", help="check and report, write nothing")
+    p.add_argument("--replace", action="store_true", help="replace local entries even when they are newer")
+    p.add_argument("--history", action="store_true", help="also import history entries")
+    p.add_argument("--logs", action="store_true", help="also import tuning logs")
+
+    p = sub.add_parser("prune", parents=[common], help="remove old entries, other hardware's entries, history")
+    p.add_argument("--older-than", type=float, metavar="DAYS", help="entries and history older than DAYS days")
+    p.add_argument("--other-hardware", action="store_true",
+                   help="entries and history for hardware other than this machine's (or --hardware)")
+    p.add_argument("--hardware", metavar="DIGEST", help="the hardware digest to keep with --other-hardware")
+    p.add_argument("--history", action="store_true", help="all history entries")
+    p.add_argument("--invalid", action="store_true", help="files that verify reports as corrupt, foreign or inconsistent")
+    p.add_argument("--function", action="append", dest="functions", metavar="NAME", help="only this function (repeatable)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
+    return parser
+
+
+def _root(args: argparse.Namespace) -> Path:
+    directory = getattr(args, "dir", None)
+    if directory is not None:
+        return Path(directory).expanduser()
+    from .settings import get_settings
+
+    return get_settings().autotune_dir
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one cache command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    from . import _cache_commands
+
+    as_json = bool(getattr(args, "json", False))
+    try:
+        return _cache_commands.COMMANDS[args.command](args, _root(args), as_json)
+    except TritonDistError as exc:
+        status = 1 if isinstance(exc, CacheAdminError) else 2
+        if as_json:
+            _cache_commands.emit({"error": type(exc).__name__, "message": str(exc), **exc.details})
+        print(f"error: {exc}", file=sys.stderr)
+        return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
