@@ -36,9 +36,34 @@ def versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]
             if k != "python" and old.get(k) != v]
 
 
+#: parsed files by path, valid while (mtime, size, inode) stay the same: a job in cache-only mode
+#: that misses many keys scans the same directory once per key (entries are treated as read-only)
+_parsed: dict[str, tuple[tuple[int, int, int], dict[str, Any] | None, str | None]] = {}
+_PARSED_MAX = 4096
+
+
+def _load(path: Path, root: Path) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        st = path.stat()
+    except OSError:
+        return _cache.load_json(path, root)
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    name = f"{root}\0{path}"  # whether it lies inside the root is part of the answer
+    cached = _parsed.get(name)
+    if cached is not None and cached[0] == stamp:
+        return cached[1], cached[2]
+    entry, why = _cache.load_json(path, root)
+    if len(_parsed) >= _PARSED_MAX:
+        _parsed.clear()
+    _parsed[name] = (stamp, entry, why)
+    return entry, why
+
+
 def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dict[str, Any]]],
                                                             list[tuple[Path, str]]]:
-    """(usable entries, unusable files with why) of one function's directory (not history)."""
+    """(usable entries, unusable files with why) of one function's directory (not history).
+
+    The entries are shared with later scans: read them, never change them."""
     entries: list[tuple[Path, dict[str, Any]]] = []
     skipped: list[tuple[Path, str]] = []
     try:
@@ -46,7 +71,7 @@ def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dic
     except OSError:
         return entries, skipped
     for path in paths:
-        entry, why = _cache.load_json(path, root)
+        entry, why = _load(path, root)
         if entry is None:
             skipped.append((path, why or "unusable"))
         else:
