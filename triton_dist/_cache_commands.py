@@ -105,10 +105,18 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 
 # ---------------------------------------------------------------------------- why
 
+def _tuples(value: Any) -> Any:
+    # keys are hashable, so a list in KEY (e.g. written as JSON) stands for a tuple
+    if isinstance(value, (list, tuple)):
+        return tuple(_tuples(v) for v in value)
+    return value
+
+
 def _key_text(text: str) -> str:
-    """The key as ``repr`` writes it: "((4096,),'f32')" and "((4096,), 'f32')" are one key."""
+    """The key as ``repr`` writes it: "((4096,),'f32')", "((4096,), 'f32')" and '[[4096], "f32"]'
+    are one key."""
     try:
-        return repr(ast.literal_eval(text))  # literals only: never runs code
+        return repr(_tuples(ast.literal_eval(text)))  # literals only: never runs code
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text
 
@@ -116,9 +124,14 @@ def _key_text(text: str) -> str:
 def _load_tuner(spec: str) -> Any:
     from .tune import AutoTuner
 
-    module_name, _, attr = spec.partition(":")
+    module_name, _, attr = spec.rpartition(":")
     if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` does
         sys.path.insert(0, os.getcwd())
+    file = Path(module_name)
+    if file.suffix == ".py":  # path/to/module.py:attr: import it by its name from its directory
+        if str(file.parent.resolve()) not in sys.path:
+            sys.path.insert(0, str(file.parent.resolve()))
+        module_name = file.stem
     try:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):

@@ -105,9 +105,10 @@ def test_show_an_unknown_or_ambiguous_id_exits_1(seeded, capsys):
 
 # ---------------------------------------------------------------------------- why
 
-def test_why_says_hit_for_a_tuned_key_however_the_key_is_spaced(seeded, capsys):
-    for key in (SHAPE_KEY, "((256,),'torch.float32')"):
-        code, doc = run_json(capsys, "why", "kmod:scale", key)
+def test_why_says_hit_for_a_tuned_key_however_the_key_and_function_are_written(seeded, capsys, modules):
+    for function, key in (("kmod:scale", SHAPE_KEY), ("kmod:scale", "((256,),'torch.float32')"),
+                          ("kmod:scale", '[[256], "torch.float32"]'), (f"{modules}/kmod.py:scale", SHAPE_KEY)):
+        code, doc = run_json(capsys, "why", function, key)
         assert code == 0 and doc["verdict"] == "hit" and doc["components"] == []
         assert doc["nearest_path"] == doc["expected_path"] == str(scale_entry(seeded))
 
