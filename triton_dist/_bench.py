@@ -11,10 +11,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ._backends import Backend
+from ._safety import run_limited
+from .errors import DeviceStateError
 
 __all__ = [
     "CandidateResult",
@@ -63,7 +65,11 @@ def candidate_failure_types() -> tuple[type[BaseException], ...]:
         from triton.compiler.errors import CompilationError
 
         types.append(CompilationError)
-    except ImportError:  # triton is optional for pure-host functions
+        # the interpreter wraps a bad config (tl.arange of a non-power of 2) in InterpreterError
+        from triton.errors import TritonError
+
+        types.append(TritonError)
+    except ImportError:  # triton is optional for pure-host functions (and < 3.0 has no TritonError)
         pass
     return tuple(types)
 
@@ -108,32 +114,54 @@ def measure_candidates(
     n_repeat: int = 10,
     do_bench: DoBench | None = None,
     on_result: Callable[[CandidateResult], None] | None = None,
+    timeout_s: float | None = None,
+    known_failures: Mapping[int, str] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
     Returns the results and, if a candidate raised something that is not a candidate failure
     (a bug), that exception: measuring stops there so that the caller can tell the other ranks
-    before raising it.
+    before raising it. A candidate after which the device cannot even synchronise stops measuring
+    the same way, with a :class:`DeviceStateError` (every later timing would be garbage).
+    ``timeout_s`` bounds each candidate (see ``_safety.run_limited``); ``known_failures`` maps
+    candidates to a reason and records them as failed without running them.
     """
+    if do_bench is None:
+        def bench(call: Callable[[], Any]) -> Sequence[float]:
+            return measure(call, backend, n_warmup, n_repeat)
+    else:
+        def bench(call: Callable[[], Any]) -> Sequence[float]:
+            return do_bench(call, n_warmup, n_repeat)
     results: list[CandidateResult] = []
     for index in indices:
-        call = make_call(index)
-        try:
-            if do_bench is None:
-                times = measure(call, backend, n_warmup, n_repeat)
-            else:
-                times = do_bench(call, n_warmup, n_repeat)
-        except Exception as exc:  # noqa: BLE001 - classified just below
-            if not is_candidate_failure(exc):
-                return results, exc
-            result = CandidateResult(index, math.inf, error=describe(exc))
-            try:  # a failed launch may leave queued work; don't let it leak into the next timing
-                backend.synchronize()
-            except Exception as sync_exc:  # noqa: BLE001
-                result.error += f" (device unusable afterwards: {describe(sync_exc)})"
+        stop: BaseException | None = None
+        if known_failures and index in known_failures:
+            result = CandidateResult(index, math.inf, error=known_failures[index])
         else:
-            result = summarize(index, times)
+            call = make_call(index)
+            try:
+                if timeout_s is None:
+                    times = bench(call)
+                else:
+                    times = run_limited(bench, call, timeout_s, threaded=backend.host_timed)
+            except Exception as exc:  # noqa: BLE001 - classified just below
+                if not is_candidate_failure(exc):
+                    return results, exc
+                result = CandidateResult(index, math.inf, error=describe(exc))
+                try:  # a failed launch may leave queued work; don't let it leak into the next timing
+                    backend.synchronize()
+                except Exception as sync_exc:  # noqa: BLE001
+                    result.error += f" (device unusable afterwards: {describe(sync_exc)})"
+                    stop = DeviceStateError(
+                        f"candidate {index} left the {backend.kind} device unusable ({result.error}); "
+                        "nothing more can run on it in this process, so tuning stopped. Prune that "
+                        "config, or tune in a Ray campaign, which retries on a fresh actor with the "
+                        "config marked failed.", index=index, reason=result.error)
+            else:
+                result = summarize(index, times)
         results.append(result)
         if on_result is not None:
             on_result(result)
+        if stop is not None:
+            return results, stop
     return results, None

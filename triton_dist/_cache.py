@@ -21,6 +21,7 @@ import json
 import logging
 import math
 import os
+import stat
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
@@ -125,7 +126,10 @@ def _inside(path: Path, root: Path) -> bool:
 
 def ensure_private_dir(path: Path, root: Path) -> None:
     """Create ``path`` (0700 for what we create) and refuse a location outside ``root``."""
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # mkdir(parents=True) gives the parents the umask's mode (often 0755): create each level
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for level in reversed(missing):
+        level.mkdir(mode=0o700, exist_ok=True)
     if not _inside(path, root):
         raise PermissionError(f"{path} resolves outside the cache root {root} (a symlink?); refusing to write there")
 
@@ -142,7 +146,10 @@ def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | No
     try:
         if root is not None and not _inside(path, root):
             return None, "it resolves outside the cache root (symlink); ignored"
-        with open(path, "rb") as f:
+        # O_NONBLOCK: a FIFO planted under an entry name must not block the reader forever
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None, "it is not a regular file"
             raw = f.read(MAX_ENTRY_BYTES + 1)
         if len(raw) > MAX_ENTRY_BYTES:
             return None, f"it is larger than {MAX_ENTRY_BYTES} bytes"
@@ -157,8 +164,10 @@ def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | No
                         ("best", dict), ("candidates", list), ("versions", dict)):
         if not isinstance(data.get(field), kind):
             return None, f"field {field!r} is missing or not a {kind.__name__}"
-    if "config" not in data["best"]:
-        return None, "field 'best.config' is missing"
+    if not isinstance(data["best"].get("config"), dict):
+        return None, "field 'best.config' is missing or not an object"
+    if not all(isinstance(c, dict) for c in data["candidates"]):
+        return None, "field 'candidates' holds an item that is not an object"
     return data, None
 
 
@@ -179,7 +188,7 @@ def utc_now() -> str:
 
 def _lock_for(path: Path) -> FileLock:
     lock_dir = path.parent / ".locks"
-    lock_dir.mkdir(mode=0o700, exist_ok=True)
+    ensure_private_dir(lock_dir, path.parent)  # a .locks symlink must not take lock files elsewhere
     return FileLock(str(lock_dir / (path.stem + ".lock")), timeout=LOCK_TIMEOUT_S)
 
 
@@ -228,7 +237,17 @@ def write_entry(root: Path, entry: dict[str, Any]) -> Path:
             history = path.parent / "history"
             ensure_private_dir(history, root)
             stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-            os.replace(path, history / f"{path.stem}.{stamp}.json")
+            old = history / f"{path.stem}.{stamp}.json"
+            n = 0
+            while old.exists() or old.is_symlink():  # same microsecond or a clock step back
+                n += 1
+                old = history / f"{path.stem}.{stamp}-{n}.json"
+            # a hard link, not a move: the final name holds a complete entry at every instant,
+            # also when the writer is killed between these two steps
+            try:
+                os.link(path, old)
+            except OSError:  # a file system without hard links: an atomic copy instead
+                atomic_write_text(old, path.read_text(encoding="utf-8"))
         atomic_write_text(path, text)
     return path
 

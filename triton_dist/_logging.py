@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import IO
@@ -30,7 +31,9 @@ class TuningLog:
         if path is not None:
             try:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+                # O_NOFOLLOW: a log name planted as a symlink must not make us append elsewhere
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+                self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
             except OSError as exc:
                 log.warning("cannot write the tuning log %s: %s", path, exc)
                 self.path = None

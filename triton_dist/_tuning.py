@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cache, _reuse
+from . import _cache, _reuse, _safety
 from ._backends import Backend, get_backend
 from ._bench import CandidateResult, DoBench, describe, measure_candidates
 from ._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
@@ -52,6 +52,13 @@ class TuneTarget:
     n_warmup: int = 5
     n_repeat: int = 10
     do_bench: DoBench | None = None
+    check_correctness: bool = False
+    """compare each candidate's output with the default config's; a mismatch is ``inf``"""
+    restore_inplace: bool = True
+    """restore tensor arguments the function mutates before each run (see ``_safety``)"""
+    known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
+    """candidates recorded as failed without running (a campaign's retry after one of them left
+    the device unusable)"""
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -122,13 +129,13 @@ def _versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str
 def _lookup(target: TuneTarget, path: Path, root: Path, key_text: str, backend: Backend,
             settings: Settings) -> tuple[int | None, str]:
     """(index of the cached best config, "") or (None, why it is a miss)."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():  # a dangling link is read (and warned about)
         return None, "no cache entry"
     entry = _cache.read_entry(path, root)
     if entry is None:
         return None, "cache entry unusable (see warning)"
     if entry["key"] != key_text or entry["source_hash"] != target.source_hash():
-        return None, "cache entry is for another key or source"
+        return None, _warn_miss(path, "cache entry is for another key or source")
     changed = _versions_differ(entry, software_versions(backend))
     if changed:
         message = f"cache entry {path} was tuned with other software versions ({'; '.join(changed)})"
@@ -138,13 +145,21 @@ def _lookup(target: TuneTarget, path: Path, root: Path, key_text: str, backend: 
                       TritonDistWarning, stacklevel=5)
     index = _cache.find_config(entry["best"]["config"], target.config_space)
     if index is None:
-        return None, "the cached best config is no longer in config_space"
+        return None, _warn_miss(path, "the cached best config is no longer in config_space")
     new = _reuse.unmeasured(entry, target.config_space)
     if new and settings.cache_only == "off":
         # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
         # measure the new configs, reusing this entry's timings (see _reuse)
         return None, f"config_space has {len(new)} config(s) the entry never measured ({new[:10]})"
     return index, ""
+
+
+def _warn_miss(path: Path, why: str) -> str:
+    """A file is there but cannot serve this call: say so (issue 7 R3), return the reason."""
+    message = f"ignoring cache file {path}: {why}. It is treated as a miss and re-tuned."
+    log.warning("%s", message)
+    warnings.warn(message, TritonDistWarning, stacklevel=6)
+    return why
 
 
 def pick_best(results: Sequence[CandidateResult]) -> tuple[int, float]:
@@ -165,8 +180,14 @@ def pick_best(results: Sequence[CandidateResult]) -> tuple[int, float]:
 
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
             verbose: bool = False, overwrite: bool = False, force: bool = False,
-            write: bool = True, root: Path | None = None) -> Outcome:
-    """Decide the config for ``key`` (see the module docstring)."""
+            write: bool = True, root: Path | None = None, check_correctness: bool | None = None,
+            known_failures: dict[int, str] | None = None) -> Outcome:
+    """Decide the config for ``key`` (see the module docstring). ``check_correctness`` and
+    ``known_failures`` override the target's for this decision (campaigns)."""
+    if check_correctness is not None or known_failures:
+        target = dataclasses.replace(
+            target, known_failures=dict(known_failures or target.known_failures),
+            check_correctness=target.check_correctness if check_correctness is None else check_correctness)
     settings = get_settings()
     backend = get_backend()
     view = resolve_group(pg)
@@ -286,10 +307,15 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
         tlog.info("reusing the timings of %d config(s) from entry %s; measuring %s (the old best, "
                   "config %d, again for a fair comparison)", len(reuse.results), reuse.source_path,
                   to_measure, reuse.best)
-    results, bug = measure_candidates(
-        lambda i: (lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,
-        n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench, on_result=report,
-    )
+    guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
+                             check=target.check_correctness, name=target.qualname)
+    with guard:  # leaving it puts mutated arguments back for the final call
+        results, bug = measure_candidates(
+            lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,
+            n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench,
+            on_result=lambda r: (guard.done(r.index, r.ok), report(r)),
+            timeout_s=settings.candidate_timeout_s, known_failures=target.known_failures,
+        )
     if reuse is not None:
         results = reuse.merge(results, kept)
     if view is not None:

@@ -13,8 +13,10 @@ __all__ = [
     "CacheAdminError",
     "CacheMissError",
     "CampaignError",
+    "CandidateTimeoutError",
     "ConfigSpaceError",
     "ContextualTuningError",
+    "DeviceStateError",
     "DeviceUnavailableError",
     "DuplicateArgumentError",
     "KeyFunctionError",
@@ -27,6 +29,7 @@ __all__ = [
     "TritonDistError",
     "TritonDistWarning",
     "TunerActiveError",
+    "WrongResultError",
 ]
 
 
@@ -104,3 +107,19 @@ class CampaignError(TritonDistError, ValueError):
 
 class RayNotInstalledError(TritonDistError, ImportError):
     """Ray is needed for this command but is not installed."""
+
+
+class CandidateTimeoutError(TritonDistError, RuntimeError):
+    """A candidate ran past ``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S`` (a config failure: ``inf``)."""
+
+
+class WrongResultError(TritonDistError, RuntimeError):
+    """A candidate's output differs from the default config's (``check_correctness``; ``inf``)."""
+
+
+class DeviceStateError(TritonDistError, RuntimeError):
+    """A candidate left the device in a sticky error state (CUDA: an illegal memory access).
+
+    Tuning stops: nothing else can run on the device in this process. ``details["index"]`` is the
+    candidate; a Ray campaign retries the case on a fresh actor with it marked failed.
+    """

@@ -76,6 +76,8 @@ class AutoTuner:
         n_warmup: int = 5,
         n_repeat: int = 10,
         do_bench: DoBench | None = None,
+        check_correctness: bool = False,
+        restore_inplace: bool = True,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
@@ -96,6 +98,7 @@ class AutoTuner:
             fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
             config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
             n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
+            check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
         )
         functools.update_wrapper(self, fn)
 
@@ -157,16 +160,21 @@ class AutoTuner:
 
     def tune(self, *args: Any, autotune_pg: Any = None, autotune_verbose: bool = False,
              force: bool = True, write_cache: bool = True, cache_dir: str | Path | None = None,
+             check_correctness: bool | None = None, known_failures: dict[int, str] | None = None,
              **kwargs: Any) -> dict[str, Any]:
         """Tune for these arguments now and return the cache entry (what campaigns call).
 
         ``force`` re-measures even when an entry exists; ``write_cache=False`` leaves writing to
         the caller (a Ray driver merges the gang's results and writes them).
+        ``check_correctness`` overrides the decorator's (campaigns turn it on);
+        ``known_failures`` ({index: reason}) records candidates as failed without running them
+        (a retry after one of them left the device unusable).
         """
         key = self.key_fn(*args, **kwargs)
         hash(key)
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
-                                  force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None)
+                                  force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
+                                  check_correctness=check_correctness, known_failures=known_failures)
         self._best[key] = self.config_space[outcome.index]
         if outcome.entry is None:
             raise RuntimeError(f"{self.target.qualname}: no tuning happened for key {key!r}")
@@ -191,7 +199,8 @@ class AutoTuner:
 
 def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None = None, *, n_warmup: int = 5, n_repeat: int = 10,
-             do_bench: DoBench | None = None) -> Callable[[Callable[..., Any]], AutoTuner]:
+             do_bench: DoBench | None = None, check_correctness: bool = False,
+             restore_inplace: bool = True) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to tune it over ``config_space``.
 
     Args:
@@ -203,9 +212,17 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         n_warmup, n_repeat: untimed and timed runs per candidate (the seed's 5 and 10).
         do_bench: optional ``do_bench(fn, n_warmup, n_repeat) -> per-run ms`` replacing the
             device timer (tests, custom timing).
+        check_correctness: compare each candidate's output (return value and mutated tensor
+            arguments) with the default config's, tolerances by dtype; a mismatch records the
+            candidate as failed ("wrong result ..."). Off by default; campaigns turn it on.
+        restore_inplace: snapshot the tensor arguments before tuning and restore the ones the
+            function mutates before every run, so tuning leaves them as one real call would. It
+            holds one copy of every tensor argument while tuning: pass False for very large
+            buffers (each candidate then runs on what the previous runs left behind).
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
-                         do_bench=do_bench)
+                         do_bench=do_bench, check_correctness=check_correctness,
+                         restore_inplace=restore_inplace)
 
     return decorator

@@ -22,6 +22,10 @@ class Backend(abc.ABC):
     """Ray resource one device actor asks for (CPU / GPU / NPU)."""
     visible_devices_env: ClassVar[str | None] = None
     """Environment variable that restricts the devices a process sees, if any."""
+    host_timed: ClassVar[bool] = False
+    """Runs execute on the host thread that issues them (the CPU), so a worker thread can run a
+    candidate while the caller waits with a time limit; device backends keep runs on the caller's
+    thread (current device and streams are per thread)."""
 
     @classmethod
     @abc.abstractmethod

@@ -28,6 +28,7 @@ class CpuBackend(Backend):
     kind = "cpu"
     dist_backend = "gloo"
     ray_resource = "CPU"
+    host_timed = True
 
     @classmethod
     def probe(cls) -> str | None:

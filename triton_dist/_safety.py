@@ -1,0 +1,330 @@
+"""Tuning that is safe to run on real arguments: in-place restore, result checks, time limits.
+
+- :class:`RunGuard` wraps every run of every candidate. It snapshots the tensor arguments before
+  tuning, finds the ones the host function mutates during each candidate's first run (version
+  counters, plus a content comparison because Triton kernels write through raw pointers and never
+  bump ``Tensor._version``), and restores them before each later run, so tuning leaves the
+  caller's tensors as they were and the final call with the best config mutates them once. With
+  ``check_correctness`` it also compares each candidate's first output (return value and mutated
+  tensors) with the default config's and raises :class:`WrongResultError` on a mismatch. It adds
+  no call of the host function.
+- :func:`run_limited` bounds one candidate's measurement (``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import math
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from .errors import CandidateTimeoutError, TritonDistWarning, WrongResultError
+
+__all__ = ["RunGuard", "compare", "run_limited", "tolerance"]
+
+log = logging.getLogger(__name__)
+
+#: how deep into lists/tuples/dicts of arguments tensors are looked for
+MAX_DEPTH = 4
+
+
+# ---------------------------------------------------------------------------- result comparison
+
+def tolerance(dtype: Any) -> tuple[float, float]:
+    """(rtol, atol) for outputs of ``dtype``; ``atol`` is later scaled by the output's magnitude.
+
+    Configs legitimately reorder reductions (block sizes, split-K), so floats get a few ulps of
+    accumulated rounding per element; integers and booleans must match exactly.
+    """
+    import torch
+
+    if dtype in (torch.float64, torch.complex128):
+        return 1e-7, 1e-9
+    if dtype in (torch.float32, torch.complex64):
+        return 1e-4, 1e-5
+    if dtype == torch.float16:
+        return 1e-2, 1e-2
+    if dtype == torch.bfloat16:
+        return 3e-2, 3e-2
+    if dtype.is_floating_point:  # float8 variants
+        return 0.125, 0.125
+    return 0.0, 0.0
+
+
+def _compare_tensors(ref: Any, out: Any, path: str) -> str | None:
+    import torch
+
+    if tuple(out.shape) != tuple(ref.shape):
+        return f"max abs diff inf: {path} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}"
+    if out.dtype != ref.dtype:
+        return f"max abs diff inf: {path} has dtype {out.dtype}, expected {ref.dtype}"
+    if ref.numel() == 0:
+        return None
+    out = out.detach().to(ref.device)
+    rtol, atol = tolerance(ref.dtype)
+    if rtol == 0.0 and atol == 0.0:
+        if torch.equal(out, ref):
+            return None
+        diff = (out.to(torch.float64) - ref.to(torch.float64)).abs().max().item()
+        return f"max abs diff {diff:.6g}: {path} must match exactly ({ref.dtype})"
+    wide = torch.complex128 if ref.dtype.is_complex else torch.float64
+    a, b = out.to(wide), ref.to(wide)
+    diff = (a - b).abs()
+    same = (a == b) | (a.isnan() & b.isnan())  # equal infinities and NaN where the default has NaN
+    diff = torch.where(same, torch.zeros_like(diff), torch.nan_to_num(diff, nan=math.inf))
+    finite = b.abs()[torch.isfinite(b.abs())]
+    scale = max(1.0, finite.max().item()) if finite.numel() else 1.0
+    bad = diff > atol * scale + rtol * b.abs().nan_to_num(posinf=0.0)
+    if not bool(bad.any()):
+        return None
+    return (f"max abs diff {diff.max().item():.6g}: {path}, {int(bad.sum().item())} of {ref.numel()} "
+            f"elements outside rtol {rtol:g} / atol {atol * scale:.3g}")
+
+
+def compare(ref: Any, out: Any, path: str = "result") -> str | None:
+    """None when ``out`` matches ``ref`` (tensors, nested lists/tuples/dicts of them, plain
+    values), else a description of the first mismatch."""
+    import torch
+
+    if isinstance(ref, torch.Tensor):
+        if not isinstance(out, torch.Tensor):
+            return f"max abs diff inf: {path} is a {type(out).__name__}, expected a tensor"
+        return _compare_tensors(ref, out, path)
+    if isinstance(ref, (list, tuple)):
+        if type(out) is not type(ref) or len(out) != len(ref):
+            return f"max abs diff inf: {path} is {type(out).__name__} of {_len(out)}, expected " \
+                   f"{type(ref).__name__} of {len(ref)}"
+        for i, (r, o) in enumerate(zip(ref, out, strict=True)):
+            why = compare(r, o, f"{path}[{i}]")
+            if why:
+                return why
+        return None
+    if isinstance(ref, dict):
+        if not isinstance(out, dict) or set(out) != set(ref):
+            return f"max abs diff inf: {path} has keys {sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}, expected {sorted(map(str, ref))}"
+        for k in ref:
+            why = compare(ref[k], out[k], f"{path}[{k!r}]")
+            if why:
+                return why
+        return None
+    if isinstance(ref, float) and isinstance(out, (int, float)) and not isinstance(out, bool):
+        if math.isclose(ref, out, rel_tol=1e-4, abs_tol=1e-9) or (math.isnan(ref) and math.isnan(out)):
+            return None
+        return f"max abs diff {abs(ref - out):.6g}: {path} is {out!r}, expected {ref!r}"
+    try:
+        equal = ref == out
+        if not isinstance(equal, bool):  # arrays and the like: compare their contents as tensors
+            return compare(torch.as_tensor(ref), torch.as_tensor(out), path)
+    except Exception:  # noqa: BLE001 - values we cannot compare are not evidence of a wrong result
+        return None
+    return None if equal else f"max abs diff inf: {path} is {out!r:.80}, expected {ref!r:.80}"
+
+
+def _len(value: Any) -> str:
+    try:
+        return str(len(value))
+    except TypeError:
+        return "?"
+
+
+def capture(value: Any, depth: int = 0) -> Any:
+    """A copy of a result that later runs cannot change (tensors are cloned)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if depth < MAX_DEPTH and isinstance(value, (list, tuple)):
+        items = [capture(v, depth + 1) for v in value]
+        if hasattr(value, "_fields"):  # a namedtuple
+            return type(value)(*items)
+        return items if isinstance(value, list) else tuple(items)
+    if depth < MAX_DEPTH and isinstance(value, dict):
+        return {k: capture(v, depth + 1) for k, v in value.items()}
+    return value
+
+
+# ---------------------------------------------------------------------------- the run guard
+
+def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif depth < MAX_DEPTH and isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors_in(v, depth + 1)
+    elif depth < MAX_DEPTH and isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v, depth + 1)
+
+
+class RunGuard:
+    """Per-tuning wrapper of candidate runs (see the module docstring). Use as a context manager:
+    leaving it restores every mutated argument once more."""
+
+    def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
+                 name: str = "the tuned function") -> None:
+        self.check = check
+        self.name = name
+        self._tensors: list[Any] = []
+        self._snapshots: list[Any] = []
+        self._versions: list[int] = []
+        self.mutated: set[int] = set()
+        """positions (in argument order) of the tensors the host function mutated"""
+        self._reference: tuple[int, Any, dict[int, Any]] | None = None
+        self._pending: dict[int, tuple[Any, dict[int, Any]]] = {}
+        if restore:
+            self._snapshot(args, kwargs)
+
+    def _snapshot(self, args: tuple, kwargs: dict) -> None:
+        seen: set[int] = set()
+        try:
+            for t in _tensors_in((args, kwargs)):
+                if id(t) in seen or t.is_sparse or t.device.type == "meta":
+                    continue
+                seen.add(id(t))
+                self._snapshots.append(t.detach().clone())
+                self._tensors.append(t)
+                self._versions.append(t._version)
+        except Exception as exc:  # noqa: BLE001 - out of memory for the copies: tune without them
+            self._tensors, self._snapshots, self._versions = [], [], []
+            message = (f"{self.name}: could not snapshot the tensor arguments before tuning "
+                       f"({type(exc).__name__}: {str(exc)[:200]}); arguments the function mutates "
+                       "will not be restored between runs. Pass restore_inplace=False to autotune "
+                       "to silence this.")
+            log.warning(message)
+            warnings.warn(message, TritonDistWarning, stacklevel=2)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._tensors) or self.check
+
+    def wrap(self, index: int, call: Callable[[], Any]) -> Callable[[], Any]:
+        """``call`` with restore-before and (first run only) detect/check-after."""
+        if not self.active:
+            return call
+        first = True
+
+        def run() -> Any:
+            nonlocal first
+            self._restore()
+            result = call()
+            if first:
+                first = False
+                self._after_first(index, result)
+            return result
+
+        return run
+
+    def _restore(self) -> None:
+        if not self._tensors:
+            return
+        import torch
+
+        for pos, t in enumerate(self._tensors):
+            # a moved version counter is a torch in-place op; known positions cover Triton writes
+            if pos in self.mutated or t._version != self._versions[pos]:
+                self.mutated.add(pos)
+                with torch.no_grad():
+                    t.copy_(self._snapshots[pos])
+                self._versions[pos] = t._version
+
+    def _after_first(self, index: int, result: Any) -> None:
+        import torch
+
+        for pos, t in enumerate(self._tensors):
+            if pos not in self.mutated and (t._version != self._versions[pos]
+                                            or not torch.equal(t, self._snapshots[pos])):
+                self.mutated.add(pos)
+                log.debug("%s: candidate %d mutates tensor argument %d; it is restored before "
+                          "every later run", self.name, index, pos)
+        if not self.check:
+            return
+        states = {pos: self._tensors[pos].detach().clone() for pos in self.mutated}
+        if self._reference is None:
+            self._pending[index] = (capture(result), states)
+            return
+        ref_index, ref_result, ref_states = self._reference
+        why = compare(ref_result, result)
+        for pos in sorted(self.mutated):
+            if why:
+                break
+            why = compare(ref_states.get(pos, self._snapshots[pos]), states[pos],
+                          f"mutated tensor argument {pos}")
+        if why:
+            raise WrongResultError(f"wrong result ({why}; compared with config_space[{ref_index}])")
+
+    def done(self, index: int, ok: bool) -> None:
+        """Candidate ``index`` finished measuring; the first that succeeded is the reference."""
+        pending = self._pending.pop(index, None)
+        if pending is not None and ok and self._reference is None:
+            self._reference = (index, *pending)
+
+    def restore_all(self) -> None:
+        """Put every mutated argument back as the caller passed it."""
+        try:
+            self._restore()
+        finally:
+            self._pending.clear()
+
+    def __enter__(self) -> RunGuard:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.restore_all()
+        self._snapshots, self._tensors, self._reference = [], [], None
+
+
+# ---------------------------------------------------------------------------- time limit
+
+def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Callable[[], Any],
+                timeout_s: float, *, threaded: bool) -> Sequence[float]:
+    """``bench(call)`` bounded by ``timeout_s`` seconds; :class:`CandidateTimeoutError` past it.
+
+    ``threaded`` (host-timed devices: the CPU) runs the measurement in a daemon thread and stops
+    waiting at the limit. Python cannot kill a thread: the abandoned one finishes the run it is in
+    and stops before the next. Otherwise (GPU/NPU: device context and streams belong to the
+    calling thread) the limit is checked between runs; a hanging device kernel cannot be
+    interrupted by either.
+    """
+    deadline = time.monotonic() + timeout_s
+    stop = threading.Event()
+    reason = f"timed out after {timeout_s:g}s"
+
+    def limited() -> Any:
+        if stop.is_set() or time.monotonic() > deadline:
+            stop.set()
+            raise CandidateTimeoutError(reason)
+        return call()
+
+    if not threaded:
+        return bench(limited)
+
+    import torch
+
+    box: dict[str, Any] = {}
+    context = contextvars.copy_context()
+    inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+
+    def target() -> None:
+        try:  # grad and inference mode are per thread: carry the caller's over
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                box["times"] = context.run(bench, limited)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="triton_dist-candidate", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        stop.set()
+        log.warning("a candidate ran past %gs; its thread is abandoned and stops after the run "
+                    "in progress", timeout_s)
+        raise CandidateTimeoutError(reason)
+    if "error" in box:
+        raise box["error"]
+    return box["times"]
