@@ -11,6 +11,7 @@ import dataclasses
 import datetime as _dt
 import json
 import re
+import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -23,7 +24,7 @@ from .errors import CacheAdminError
 __all__ = ["Finding", "check_entry", "entry_problem", "find_entry", "list_entries", "prune", "verify"]
 
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
-HISTORY_RE = re.compile(r"^([0-9a-f]{32})\.(\d{8}T\d{12}Z)$")
+HISTORY_RE = re.compile(r"^([0-9a-f]{32})\.(\d{8}T\d{12}Z)(?:-\d+)?$")  # -N: same microsecond
 STALE_TMP_S = 3600.0
 
 
@@ -37,8 +38,10 @@ def check_entry(data: Any) -> str | None:
                         ("best", dict), ("candidates", list), ("versions", dict)):
         if not isinstance(data.get(field), kind):
             return f"field {field!r} is missing or not a {kind.__name__}"
-    if "config" not in data["best"]:
-        return "field 'best.config' is missing"
+    if not isinstance(data["best"].get("config"), dict):
+        return "field 'best.config' is missing or not an object"
+    if not all(isinstance(c, dict) for c in data["candidates"]):
+        return "field 'candidates' holds an item that is not an object"
     return None
 
 
@@ -135,7 +138,7 @@ def find_entry(root: Path, spec: str) -> Path:
         return as_path
     function, _, prefix = spec.rpartition("/")
     prefix = prefix.removesuffix(".json").lower()
-    if not prefix or not re.fullmatch(r"[0-9a-f.tz]+", prefix):
+    if not prefix or not re.fullmatch(r"[0-9a-f.tz-]+", prefix):
         raise CacheAdminError(f"{spec!r} is neither a file nor an entry id (prefix); "
                               "`ls` lists the entries and their ids.")
     current, older = [], []
@@ -168,6 +171,8 @@ class Finding:
 
 def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
     try:
+        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read forever
+            return Finding(str(path), "foreign", "not a regular file")
         raw = path.read_bytes()
     except OSError as exc:
         return Finding(str(path), "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")

@@ -110,7 +110,7 @@ def _refused(capsys, archive: Path, target: Path, what: str) -> None:
 
 
 @pytest.mark.parametrize("bad", ["absolute", "dotdot", "symlink", "hardlink", "foreign", "renamed",
-                                 "wrong_function", "not_layout", "log_without_entry"])
+                                 "wrong_function", "not_layout", "log_without_entry", "bad_schema"])
 def test_import_refuses_the_whole_archive_for_one_bad_member(seeded, tmp_path, capsys, bad):
     good = next(p for p in entries(seeded, "scale"))
     raw = good.read_bytes()
@@ -126,6 +126,8 @@ def test_import_refuses_the_whole_archive_for_one_bad_member(seeded, tmp_path, c
         "wrong_function": [(_member(f"other/{good.name}"), raw)],
         "not_layout": [(_member("scale/run.py"), b"import os; os.system('echo pwned')")],
         "log_without_entry": [(_member(f"scale/{'e' * 32}.log"), b"a log")],
+        "bad_schema": [(_member(f"scale/{'f' * 32}.json"),
+                        json.dumps({**entry, "id": "f" * 32, "best": {"config": [1]}}).encode())],
     }[bad]
     target = tmp_path / "target"
     archive = _archive(tmp_path / "bad.tar.gz", [ok, *members])

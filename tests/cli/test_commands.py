@@ -243,6 +243,8 @@ def test_verify_catches_foreign_misplaced_unreadable_and_linked_files(seeded, ca
     outside = tmp_path / "outside.json"
     outside.write_bytes(good.read_bytes())
     (fdir / ("1" * 32 + ".json")).symlink_to(outside)
+    os.mkfifo(fdir / "pipe.json")  # must not block verify
+    (fdir / "history" / f"{good.stem}.20240101T000000000000Z-1.json").write_bytes(good.read_bytes())
     unreadable = next(p for p in entries(seeded, "scale") if p != good and len(p.stem) == 32 and p.stem[0] not in "01")
     real_read = Path.read_bytes
 
@@ -258,10 +260,11 @@ def test_verify_catches_foreign_misplaced_unreadable_and_linked_files(seeded, ca
     assert kinds == {
         "other.json": "foreign", "binary.json": "corrupt", "notes.txt": "foreign", "stray.json": "foreign",
         misplaced.name: "inconsistent", f"{good.stem}.20240101T000000000000Z.json": "corrupt",
-        "1" * 32 + ".json": "symlink", unreadable.name: "unreadable",
+        "1" * 32 + ".json": "symlink", unreadable.name: "unreadable", "pipe.json": "foreign",
     }
+    assert doc["counts"]["history"] == 1  # the -1 history name of a second replacement that microsecond
     code, out, _ = run(capsys, "verify")
-    assert code == 1 and "8 problem(s)" in out and str(misplaced) in out
+    assert code == 1 and "9 problem(s)" in out and str(misplaced) in out
 
 
 def test_verify_of_a_missing_root_is_fine(tmp_path, capsys):
