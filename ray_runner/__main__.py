@@ -1,0 +1,132 @@
+"""``python -m ray_runner``: run, validate or pre-flight a pre-tuning campaign.
+
+Exit status: 0 success; 1 a case failed, a node was not seeded, or pre-flight found a miss;
+2 the campaign file or the command line is invalid; 3 the cluster cannot run it (Ray missing,
+no connection, unwritable cache directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+
+from triton_dist.errors import CampaignError, RayNotInstalledError, TritonDistError
+
+__all__ = ["main"]
+
+log = logging.getLogger("ray_runner")
+
+EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INFRA = 0, 1, 2, 3
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m ray_runner",
+                                     description="Pre-tune autotuned functions on Ray and seed the caches.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a campaign")
+    run.add_argument("campaign", help="campaign YAML file")
+    run.add_argument("--address", help="Ray address (auto, host:port); default: RAY_ADDRESS or a local Ray")
+    run.add_argument("--cache-dir", help="where merged entries are written (default: TRITON_DIST_AUTOTUNE_DIR "
+                                         "or ~/.triton_dist/autotune); with --seed nodes, also every node's root")
+    run.add_argument("--seed", choices=("none", "nodes", "shared"), default="none",
+                     help="nodes: write the entries into every alive node's cache; shared: into --cache-dir "
+                          "(a directory every node mounts); none: only the driver's cache (default)")
+    run.add_argument("--force", action="store_true", help="re-tune cases that are already in the cache")
+    run.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+
+    validate = sub.add_parser("validate", help="check a campaign file without running it")
+    validate.add_argument("campaign")
+
+    pre = sub.add_parser("preflight", help="check that every rank of every node will hit the cache")
+    pre.add_argument("campaign")
+    pre.add_argument("--address")
+    pre.add_argument("--cache-dir")
+    return parser
+
+
+def _terminate(signum: int, frame: object) -> None:
+    # `ray job stop` and Kubernetes send SIGTERM: unwind so that every gang is torn down.
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .campaign import RunOptions, run_campaign
+    from .spec import load_campaign
+
+    campaign = load_campaign(args.campaign)
+    options = RunOptions(address=args.address, cache_dir=args.cache_dir, seed=args.seed, force=args.force,
+                         progress=not args.no_progress)
+    try:
+        from tqdm.contrib.logging import logging_redirect_tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        result = run_campaign(campaign, options)
+    else:
+        with logging_redirect_tqdm(loggers=[logging.getLogger()]):
+            result = run_campaign(campaign, options)
+    counts = {}
+    for run in result.runs:
+        counts[run.status] = counts.get(run.status, 0) + 1
+    print(f"campaign {campaign.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+          + f" in {result.wall_s:.1f}s; entries in {result.root}")
+    for path in result.report_paths.values():
+        print(f"report: {path}")
+    for run in result.failed:
+        print(f"FAILED {run.spec.label()}: {run.errors[-1] if run.errors else ''}", file=sys.stderr)
+    for error in result.seed_errors:
+        print(f"SEED FAILED {error}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from .spec import load_campaign
+
+    campaign = load_campaign(args.campaign)
+    cases = campaign.cases()
+    sizes = sorted({c.world_size for c in cases})
+    print(f"{args.campaign}: valid campaign {campaign.name!r}: {len(campaign.targets)} target(s), "
+          f"{len(cases)} case(s), world sizes {sizes}, device {campaign.device}")
+    return EXIT_OK
+
+
+def _preflight(args: argparse.Namespace) -> int:
+    from .preflight import preflight, summarize
+    from .spec import load_campaign
+
+    campaign = load_campaign(args.campaign)
+    ok, lines = summarize(preflight(campaign, address=args.address, cache_dir=args.cache_dir))
+    print("\n".join(lines))
+    print("preflight: every rank hits" if ok else "preflight: MISSES (see above)")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return {"run": _run, "validate": _validate, "preflight": _preflight}[args.command](args)
+    except CampaignError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except RayNotInstalledError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+    except TritonDistError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INFRA
+    except KeyboardInterrupt:
+        print("interrupted: gangs torn down; run the campaign again to finish it (cached cases are skipped)",
+              file=sys.stderr)
+        return 130
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""Ray, imported lazily: connecting, resources, and the error that says how to install it."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+from triton_dist.errors import RayNotInstalledError
+
+__all__ = ["actor_resources", "bundle", "cluster_capacity", "import_ray", "ray_session", "resolve_device"]
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'triton-dist-autotune[ray]'"
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise RayNotInstalledError(
+            f"this command needs Ray, which is not installed ({exc}); install it with: {INSTALL_HINT}"
+        ) from exc
+    return ray
+
+
+def actor_resources(resource: str) -> dict[str, Any]:
+    """Ray options for an actor/task that holds one unit of ``resource``.
+
+    Ray refuses CPU/GPU inside ``resources=``; they have their own options. Actors that ask for
+    a device ask for no CPU, so that a node's CPU count never limits how many devices it runs.
+    """
+    if resource == "CPU":
+        return {"num_cpus": 1}
+    if resource == "GPU":
+        return {"num_cpus": 0, "num_gpus": 1}
+    return {"num_cpus": 0, "resources": {resource: 1}}
+
+
+def bundle(resource: str) -> dict[str, float]:
+    return {resource: 1}
+
+
+def resolve_device(device: str, cluster_resources: dict[str, float]) -> str:
+    """``auto`` → the first device kind (NPU, CUDA, CPU) whose Ray resource the cluster has.
+
+    Decided from the cluster, not the driver: a driver on a CPU-only head still tunes on the
+    workers' devices.
+    """
+    if device != "auto":
+        return device
+    from triton_dist._backends import BACKENDS
+
+    for kind, cls in BACKENDS.items():
+        if cluster_resources.get(cls.ray_resource, 0) >= 1:
+            return kind
+    return "cpu"
+
+
+def cluster_capacity(resource: str) -> dict[str, int]:
+    """Whole units of ``resource`` per alive node (node id → count)."""
+    ray = import_ray()
+    out = {}
+    for node in ray.nodes():
+        if node.get("Alive"):
+            count = int(node.get("Resources", {}).get(resource, 0))
+            if count > 0:
+                out[node["NodeID"]] = count
+    return out
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    ray = import_ray()
+    return [n for n in ray.nodes() if n.get("Alive")]
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None, *, resources: dict[str, float] | None = None) -> Iterator[Any]:
+    """Connect to ``address`` (or ``RAY_ADDRESS``), reuse an initialised Ray, or start a local one.
+
+    A local (embedded) Ray is shut down on exit; a cluster we connected to is only disconnected.
+    """
+    ray = import_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    kwargs: dict[str, Any] = {"log_to_driver": True, "namespace": "triton-dist-autotune"}
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        log.info("starting an embedded local Ray (pass --address to use a running cluster)")
+        kwargs.update(include_dashboard=False, resources=resources or None)
+    else:
+        kwargs["address"] = address
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as exc:
+        from .errors import InfrastructureError
+
+        raise InfrastructureError(f"cannot connect to the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: "
+                                  f"{exc}. Check --address (e.g. auto, or host:6379) and that the head is up.") from exc
+    try:
+        yield ray
+    finally:
+        ray.shutdown()

@@ -1,0 +1,53 @@
+"""Errors of the campaign runner (in the project's one hierarchy; picklable across Ray)."""
+
+from __future__ import annotations
+
+import re
+
+from triton_dist.errors import CampaignError, RayNotInstalledError, TritonDistError
+
+__all__ = ["CampaignError", "CaseTimeoutError", "GangStartError", "InfrastructureError",
+           "RayNotInstalledError", "describe_failure"]
+
+
+class InfrastructureError(TritonDistError, RuntimeError):
+    """The cluster cannot run the campaign: no connection, missing resources, unwritable cache."""
+
+
+class GangStartError(TritonDistError, RuntimeError):
+    """A gang could not be placed or could not form its process group in time."""
+
+
+class CaseTimeoutError(TritonDistError, TimeoutError):
+    """One attempt of a case ran past ``case_timeout_s``; its gang was killed."""
+
+
+_FINAL = ("CampaignError", "DeviceUnavailableError", "SettingsError")
+_ERROR_LINE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)):\s?(.*)$")
+
+
+def describe_failure(exc: BaseException) -> tuple[str, bool]:
+    """(one-paragraph reason, whether a retry could help) for an exception out of a gang.
+
+    Unwraps Ray's wrappers: a task error becomes its cause; an actor that died in its
+    constructor becomes the error it raised there. Configuration errors (bad import path, device
+    not usable, bad environment variable) are final: a fresh gang would fail the same way.
+    """
+    if isinstance(exc, GangStartError):
+        return str(exc), bool(exc.details.get("retry", True))
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
+    name = type(exc).__name__
+    text = str(exc).strip()
+    if name in _FINAL or isinstance(exc, CampaignError):
+        return f"{name}: {text}"[:2000], False
+    if name in ("ActorDiedError", "RayActorError", "ActorUnavailableError"):
+        raised = [m for m in (_ERROR_LINE.match(line) for line in text.splitlines()) if m]
+        if raised:
+            inner, message = raised[-1].group(1), raised[-1].group(2)
+            final = inner.rsplit(".", 1)[-1] in _FINAL
+            return f"actor died: {inner.rsplit('.', 1)[-1]}: {message}"[:2000], not final
+        first = text.splitlines()[0] if text else name
+        return f"actor died ({name}: {first})"[:2000], True
+    return f"{name}: {text}"[:2000], True

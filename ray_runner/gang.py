@@ -1,0 +1,184 @@
+"""A gang: a placement group of W device bundles, W actors on it, one torch.distributed group.
+
+:meth:`Gang.start` blocks (the scheduler runs it in a thread) and is bounded at every step: the
+placement group must be ready within ``placement_timeout_s`` (else an error naming the missing
+resource and what the cluster has), the actors must answer, and the rendezvous must complete.
+Whatever was created is torn down on every failure; :meth:`Gang.kill` is idempotent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ._ray import actor_resources, bundle, import_ray
+from .errors import GangStartError, describe_failure
+from .worker import CaseWorker
+
+__all__ = ["Gang", "GangOptions"]
+
+log = logging.getLogger(__name__)
+
+_ids = itertools.count()
+_remote_lock = threading.Lock()
+_remote_cls: Any = None
+
+#: floor of the bound on actor start-up (worker process + imports of torch/triton on a cold node)
+ACTOR_START_TIMEOUT_S = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class GangOptions:
+    kind: str
+    """Device kind the actors tune on (sets ``TRITON_DIST_DEVICE`` in their environment)."""
+    resource: str
+    """Ray resource of one device (a bundle and an actor each hold one unit)."""
+    placement_timeout_s: float
+    rendezvous_timeout_s: float
+    strategy: str = "STRICT_PACK"
+    env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def runtime_env(self) -> dict[str, Any]:
+        return {"env_vars": {**self.env, "TRITON_DIST_DEVICE": self.kind}}
+
+
+def _worker_class() -> Any:
+    global _remote_cls
+    with _remote_lock:
+        if _remote_cls is None:
+            ray = import_ray()
+            # No restarts and no task retries: a dead actor is a failed attempt, retried by the
+            # scheduler on a fresh gang (a restarted rank would have left the process group).
+            _remote_cls = ray.remote(max_restarts=0, max_task_retries=0)(CaseWorker)
+        return _remote_cls
+
+
+def _missing_resource_message(opts: GangOptions, world_size: int, ray: Any) -> str:
+    per_node = []
+    for node in ray.nodes():
+        if node.get("Alive"):
+            per_node.append(f"{node.get('NodeManagerAddress')}: {node.get('Resources', {}).get(opts.resource, 0):g}")
+    available = ray.available_resources().get(opts.resource, 0)
+    where = "on one node" if opts.strategy == "STRICT_PACK" else f"({opts.strategy})"
+    return (
+        f"a gang of {world_size} × {{{opts.resource!r}: 1}} {where} was not placed within "
+        f"{opts.placement_timeout_s:g}s (placement_timeout_s). The cluster has {opts.resource} per "
+        f"node [{', '.join(per_node) or 'no alive node'}], {available:g} available now. Free the "
+        f"devices, add nodes with {world_size} {opts.resource}, lower world_size, or raise "
+        "placement_timeout_s."
+    )
+
+
+class Gang:
+    """W actors that tune cases together (world size W)."""
+
+    def __init__(self, world_size: int, opts: GangOptions) -> None:
+        self.id = next(_ids)
+        self.world_size = world_size
+        self.opts = opts
+        self.pg: Any = None
+        self.actors: list[Any] = []
+        self.nodes: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._killed = False
+
+    def __repr__(self) -> str:
+        return f"<Gang {self.id} W={self.world_size}>"
+
+    @property
+    def node_ids(self) -> list[str]:
+        return [n["node_id"] for n in self.nodes]
+
+    @property
+    def host(self) -> str:
+        return ",".join(sorted({n["host"] for n in self.nodes}))
+
+    def start(self) -> Gang:
+        """Place, start and connect the gang (blocking, bounded); on failure nothing is left."""
+        try:
+            self._start()
+        except BaseException as exc:
+            self.kill()
+            if isinstance(exc, GangStartError):
+                raise
+            text, retry = describe_failure(exc)
+            raise GangStartError(f"gang of {self.world_size} could not start: {text}", retry=retry) from exc
+        return self
+
+    def _start(self) -> None:
+        ray = import_ray()
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        W, opts = self.world_size, self.opts
+        with self._lock:
+            if self._killed:
+                raise GangStartError("gang was cancelled before it started")
+            self.pg = placement_group([bundle(opts.resource)] * W, strategy=opts.strategy)
+        try:
+            ray.get(self.pg.ready(), timeout=opts.placement_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise GangStartError(_missing_resource_message(opts, W, ray)) from None
+        worker = _worker_class()
+        with self._lock:
+            if self._killed:
+                raise GangStartError("gang was cancelled while starting")
+            for rank in range(W):
+                strategy = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=rank)
+                self.actors.append(worker.options(
+                    scheduling_strategy=strategy, runtime_env=opts.runtime_env(), **actor_resources(opts.resource),
+                ).remote(rank, W, opts.resource))
+        start_timeout = max(ACTOR_START_TIMEOUT_S, opts.placement_timeout_s)
+        self.nodes = ray.get([a.node.remote() for a in self.actors], timeout=start_timeout)
+        if W == 1:
+            return
+        # One node: loopback (works in sandboxes whose host name does not resolve); else the IP
+        # of rank 0's node, where rank 0 picks a free port.
+        same_node = len({n["node_id"] for n in self.nodes}) == 1
+        addr = "127.0.0.1" if same_node else self.nodes[0]["ip"]
+        port = ray.get(self.actors[0].free_port.remote(addr), timeout=start_timeout)
+        ray.get([a.join.remote(addr, port, opts.rendezvous_timeout_s) for a in self.actors],
+                timeout=start_timeout + opts.rendezvous_timeout_s)
+        log.debug("gang %d (W=%d) formed its group at %s:%d on %s", self.id, W, addr, port, self.host)
+
+    # ---------------------------------------------------------------- work (non-blocking)
+
+    def identify(self, function: str, builder: str, case: dict[str, Any]) -> list[Any]:
+        """Rank 0 computes where the case's entry lives (one ObjectRef)."""
+        return [self.actors[0].identify.remote(function, builder, case)]
+
+    def tune(self, function: str, builder: str, case: dict[str, Any], *,
+             known_failures: dict[int, str] | None = None, check_correctness: bool = True) -> list[Any]:
+        """Every rank tunes the case inside the gang's group (one ObjectRef per rank)."""
+        return [a.tune.remote(function, builder, case, known_failures=known_failures,
+                              check_correctness=check_correctness) for a in self.actors]
+
+    # ---------------------------------------------------------------- teardown
+
+    def kill(self) -> None:
+        """Kill the actors and remove the placement group (idempotent, never raises)."""
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+            actors, pg = list(self.actors), self.pg
+        try:
+            ray = import_ray()
+        except ImportError:
+            return
+        for actor in actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception as exc:  # noqa: BLE001 - already dead or disconnected: nothing to free
+                log.debug("killing an actor of gang %d: %s", self.id, exc)
+        if pg is not None:
+            try:
+                from ray.util.placement_group import remove_placement_group
+
+                remove_placement_group(pg)
+            except Exception as exc:  # noqa: BLE001
+                log.debug("removing the placement group of gang %d: %s", self.id, exc)

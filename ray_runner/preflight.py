@@ -1,0 +1,113 @@
+"""Pre-flight: will every rank of every node hit the cache for every case of a campaign?
+
+One task per node that has the campaign's device resource, pinned to it and holding one device
+(the hardware digest is the device's). For each case and each rank ``r`` of its world size it
+builds the arguments with ``ctx.rank = r``, computes the key and the entry path exactly as
+``triton_dist._tuning.resolve`` does, and asks ``_tuning._lookup`` whether that entry is a hit
+in the node's cache root (``--cache-dir``, else the node's ``TRITON_DIST_AUTOTUNE_DIR`` or the
+default). Any miss, or a node that cannot answer, fails the check.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .spec import Campaign, case_text
+
+__all__ = ["check_node", "preflight"]
+
+log = logging.getLogger(__name__)
+
+
+def check_node(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir: str | None) -> dict[str, Any]:
+    """On one node: one row per (case, rank): hit or the reason for the miss."""
+    from triton_dist import _cache, _tuning
+    from triton_dist._backends import get_backend
+    from triton_dist._fingerprint import hardware_info
+    from triton_dist.settings import get_settings
+
+    from .errors import describe_failure
+    from .worker import CaseContext, build_args, load_target
+
+    settings = get_settings()
+    root = Path(cache_dir).expanduser() if cache_dir else settings.autotune_dir
+    backend = get_backend()
+    rows = []
+    for function, builder, world_size, case in cases:
+        for rank in range(world_size):
+            row: dict[str, Any] = {"function": function, "case": case, "world_size": world_size, "rank": rank}
+            try:
+                tuner = load_target(function)
+                args, kwargs = build_args(builder, case, CaseContext(rank, world_size, backend.device()))
+                key_text = _tuning._stable_key(tuner.key_fn(*args, **kwargs))
+                eid = _cache.entry_id(tuner.target.source_hash(), hardware_info(backend)["digest"], key_text)
+                path = _cache.entry_path(root, tuner.target.name, eid)
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    index, why = _tuning._lookup(tuner.target, path, root, key_text, backend, settings)
+                row.update(key=key_text, path=str(path), hit=index is not None, index=index, why=why,
+                           warnings=[str(w.message) for w in caught])
+            except Exception as exc:  # noqa: BLE001 - reported as a miss with the reason
+                row.update(hit=False, why=describe_failure(exc)[0])
+            rows.append(row)
+    return {"host": socket.gethostname(), "root": str(root), "device": str(backend.device()), "rows": rows}
+
+
+def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str | None = None,
+              timeout_s: float = 600.0) -> list[dict[str, Any]]:
+    """Run :func:`check_node` on every node with the campaign's device; one result per node."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from triton_dist._backends import BACKENDS
+
+    from ._ray import actor_resources, ray_session, resolve_device
+
+    cases = [(c.target.function, c.target.args, c.world_size, c.case) for c in campaign.cases()]
+    with ray_session(address) as ray:
+        kind = resolve_device(campaign.device, ray.cluster_resources())
+        resource = campaign.ray_resource or BACKENDS[kind].ray_resource
+        nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) >= 1]
+        if not nodes:
+            return [{"host": "-", "error": f"no alive node has the {resource!r} resource", "rows": []}]
+        task = ray.remote(max_retries=0)(check_node)
+        env = {"env_vars": {**campaign.env_dict(), "TRITON_DIST_DEVICE": kind}}
+        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+                             runtime_env=env, **actor_resources(resource)).remote(cases, cache_dir)
+                for n in nodes]
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        results = []
+        for node, ref in zip(nodes, refs, strict=True):
+            try:
+                if ref not in set(ready):
+                    ray.cancel(ref, force=True)
+                    raise TimeoutError(f"the check did not finish within {timeout_s:g}s")
+                result = ray.get(ref, timeout=0)
+            except Exception as exc:  # noqa: BLE001 - reported per node
+                result = {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500], "rows": []}
+            result["address"] = node.get("NodeManagerAddress")
+            results.append(result)
+    return results
+
+
+def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
+    """(every rank of every node hits, human-readable lines)."""
+    ok, lines = True, []
+    for node in results:
+        name = node.get("address") or node.get("host")
+        if node.get("error"):
+            ok = False
+            lines.append(f"{name}: ERROR {node['error']}")
+            continue
+        misses = [r for r in node["rows"] if not r.get("hit")]
+        ok = ok and not misses
+        lines.append(f"{name} ({node.get('device')}, root {node.get('root')}): "
+                     f"{len(node['rows']) - len(misses)}/{len(node['rows'])} (case, rank) pairs hit")
+        for r in misses:
+            lines.append(f"  MISS {r['function']} {case_text(r['case'])} rank {r['rank']}/{r['world_size']}: "
+                         f"{r.get('why')}" + (f" ({r['path']})" if r.get("path") else ""))
+    return ok, lines

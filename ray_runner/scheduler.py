@@ -1,0 +1,210 @@
+"""Which case runs next, on which gang, and how many gangs of each world size to start (pure).
+
+No Ray here: :class:`CaseQueue` keeps the state of every case (pending, running, tuned, cached,
+failed; attempts and errors), and :func:`plan_gangs` decides which gangs to start given each
+node's free devices. :mod:`ray_runner.campaign` drives them with real gangs.
+
+Policy:
+
+- A free gang takes the next pending case of its world size (first in, first out); a gang with
+  nothing left of its size is torn down, which frees its devices for other sizes.
+- New gangs are started while devices are free, for the world size with the most remaining work
+  per device already held (remaining cases × W ÷ (devices held + W)), ties to the larger W; so
+  sizes share the cluster in proportion to their work and coexist when there is room.
+- A failed attempt (raised, timed out, actor died, gang did not start) puts the case back at the
+  front of its queue until it has had ``retries + 1`` attempts; then it is recorded as failed.
+  Configuration errors (an import path that does not resolve) are not retried.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from .spec import CaseSpec
+
+__all__ = ["CaseQueue", "CaseRun", "fits", "plan_gangs"]
+
+PENDING, RUNNING, TUNED, CACHED, FAILED = "pending", "running", "tuned", "cached", "failed"
+DONE_STATES = (TUNED, CACHED, FAILED)
+
+
+@dataclasses.dataclass
+class CaseRun:
+    """The state of one case across its attempts."""
+
+    spec: CaseSpec
+    status: str = PENDING
+    attempts: int = 0
+    errors: list[str] = dataclasses.field(default_factory=list)
+    identity: dict[str, Any] | None = None
+    entry: dict[str, Any] | None = None
+    """The merged cache entry (tuned) or the one found in the cache (cached)."""
+    path: str | None = None
+    seconds: float | None = None
+    """Duration of the successful attempt on its gang (argument building + tuning)."""
+    busy_seconds: float = 0.0
+    """Time gangs spent on this case over all attempts (failed ones included)."""
+    known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
+    """Candidates that left the device unusable in an earlier attempt (failed without running)."""
+    gang: int | None = None
+    host: str | None = None
+    nodes: list[str] = dataclasses.field(default_factory=list)
+    """Ray node ids of the ranks of the gang of the last attempt."""
+    started: float | None = None
+
+    @property
+    def number(self) -> int:
+        return self.spec.number
+
+    @property
+    def world_size(self) -> int:
+        return self.spec.world_size
+
+    @property
+    def done(self) -> bool:
+        return self.status in DONE_STATES
+
+
+class CaseQueue:
+    """Pending cases per world size, attempts and outcomes."""
+
+    def __init__(self, specs: Iterable[CaseSpec], retries: int) -> None:
+        self.runs = [CaseRun(spec) for spec in specs]
+        self.retries = retries
+        self._pending: dict[int, collections.deque[CaseRun]] = collections.defaultdict(collections.deque)
+        for run in self.runs:
+            self._pending[run.world_size].append(run)
+
+    # ------------------------------------------------------------------ queries
+
+    def world_sizes(self) -> list[int]:
+        return sorted({run.world_size for run in self.runs})
+
+    def pending(self, world_size: int) -> int:
+        return len(self._pending.get(world_size, ()))
+
+    def pending_by_size(self) -> dict[int, int]:
+        return {w: len(q) for w, q in self._pending.items() if q}
+
+    def finished(self) -> bool:
+        return all(run.done for run in self.runs)
+
+    def counts(self) -> dict[str, int]:
+        return dict(collections.Counter(run.status for run in self.runs))
+
+    # ------------------------------------------------------------------ transitions
+
+    def take(self, world_size: int) -> CaseRun | None:
+        queue = self._pending.get(world_size)
+        if not queue:
+            return None
+        run = queue.popleft()
+        run.status = RUNNING
+        run.attempts += 1
+        run.started = time.monotonic()
+        return run
+
+    def succeed(self, run: CaseRun, status: str, *, entry: dict[str, Any] | None,
+                seconds: float | None = None, path: str | None = None) -> None:
+        run.status = status
+        run.entry = entry
+        run.path = path
+        run.seconds = seconds
+        if seconds is not None:
+            run.busy_seconds += seconds
+
+    def fail(self, run: CaseRun, error: str, *, retry: bool = True, seconds: float = 0.0) -> bool:
+        """Record a failed attempt; True when the case was queued again."""
+        run.errors.append(f"attempt {run.attempts}: {error}")
+        run.busy_seconds += seconds
+        if retry and run.attempts <= self.retries:
+            run.status = PENDING
+            self._pending[run.world_size].appendleft(run)  # retried next, on a fresh gang
+            return True
+        run.status = FAILED
+        return False
+
+    def fail_size(self, world_size: int, error: str) -> list[CaseRun]:
+        """Fail every pending case of ``world_size`` at once (the cluster cannot run it)."""
+        failed = list(self._pending.pop(world_size, ()))
+        for run in failed:
+            run.errors.append(error)
+            run.status = FAILED
+        return failed
+
+
+# ---------------------------------------------------------------------- placement planning
+
+def fits(free: Mapping[str, int], world_size: int, strict_pack: bool = True) -> str | None:
+    """A node that can take a gang of ``world_size`` (most free devices first), or None.
+
+    Without STRICT_PACK a gang may span nodes: the answer is then any node when the total fits.
+    """
+    if not free:
+        return None
+    best = max(sorted(free), key=lambda n: free[n])
+    if free[best] >= world_size:
+        return best
+    if not strict_pack and sum(free.values()) >= world_size:
+        return best
+    return None
+
+
+def place(free: dict[str, int], world_size: int, node: str | None, strict_pack: bool = True) -> None:
+    """Take ``world_size`` devices out of ``free`` (on ``node`` first, then wherever free)."""
+    if strict_pack:
+        if node in free:
+            free[node] -= min(free[node], world_size)
+        return
+    need = world_size
+    for n in ([node] if node in free else []) + sorted(n for n in free if n != node):
+        take = min(free[n], need)
+        free[n] -= take
+        need -= take
+
+
+def free_devices(capacity: Mapping[str, int], held: Sequence[tuple[str | None, int]],
+                 strict_pack: bool = True) -> dict[str, int]:
+    """Devices left per node after the gangs in ``held`` ((node or None if not placed yet, W))."""
+    free = dict(capacity)
+    placed = [(n, w) for n, w in held if n is not None]
+    unplaced = sorted((w for n, w in held if n is None), reverse=True)
+    for node, w in placed:
+        place(free, w, node, strict_pack)
+    for w in unplaced:  # not placed yet: assume first fit, the way Ray will place it
+        place(free, w, fits(free, w, strict_pack), strict_pack)
+    return free
+
+
+def plan_gangs(capacity: Mapping[str, int], held: Sequence[tuple[str | None, int]],
+               pending: Mapping[int, int], strict_pack: bool = True) -> list[int]:
+    """World sizes of the gangs to start now (one entry per gang), given free devices."""
+    free = free_devices(capacity, held, strict_pack)
+    devices_held: dict[int, int] = collections.Counter()
+    for _, w in held:
+        devices_held[w] += w
+    demand = {w: n for w, n in pending.items() if n > 0}
+    plan: list[int] = []
+    while demand:
+        candidates = [w for w in demand if fits(free, w, strict_pack) is not None]
+        if not candidates:
+            break
+        w = max(candidates, key=lambda s: (demand[s] * s / (devices_held[s] + s), s))
+        place(free, w, fits(free, w, strict_pack), strict_pack)
+        plan.append(w)
+        devices_held[w] += w
+        demand[w] -= 1
+        if demand[w] == 0:
+            del demand[w]
+    return plan
+
+
+def largest_gang(capacity: Mapping[str, int], strict_pack: bool = True) -> int:
+    """The largest world size the cluster can place at all."""
+    if not capacity:
+        return 0
+    return max(capacity.values()) if strict_pack else sum(capacity.values())

@@ -1,0 +1,221 @@
+"""The device actor of a gang: build a case's arguments on its device, run the shared tuning path.
+
+One :class:`CaseWorker` per device. A gang of W of them forms a torch.distributed group
+(:meth:`CaseWorker.join`); for each case every rank imports the target and the argument builder,
+builds the call's arguments on its own device and calls ``AutoTuner.tune(..., autotune_pg=<the
+gang's group>, force=True, write_cache=False)``: exactly the measuring, agreement and MAX
+reduction an inline ``autotune_pg`` call runs. The entry dict goes back to the driver, which
+merges and writes it (:mod:`ray_runner.merge`).
+
+This module imports neither Ray nor torch at import time; :mod:`ray_runner.gang` wraps the class
+with ``ray.remote``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from triton_dist.errors import CampaignError
+
+__all__ = ["CaseContext", "CaseWorker", "build_args", "identify_case", "load_attr", "load_target"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class CaseContext:
+    """What an argument builder learns about where it runs: ``builder(case, ctx)``."""
+
+    rank: int
+    """This actor's rank in the case's gang (0 .. world_size-1)."""
+    world_size: int
+    """Ranks of the gang (the target's ``world_size``)."""
+    device: Any
+    """The ``torch.device`` to build tensors on."""
+    group: Any = None
+    """The gang's process group (None for world size 1 and in ``preflight``)."""
+
+
+def load_attr(path: str, what: str) -> Any:
+    """Import ``module:attr`` (dotted attributes allowed); a CampaignError naming ``what`` if not."""
+    module_name, _, attr = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CampaignError(
+            f"{what}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}). The module must "
+            "be importable on every node (installed in the image, or under the working directory "
+            "that `ray job submit --working-dir .` uploads)."
+        ) from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise CampaignError(f"{what}: module {module_name!r} has no attribute {attr!r}") from exc
+    return obj
+
+
+def load_target(function: str, what: str = "function") -> Any:
+    from triton_dist.tune import AutoTuner
+
+    tuner = load_attr(function, what)
+    if not isinstance(tuner, AutoTuner):
+        raise CampaignError(
+            f"{what}: {function} is a {type(tuner).__name__}, not an autotune-decorated function; "
+            "point it at a function decorated with @triton_dist.tune.autotune(...)."
+        )
+    return tuner
+
+
+def build_args(builder_path: str, case: Mapping[str, Any], ctx: CaseContext) -> tuple[tuple, dict[str, Any]]:
+    builder = load_attr(builder_path, "args")
+    if not callable(builder):
+        raise CampaignError(f"args: {builder_path} is a {type(builder).__name__}, not a callable")
+    out = builder(dict(case), ctx)
+    if (not isinstance(out, (tuple, list)) or len(out) != 2 or not isinstance(out[0], (tuple, list))
+            or not isinstance(out[1], Mapping)):
+        raise CampaignError(
+            f"args: the builder {builder_path} must return (args tuple, kwargs dict), got "
+            f"{type(out).__name__} {out!r:.120}"
+        )
+    return tuple(out[0]), dict(out[1])
+
+
+def identify_case(tuner: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Where this call's cache entry lives, computed exactly as ``_tuning.resolve`` does."""
+    from triton_dist import _cache, _tuning
+    from triton_dist._backends import get_backend
+    from triton_dist._fingerprint import hardware_info, software_versions
+
+    backend = get_backend()
+    key_text = _tuning._stable_key(tuner.key_fn(*args, **kwargs))
+    digest = hardware_info(backend)["digest"]
+    source = tuner.target.source_hash()
+    return {
+        "function": tuner.target.name,
+        "qualname": tuner.target.qualname,
+        "key": key_text,
+        "source_hash": source,
+        "digest": digest,
+        "id": _cache.entry_id(source, digest, key_text),
+        "versions": software_versions(backend),
+        "space": [_cache.encode_config(c) for c in tuner.config_space],
+    }
+
+
+class _Capture(logging.Handler):
+    """Collects the lines of one tuning (the ``triton_dist.tune`` logger) for the driver's log."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(record.created))
+        self.lines.append(f"{stamp}.{int(record.msecs):03d} {record.getMessage()}")
+
+
+def local_device_index(resource: str, visible_env: str | None) -> int:
+    """Index of this actor's device among those the process sees.
+
+    Ray normally narrows ``CUDA_VISIBLE_DEVICES`` / ``ASCEND_RT_VISIBLE_DEVICES`` to the actor's
+    device (index 0); with ``RAY_EXPERIMENTAL_NOSET_*`` it does not, and the assigned id is used.
+    """
+    import ray
+
+    ids = ray.get_runtime_context().get_accelerator_ids().get(resource) or []
+    if not ids:
+        return 0
+    visible = os.environ.get(visible_env or "", "")
+    names = [v.strip() for v in visible.split(",") if v.strip()]
+    if str(ids[0]) in names:
+        return names.index(str(ids[0]))
+    try:
+        return int(ids[0])
+    except ValueError:
+        return 0
+
+
+class CaseWorker:
+    """One device actor (wrapped with ``ray.remote`` by :mod:`ray_runner.gang`)."""
+
+    def __init__(self, rank: int, world_size: int, resource: str) -> None:
+        from triton_dist._backends import get_backend
+
+        self.rank = rank
+        self.world_size = world_size
+        self.backend = get_backend()  # TRITON_DIST_DEVICE is set in the actor's runtime_env
+        self.local_index = local_device_index(resource, self.backend.visible_devices_env)
+        self.backend.set_device(self.local_index)
+        self.group: Any = None
+        self._args_key: tuple | None = None
+        self._args: tuple[tuple, dict[str, Any]] | None = None
+
+    def node(self) -> dict[str, Any]:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {"node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
+                "host": socket.gethostname(), "pid": os.getpid(), "device": str(self.backend.device())}
+
+    def free_port(self, host: str) -> int:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            return int(s.getsockname()[1])
+
+    def join(self, addr: str, port: int, timeout_s: float) -> None:
+        """Form the gang's torch.distributed group (blocks until every rank has joined)."""
+        from triton_dist.dist import init_distributed
+
+        self.group = init_distributed(self.rank, self.world_size, init_method=f"tcp://{addr}:{port}",
+                                      timeout_s=timeout_s, local_rank=self.local_index)
+
+    def _context(self) -> CaseContext:
+        return CaseContext(self.rank, self.world_size, self.backend.device(), self.group)
+
+    def _case_args(self, builder: str, case: Mapping[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        import json
+
+        key = (builder, json.dumps(case, sort_keys=True, default=str))
+        if self._args_key != key or self._args is None:
+            self._args = None  # free the previous case's tensors before building new ones
+            self._args = build_args(builder, case, self._context())
+            self._args_key = key
+        return self._args
+
+    def identify(self, function: str, builder: str, case: Mapping[str, Any]) -> dict[str, Any]:
+        tuner = load_target(function)
+        args, kwargs = self._case_args(builder, case)
+        return identify_case(tuner, args, kwargs)
+
+    def tune(self, function: str, builder: str, case: Mapping[str, Any], *,
+             known_failures: Mapping[int, str] | None = None, check_correctness: bool = True) -> dict[str, Any]:
+        """Tune the case in the gang's group; ``known_failures`` are candidates an earlier attempt
+        found to leave the device unusable (recorded as failed without running them)."""
+        tuner = load_target(function)
+        args, kwargs = self._case_args(builder, case)
+        capture = _Capture()
+        logger = logging.getLogger("triton_dist.tune")
+        level, propagate = logger.level, logger.propagate
+        logger.addHandler(capture)
+        logger.setLevel(logging.DEBUG)
+        logger.propagate = False
+        start = time.perf_counter()
+        try:
+            entry = tuner.tune(*args, autotune_pg=self.group, force=True, write_cache=False,
+                               check_correctness=check_correctness,
+                               known_failures={int(k): v for k, v in (known_failures or {}).items()}, **kwargs)
+        finally:
+            logger.removeHandler(capture)
+            logger.setLevel(level)
+            logger.propagate = propagate
+            self._args_key, self._args = None, None
+        return {"rank": self.rank, "entry": entry, "log": capture.lines,
+                "seconds": time.perf_counter() - start, "host": socket.gethostname()}

@@ -1,0 +1,193 @@
+"""Campaigns on a real local Ray (one per module, 4 CPUs): gangs of 1 and 2 gloo ranks, entries
+that fresh processes hit without measuring, faults and retries, resume, pre-flight, the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ray_runner.campaign import RunOptions, run_campaign
+from ray_runner.preflight import preflight, summarize
+from ray_runner.spec import parse_campaign
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
+
+REPO = Path(__file__).resolve().parents[2]
+HOST = ("tests.ray.ray_targets:host", "tests.ray.ray_targets:make_host_args")
+SCALE = ("examples.scale:scale", "examples.scale:make_scale_args")
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    """One local Ray for the module: 4 CPUs, so gangs of 1 and 2 ranks fit side by side.
+
+    The workers import the targets from the driver's working directory: run from the repo root.
+    """
+    import ray
+
+    cwd = os.getcwd()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in RAY_ENV.items():
+            mp.setenv(name, value)
+        mp.setenv("TRITON_INTERPRET", "1")
+        os.chdir(REPO)
+        try:
+            ray.init(num_cpus=4, include_dashboard=False, namespace="ray-runner-tests", log_to_driver=False)
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+            os.chdir(cwd)
+
+
+def campaign(targets: list[dict[str, Any]], tmp_path: Path, **fields: Any):
+    data = {"name": "t", "device": "cpu", "retries": 1, "case_timeout_s": 60, "placement_timeout_s": 60,
+            "report_dir": str(tmp_path / "reports"), "env": {"TRITON_INTERPRET": "1"}, "targets": targets, **fields}
+    return parse_campaign(data)
+
+
+def target(paths: tuple[str, str], world_size: int, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"function": paths[0], "args": paths[1], "world_size": world_size, "cases": cases}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def verify_hits(cache: Path, world_size: int, calls: list[tuple[str, str, dict[str, Any]]]) -> list[dict]:
+    """Fresh processes (W of them, a gloo group when W > 1) in strict cache-only mode call the
+    functions; they fail on any miss and on any measurement. Returns their JSON lines."""
+    spec = json.dumps({"world_size": world_size, "calls": [list(c) for c in calls]})
+    port = free_port()
+    procs = []
+    for rank in range(world_size):
+        env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache), "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict",
+               "TRITON_INTERPRET": "1", "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
+               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        procs.append(subprocess.Popen([sys.executable, "-m", "tests.ray.verify_hits", spec], cwd=REPO, env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    lines = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, f"rank exited {proc.returncode}:\n{err[-3000:]}"
+        lines += [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return lines
+
+
+def test_gangs_of_one_and_two_write_entries_that_fresh_processes_hit(ray_address: str, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    c = campaign([
+        target(HOST, 1, [{"n": 1}, {"n": 2}, {"n": 3}]),
+        target(SCALE, 1, [{"n": 1024, "dtype": "float32"}]),
+        target(HOST, 2, [{"n": 20}, {"n": 21}]),
+        target(SCALE, 2, [{"n": 2048, "dtype": "float16"}]),
+    ], tmp_path)
+    result = run_campaign(c, RunOptions(cache_dir=str(cache), progress=False))
+    assert result.ok, [r.errors for r in result.runs]
+    assert [r.status for r in result.runs] == ["tuned"] * 7
+    for run in result.runs:
+        entry = run.entry
+        assert entry["world_size"] == run.world_size and Path(run.path).is_file()
+        assert json.loads(Path(run.path).read_text()) == entry  # what was merged is what is on disk
+        assert Path(run.path).with_suffix(".log").is_file()
+        # the pick follows the (MAX-reduced) times: the fastest, or an earlier one within 2 %
+        times = [c["time_ms"] for c in entry["candidates"] if c["time_ms"] is not None]
+        assert entry["best"]["time_ms"] <= 1.02 * min(times) + 1e-9
+    # W=2 cases ran on gangs of two ranks, both ranks' tuning lines are in the log
+    two = next(r for r in result.runs if r.world_size == 2 and r.spec.target.function == HOST[0])
+    log_text = Path(two.path).with_suffix(".log").read_text()
+    assert "[rank 0/2]" in log_text and "[rank 1/2]" in log_text
+    # 4 CPUs: gangs of both sizes were alive at the same time
+    assert result.stats["max_devices_held"] >= 3
+
+    report = json.loads(Path(result.report_paths["json"]).read_text())
+    assert report["counts"] == {"tuned": 7} and 0 < report["efficiency"] <= 1
+    row = report["cases"][0]
+    assert row["best_config"] == f"cfg={result.runs[0].entry['best']['index']}" and row["speedup"] > 0.9
+    assert "| 0 | `tests.ray.ray_targets:host` | 1 |" in Path(result.report_paths["markdown"]).read_text()
+
+    # single-process jobs hit the W=1 entries; a 2-rank gloo job with autotune_pg hits the W=2
+    # ones; nobody measures (the helper refuses to), the host function runs once per call
+    ones = verify_hits(cache, 1, [(*HOST, {"n": n}) for n in (1, 2, 3)] + [(*SCALE, {"n": 1024, "dtype": "float32"})])
+    assert [sum(line["calls"].values()) for line in ones[:3]] == [1, 1, 1]  # one call, no measuring
+    twos = verify_hits(cache, 2, [(*HOST, {"n": 20}), (*HOST, {"n": 21}), (*SCALE, {"n": 2048, "dtype": "float16"})])
+    assert len(twos) == 6 and all(sum(line["calls"].values()) == 1 for line in twos if "host" in line["function"])
+
+    # pre-flight: every rank of the node hits (in-process), a case never tuned is a miss
+    ok, lines = summarize(preflight(c, cache_dir=str(cache)))
+    assert ok and "10/10 (case, rank) pairs hit" in lines[0], lines
+    extra = campaign([target(HOST, 2, [{"n": 20}, {"n": 99}])], tmp_path)
+    ok, lines = summarize(preflight(extra, cache_dir=str(cache)))
+    assert not ok and sum("MISS" in line for line in lines) == 2 and '"n": 99' in "\n".join(lines)
+
+    # the campaign "interrupted" and run again (CLI, with one more case): the done cases are
+    # skipped (their files untouched), the new one is tuned; then pre-flight agrees (exit 0)
+    files = {p: p.read_bytes() for p in cache.rglob("*.json")}
+    path = tmp_path / "again.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "again", "device": "cpu", "report_dir": str(tmp_path / "reports"), "env": {"TRITON_INTERPRET": "1"},
+        "targets": [target(HOST, 1, [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}]), target(HOST, 2, [{"n": 20}, {"n": 21}])]}))
+    run = cli("run", str(path), "--address", ray_address, "--cache-dir", str(cache), "--no-progress")
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "campaign again: 5 cached, 1 tuned" in run.stdout
+    report = json.loads((tmp_path / "reports" / "again.json").read_text())
+    assert [row["status"] for row in report["cases"]] == ["cached"] * 3 + ["tuned"] + ["cached"] * 2
+    assert all(p.read_bytes() == data for p, data in files.items()) and not list(cache.rglob("history"))
+    pre = cli("preflight", str(path), "--address", ray_address, "--cache-dir", str(cache))
+    assert pre.returncode == 0 and "8/8 (case, rank) pairs hit" in pre.stdout, pre.stdout + pre.stderr
+
+    # --force re-tunes what is cached; the old entry is kept as history
+    forced = run_campaign(campaign([target(HOST, 1, [{"n": 1}])], tmp_path),
+                          RunOptions(cache_dir=str(cache), force=True, progress=False))
+    assert [r.status for r in forced.runs] == ["tuned"] and len(list(cache.rglob("history/*.json"))) == 1
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, **RAY_ENV, "TRITON_INTERPRET": "1"}
+    return subprocess.run([sys.executable, "-m", "ray_runner", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_faults_are_retried_on_fresh_gangs_and_the_campaign_goes_on(ray_address: str, tmp_path: Path) -> None:
+    cache, marks = tmp_path / "cache", tmp_path
+    path = tmp_path / "faults.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": "faults", "device": "cpu", "retries": 1, "case_timeout_s": 10, "report_dir": str(tmp_path),
+        "targets": [
+            target(HOST, 1, [
+                {"n": 1, "fail_once": str(marks / "fail")},   # raises a bug mid-case once
+                {"n": 2, "die_once": str(marks / "die1")},    # the actor process exits mid-case
+                {"n": 3, "hang_once": str(marks / "hang")},   # hangs past case_timeout_s once
+                {"n": 4, "always_fail": True},                # fails every attempt
+            ]),
+            target(HOST, 2, [{"n": 5, "die_once": str(marks / "die2"), "rank": 1}]),  # rank 1 of 2 dies
+            {"function": "tests.ray.ray_targets:not_tuned", "args": HOST[1], "cases": [{"n": 6}]},
+        ]}))
+    run = cli("run", str(path), "--address", ray_address, "--cache-dir", str(cache), "--no-progress")
+    assert run.returncode == 1, run.stderr[-3000:]  # not every case succeeded
+    assert "FAILED targets[0]" in run.stderr and "FAILED targets[2]" in run.stderr
+    rows = {row["case"]["n"]: row for row in json.loads((tmp_path / "faults.json").read_text())["cases"]}
+    for n in (1, 2, 3, 5):  # retried once, on a fresh gang, then tuned
+        assert rows[n]["status"] == "tuned" and rows[n]["attempts"] == 2, rows[n]
+    assert "TypeError: injected bug" in rows[1]["errors"][0]
+    assert "actor died" in rows[2]["errors"][0] and "actor died" in rows[5]["errors"][0]
+    assert "CaseTimeoutError" in rows[3]["errors"][0]
+    assert rows[4]["status"] == "failed" and rows[4]["attempts"] == 2  # 1 + retries, then given up
+    # a configuration error is final: no retry
+    assert rows[6]["status"] == "failed" and rows[6]["attempts"] == 1
+    assert "not an autotune-decorated" in rows[6]["errors"][0]
+    verify_hits(cache, 1, [(*HOST, {"n": n}) for n in (1, 2, 3)])
+    verify_hits(cache, 2, [(*HOST, {"n": 5})])
+
+

@@ -1,0 +1,180 @@
+"""ray_runner without a cluster: campaign validation, scheduling policy, merging, reports, CLI."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ray_runner import scheduler as sch
+from ray_runner.__main__ import main
+from ray_runner.errors import GangStartError, describe_failure
+from ray_runner.merge import merge_entries
+from ray_runner.report import config_text
+from ray_runner.spec import load_campaign, parse_campaign
+from triton_dist.errors import CampaignError, RankDisagreementError
+
+REPO = Path(__file__).resolve().parents[2]
+
+GOOD = {
+    "device": "cpu",
+    "targets": [{"function": "pkg.mod:fn", "args": "pkg.mod:make_args", "world_size": 2,
+                 "cases": [{"n": 1}], "grid": {"n": [1, 2], "dtype": ["float32", "float16"]}}],
+}
+
+
+def errors_of(data: dict) -> list[str]:
+    with pytest.raises(CampaignError) as info:
+        parse_campaign(data)
+    return info.value.details["errors"]
+
+
+def test_defaults_and_grid_expansion() -> None:
+    campaign = parse_campaign(GOOD, default_name="x")
+    assert (campaign.name, campaign.device, campaign.retries, campaign.case_timeout_s) == ("x", "cpu", 2, 600.0)
+    assert campaign.placement_strategy == "STRICT_PACK" and campaign.check_correctness is True
+    cases = [c.case for c in campaign.cases()]
+    # the explicit case first; the grid's {n: 1, dtype: float32} is a different case (more keys)
+    assert cases[0] == {"n": 1}
+    assert len(cases) == 5 and {"n": 2, "dtype": "float16"} in cases
+    assert all(c.world_size == 2 for c in campaign.cases())
+    dup = copy.deepcopy(GOOD)
+    dup["targets"][0]["cases"] = [{"n": 1, "dtype": "float32"}]
+    assert len(parse_campaign(dup).cases()) == 4  # the duplicate from the grid is dropped
+
+
+@pytest.mark.parametrize("mutate, expected", [
+    (lambda d: d["targets"][0].update(world_size=0), "targets[0].world_size: must be >= 1, got 0"),
+    (lambda d: d["targets"][0].update(world_size="2"), "targets[0].world_size: must be an integer"),
+    (lambda d: d["targets"][0].update(function="no_colon"), "targets[0].function: must be an import path"),
+    (lambda d: d["targets"][0].pop("args"), "targets[0].args: must be an import path"),
+    (lambda d: d["targets"][0].update(cases=[{"n": 1}, 5]), "targets[0].cases[1]: must be a mapping"),
+    (lambda d: d["targets"][0].update(grid={"n": []}), "targets[0].grid.n: must be a non-empty list"),
+    (lambda d: d["targets"][0].update(world_sise=2), "targets[0].world_sise: unknown field (did you mean 'world_size'?)"),
+    (lambda d: d.update(device="gpu"), "device: must be one of auto, npu, cuda, cpu"),
+    (lambda d: d.update(retries=True), "retries: must be an integer"),
+    (lambda d: d.update(retries=-1), "retries: must be >= 0"),
+    (lambda d: d.update(case_timeout_s=0), "case_timeout_s: must be > 0"),
+    (lambda d: d.update(env={"A": ["x"]}), "env.A: must be a string"),
+    (lambda d: d.update(targets=[]), "targets: must be a non-empty list"),
+    (lambda d: d["targets"][0].pop("cases") and d["targets"][0].pop("grid"), "targets[0]: has no cases"),
+])
+def test_errors_name_the_field_path(mutate, expected: str) -> None:
+    data = copy.deepcopy(GOOD)
+    mutate(data)
+    errors = errors_of(data)
+    assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("device: tpu\nretries: -1\ntargets:\n  - {function: a.b:c, args: a.b:d, world_size: 0, cases: [{}]}\n"
+                    "  - {function: x, args: a.b:d, cases: [{n: 1}]}\n")
+    with pytest.raises(CampaignError) as info:
+        load_campaign(path)
+    message = str(info.value)
+    assert str(path) in message
+    for field in ("device:", "retries:", "targets[0].world_size:", "targets[1].function:"):
+        assert f"  {field}" in message
+
+
+def test_cli_validate_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", str(REPO / "examples/campaigns/cpu.yaml")]) == 0
+    assert "valid campaign 'cpu'" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("targets:\n  - {function: a.b:c, args: a.b:d, world_size: 0, cases: [{n: 1}]}\n")
+    assert main(["validate", str(bad)]) == 2
+    assert "targets[0].world_size: must be >= 1" in capsys.readouterr().err
+    (tmp_path / "broken.yaml").write_text("targets: [\n")
+    assert main(["validate", str(tmp_path / "broken.yaml")]) == 2
+    assert main(["validate", str(tmp_path / "missing.yaml")]) == 2
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "gemm-gpu.yaml"])
+def test_example_campaigns_are_valid(name: str) -> None:
+    campaign = load_campaign(REPO / "examples/campaigns" / name)
+    assert {c.world_size for c in campaign.cases()} == {1, 2}
+
+
+def test_ray_missing_says_how_to_install(tmp_path: Path) -> None:
+    # a fresh interpreter in which `import ray` fails, as on a machine without the extra
+    code = ("import sys; sys.modules['ray'] = None\n"
+            "from ray_runner.__main__ import main\n"
+            f"sys.exit(main(['run', {str(REPO / 'examples/campaigns/cpu.yaml')!r}, '--cache-dir', {str(tmp_path)!r}]))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 3, proc.stderr
+    assert "pip install 'triton-dist-autotune[ray]'" in proc.stderr
+
+
+# ---------------------------------------------------------------------- scheduling policy
+
+def test_plan_shares_devices_by_work_and_coexists() -> None:
+    # 4 devices on one node; as much work of each size: both sizes get gangs at once
+    assert sorted(sch.plan_gangs({"a": 4}, [], {1: 4, 2: 2})) == [1, 1, 2]
+    # never more gangs than pending cases, never more devices than free
+    assert sch.plan_gangs({"a": 4}, [], {1: 1}) == [1]
+    assert sch.plan_gangs({"a": 4}, [("a", 2), (None, 1)], {1: 5, 2: 5}) == [1]
+    # STRICT_PACK: a gang of 2 needs two free devices on one node
+    assert sch.plan_gangs({"a": 1, "b": 1}, [], {2: 1}) == []
+    assert sch.plan_gangs({"a": 1, "b": 1}, [], {2: 1}, strict_pack=False) == [2]
+    assert sch.largest_gang({"a": 2, "b": 3}) == 3
+
+
+def test_queue_retries_then_fails_and_goes_on() -> None:
+    campaign = parse_campaign({"retries": 1, "targets": [
+        {"function": "m:f", "args": "m:a", "cases": [{"n": 1}, {"n": 2}]},
+        {"function": "m:f", "args": "m:a", "world_size": 2, "cases": [{"n": 3}]}]})
+    queue = sch.CaseQueue(campaign.cases(), campaign.retries)
+    assert queue.pending_by_size() == {1: 2, 2: 1}
+    first = queue.take(1)
+    assert first is not None and first.attempts == 1
+    assert queue.fail(first, "boom") is True  # retried first, before the next case
+    assert queue.take(1) is first and first.attempts == 2
+    assert queue.fail(first, "boom again") is False and first.status == sch.FAILED
+    second = queue.take(1)
+    assert second is not None and second.number == 1
+    assert queue.fail(second, "config error", retry=False) is False
+    assert [r.number for r in queue.fail_size(2, "cannot place")] == [2]
+    assert queue.finished() and queue.counts() == {sch.FAILED: 3}
+    assert first.errors == ["attempt 1: boom", "attempt 2: boom again"]
+
+
+def test_describe_failure_marks_configuration_errors_final() -> None:
+    text, retry = describe_failure(CampaignError("function: module 'x' has no attribute 'y'"))
+    assert not retry and "no attribute" in text
+    assert describe_failure(RuntimeError("flaky"))[1] is True
+    assert describe_failure(GangStartError("no room", retry=True)) == ("no room", True)
+
+
+# ---------------------------------------------------------------------- merging
+
+def _entry(rank_error: str | None = None) -> dict:
+    return {"schema": "triton_dist.autotune/v1", "id": "abc", "function": "f", "qualname": "m.f", "key": "(1,)",
+            "source_hash": "s", "hardware": {"digest": "h"}, "world_size": 2, "best": {"index": 1, "config": {"cfg": 1}},
+            "candidates": [{"index": 0, "time_ms": None, "error": rank_error}, {"index": 1, "time_ms": 1.5, "error": None}]}
+
+
+def test_merge_checks_agreement_and_keeps_the_real_failure_reason() -> None:
+    merged = merge_entries([_entry("failed on another rank of the group"), _entry("RuntimeError: out of memory")], 2)
+    assert merged["candidates"][0]["error"] == "rank 1: RuntimeError: out of memory"
+    assert merged["best"] == {"index": 1, "config": {"cfg": 1}}
+    other = _entry()
+    other["best"] = {"index": 0, "config": {"cfg": 0}}
+    other["candidates"][1]["time_ms"] = 2.5
+    with pytest.raises(RankDisagreementError, match="best index"):
+        merge_entries([_entry(), other], 2)
+    with pytest.raises(RankDisagreementError):
+        merge_entries([_entry()], 2)
+
+
+def test_config_text_reads_triton_configs() -> None:
+    encoded = {"cfg": {"triton.Config": {"kwargs": {"dict": [["BLOCK", 256]]}, "num_warps": 4, "num_stages": 3,
+                                          "pre_hook": None}}}
+    assert config_text(encoded) == "BLOCK=256, num_warps=4, num_stages=3"
+    assert config_text({"a": 1, "b": {"tuple": [1, 2]}, "c": {"float": "inf"}}) == "a=1, b=(1, 2), c=inf"
+    assert math.isfinite(json.loads(json.dumps(1.0)))
