@@ -88,10 +88,7 @@ def measure(
     fn: Callable[[], Any], backend: Backend, n_warmup: int = 5, n_repeat: int = 10
 ) -> list[float]:
     """The default benchmarker: ``n_warmup`` untimed runs, then ``n_repeat`` timed runs."""
-    for _ in range(n_warmup):
-        fn()
-    backend.synchronize()
-    return backend.time_runs(fn, n_repeat)
+    return backend.measure(fn, n_warmup, n_repeat)
 
 
 def summarize(index: int, times: Sequence[float]) -> CandidateResult:
@@ -99,7 +96,10 @@ def summarize(index: int, times: Sequence[float]) -> CandidateResult:
     if not times:
         return CandidateResult(index, math.inf, error="benchmarker returned no timings")
     mean = statistics.fmean(times)
-    sem = statistics.stdev(times) / math.sqrt(len(times)) if len(times) > 1 else 0.0
+    # Float arithmetic: statistics.stdev is exact (fractions) and costs ~40 us, once per
+    # candidate, which a tuning of short kernels would feel (benchmarks/p2_tuning_efficiency.py).
+    n = len(times)
+    sem = math.sqrt(math.fsum((t - mean) ** 2 for t in times) / ((n - 1) * n)) if n > 1 else 0.0
     if not math.isfinite(mean) or mean < 0:
         return CandidateResult(index, math.inf, times_ms=times, error=f"invalid timing {mean!r}")
     return CandidateResult(index, mean, sem, times)

@@ -8,6 +8,7 @@ and writes). Keeping it in one place keeps the two byte-compatible.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import math
 import warnings
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _cache, _reuse, _safety
+from ._adaptive import measure_adaptive
 from ._backends import Backend, get_backend
 from ._bench import CandidateResult, DoBench, describe, measure_candidates
 from ._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
@@ -59,6 +61,8 @@ class TuneTarget:
     known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
     """candidates recorded as failed without running (a campaign's retry after one of them left
     the device unusable)"""
+    adaptive: bool = False
+    """stop timing clearly slower candidates early (``_adaptive.measure_adaptive``)"""
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -283,7 +287,8 @@ def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, se
 def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
     """How the candidates were measured (timings measured otherwise are not reused)."""
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
-            "timer": "custom" if target.do_bench else backend.kind}
+            "timer": "custom" if target.do_bench else backend.kind,
+            **({"adaptive": True} if target.adaptive else {})}
 
 
 def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: list[int],
@@ -309,8 +314,12 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
                   to_measure, reuse.best)
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
                              check=target.check_correctness, name=target.qualname)
+    measure: Callable[..., tuple[list[CandidateResult], BaseException | None]] = measure_candidates
+    if target.adaptive:  # drop decisions on MAX-reduced figures: every rank drops the same configs
+        measure = functools.partial(measure_adaptive, note=tlog.info, reduce=None if view is None else
+                                    (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s)))
     with guard:  # leaving it puts mutated arguments back for the final call
-        results, bug = measure_candidates(
+        results, bug = measure(
             lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,
             n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench,
             on_result=lambda r: (guard.done(r.index, r.ok), report(r)),

@@ -21,6 +21,9 @@ from .errors import ConfigSpaceError, DuplicateArgumentError, KeyFunctionError, 
 
 __all__ = ["AutoTuner", "autotune"]
 
+#: keyword-only call controls, consumed by the tuner and never passed to the host function
+_CONTROLS = frozenset({"autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg"})
+
 
 def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:
     name = getattr(fn, "__qualname__", repr(fn))
@@ -66,6 +69,11 @@ class AutoTuner:
     the keyword-only call controls ``autotune``, ``autotune_verbose``,
     ``autotune_allow_arg_overwrite`` and ``autotune_pg``."""
 
+    # What the hot path reads lives in slots: a slot read stays fast even after something (like
+    # functools.update_wrapper) materialises the instance __dict__, which in CPython makes every
+    # plain attribute read slower (benchmarks/p1_hot_path.py).
+    __slots__ = ("fn", "key_fn", "_best", "_reserved", "__dict__", "__weakref__")
+
     def __init__(
         self,
         fn: Callable[..., Any],
@@ -78,6 +86,7 @@ class AutoTuner:
         do_bench: DoBench | None = None,
         check_correctness: bool = False,
         restore_inplace: bool = True,
+        adaptive: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
@@ -92,6 +101,7 @@ class AutoTuner:
         self.key_fn = key_fn
         self.prune_fn = prune_fn
         self._fields = frozenset(f for config in self.config_space for f in config)
+        self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}
         self._source_hash: str | None = None
         self.target = _tuning.TuneTarget(
@@ -99,6 +109,7 @@ class AutoTuner:
             config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
             n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
             check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
+            adaptive=bool(adaptive),
         )
         functools.update_wrapper(self, fn)
 
@@ -108,24 +119,39 @@ class AutoTuner:
         return self._source_hash
 
     # The hot path: key_fn, one dict lookup, one call. No settings, logging or inspect here.
-    def __call__(self, *args: Any, autotune: bool = True, autotune_verbose: bool = False,
-                 autotune_allow_arg_overwrite: bool = False, autotune_pg: Any = None,
-                 **kwargs: Any) -> Any:
+    # The call controls are popped from **kwargs instead of being keyword-only parameters, and
+    # a call without keywords (the common case) skips every keyword check: the hit then costs
+    # little more than a bare wrapper function (benchmarks/p1_hot_path.py, issue 8). A miss
+    # and an unhashable key both raise in the lookup (try is free when nothing raises) and
+    # are told apart in _miss.
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            key = self.key_fn(*args)
+            try:
+                best = self._best[key]
+            except (KeyError, TypeError):
+                best = self._miss(key, args, kwargs, False, False, None)
+            return self.fn(*args, **best)
+        if self._reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
+            key = self.key_fn(*args, **kwargs)
+            try:
+                best = self._best[key]
+            except (KeyError, TypeError):
+                best = self._miss(key, args, kwargs, False, False, None)
+            return self.fn(*args, **kwargs, **best)
+        autotune = kwargs.pop("autotune", True)
+        verbose = kwargs.pop("autotune_verbose", False)
+        overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)
+        pg = kwargs.pop("autotune_pg", None)
         if not autotune:
-            return self._call(self.config_space[0], args, kwargs, autotune_allow_arg_overwrite)
+            return self._call(self.config_space[0], args, kwargs, overwrite)
         key = self.key_fn(*args, **kwargs)
         try:
             best = self._best[key]
-        except KeyError:
-            best = self._miss(key, args, kwargs, autotune_verbose, autotune_allow_arg_overwrite, autotune_pg)
-        except TypeError as exc:
-            raise KeyFunctionError(
-                f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
-                f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
-                "(tuple(x.shape), str(x.dtype))."
-            ) from exc
+        except (KeyError, TypeError):
+            best = self._miss(key, args, kwargs, verbose, overwrite, pg)
         if kwargs and not self._fields.isdisjoint(kwargs):
-            return self._call(best, args, kwargs, autotune_allow_arg_overwrite)
+            return self._call(best, args, kwargs, overwrite)
         return self.fn(*args, **kwargs, **best)
 
     def _call(self, config: dict[str, Any], args: tuple, kwargs: dict, overwrite: bool) -> Any:
@@ -150,6 +176,14 @@ class AutoTuner:
         return clash
 
     def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any) -> dict[str, Any]:
+        try:
+            hash(key)
+        except TypeError as exc:
+            raise KeyFunctionError(
+                f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
+                f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
+                "(tuple(x.shape), str(x.dtype))."
+            ) from exc
         self._check_overwrite(self.config_space[0], kwargs, overwrite)
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
         best = self.config_space[outcome.index]
@@ -200,7 +234,8 @@ class AutoTuner:
 def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None = None, *, n_warmup: int = 5, n_repeat: int = 10,
              do_bench: DoBench | None = None, check_correctness: bool = False,
-             restore_inplace: bool = True) -> Callable[[Callable[..., Any]], AutoTuner]:
+             restore_inplace: bool = True,
+             adaptive: bool = False) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to tune it over ``config_space``.
 
     Args:
@@ -219,10 +254,13 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             function mutates before every run, so tuning leaves them as one real call would. It
             holds one copy of every tensor argument while tuning: pass False for very large
             buffers (each candidate then runs on what the previous runs left behind).
+        adaptive: stop timing candidates that are clearly slower than the best (a few screening
+            runs each, then the full ``n_repeat`` timed runs only for the contenders; see
+            triton_dist/_adaptive.py). Off by default: every candidate gets the full schedule.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
                          do_bench=do_bench, check_correctness=check_correctness,
-                         restore_inplace=restore_inplace)
+                         restore_inplace=restore_inplace, adaptive=adaptive)
 
     return decorator

@@ -46,6 +46,15 @@ class Backend(abc.ABC):
     def time_runs(self, fn: Callable[[], Any], n: int) -> list[float]:
         """Run ``fn`` ``n`` times back to back; return each run's device time in ms."""
 
+    def measure(self, fn: Callable[[], Any], n_warmup: int, n_repeat: int) -> list[float]:
+        """``n_warmup`` untimed runs, then :meth:`time_runs`: one candidate's measurement.
+
+        A device backend may override it to keep the device busy between the two (CUDA)."""
+        for _ in range(n_warmup):
+            fn()
+        self.synchronize()
+        return self.time_runs(fn, n_repeat)
+
     def hardware(self) -> dict[str, Any]:
         """What identifies the hardware for caching: everything that changes the best config.
 

@@ -1,11 +1,32 @@
-"""NVIDIA GPUs: ``torch.cuda.Event`` pairs around every timed run."""
+"""NVIDIA GPUs: ``torch.cuda.Event`` pairs around every timed run, with the GPU kept ahead.
+
+Launch-bound kernels (a few µs) finish before the host has launched the next one; an event pair
+around such a run times the launch, not the kernel (the upstream tuner chose configs up to 164%
+slower than the best that way; issue 8). :meth:`CudaBackend.measure` detects an idle GPU after
+the warm-up and queues the timed runs behind a short ``torch.cuda._sleep``. ``flush_l2=True``
+(opt-in) zeroes a buffer larger than L2 before every timed run.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
 from .base import Backend
+
+#: how long the host waits to see whether the GPU has caught up with the warm-up runs
+IDLE_PROBE_S = 30e-6
+#: host time per run assumed when no warm-up run was measured (the first run compiles)
+DEFAULT_HOST_S = 30e-6
+#: host time of a timed run beyond the warm-up's (two event records, the loop, an L2 flush)
+RUN_EXTRA_S = 10e-6
+#: upper bound on one keep-ahead sleep: a host function slower than this per run is not a
+#: launch-bound kernel, and a wrong estimate (a first run that compiled) costs little
+MAX_SLEEP_S = 5e-3
+CALIBRATION_CYCLES = 1_000_000
+#: the L2 flush buffer: at least 4x the L2 size reported, and at least this
+FLUSH_BYTES = 256 * 2**20
 
 
 class CudaBackend(Backend):
@@ -37,20 +58,93 @@ class CudaBackend(Backend):
 
         torch.cuda.synchronize()
 
+    def __init__(self, *, flush_l2: bool = False) -> None:
+        self.flush_l2 = flush_l2
+        """zero a buffer larger than L2 before every timed run (cold-cache timings; opt-in)"""
+        self._events: dict[int, list[Any]] = {}  # per device: reusable timing events
+        self._cycles_per_ms: float | None = None
+        self._flush_buffer: Any = None
+
+    def _event_pairs(self, n: int) -> tuple[list[Any], list[Any]]:
+        # Reused across calls: creating 2n events per candidate costs more host time than the
+        # runs of a short kernel. Safe because time_runs synchronises before it returns.
+        import torch
+
+        pool = self._events.setdefault(torch.cuda.current_device(), [])
+        while len(pool) < 2 * n:
+            pool.append(torch.cuda.Event(enable_timing=True))
+        return pool[0:2 * n:2], pool[1:2 * n:2]
+
     def time_runs(self, fn: Callable[[], Any], n: int) -> list[float]:
         import torch
 
         # One event pair per run: per-run times give the statistics that noise-aware selection
-        # and adaptive measurement need (a single pair around n runs hides the spread).
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        torch.cuda.synchronize()
-        for start, end in zip(starts, ends):
+        # and adaptive measurement need (a single pair around n runs hides the spread). No
+        # synchronisation before: events are ordered on the stream after the queued work, and
+        # a drained queue would make the first run time its own launch.
+        starts, ends = self._event_pairs(n)
+        flush = self._flush() if self.flush_l2 else None
+        for start, end in zip(starts, ends, strict=True):
+            if flush is not None:
+                flush.zero_()
             start.record()
             fn()
             end.record()
         torch.cuda.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
+
+    def measure(self, fn: Callable[[], Any], n_warmup: int, n_repeat: int) -> list[float]:
+        # Warm-up and timed runs flow into the stream without a synchronisation in between (it
+        # would leave the GPU idle while the host gets going again). The warm-up's host time per
+        # run tells how long enqueuing the timed runs takes; if the GPU has already caught up
+        # (launch-bound: the host is slower than the kernel), the timed runs are queued behind a
+        # short device-side sleep, so that each event pair times the kernel, not the launch.
+        clock = time.perf_counter
+        host_s = []
+        for _ in range(n_warmup):
+            start = clock()
+            fn()
+            host_s.append(clock() - start)
+        self._keep_ahead(host_s[1:], n_repeat)
+        return self.time_runs(fn, n_repeat)
+
+    def _keep_ahead(self, host_s: list[float], n: int) -> None:
+        import torch
+
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if sleep is None:  # private torch API; without it the runs are timed as they come
+            return
+        probe = torch.cuda.Event()
+        probe.record()
+        deadline = time.perf_counter() + IDLE_PROBE_S
+        while not probe.query():
+            if time.perf_counter() > deadline:
+                return  # still busy with queued work: the timed runs queue up behind it
+        per_run = min(host_s) if host_s else DEFAULT_HOST_S
+        seconds = min(MAX_SLEEP_S, (n + 1) * (per_run + RUN_EXTRA_S) * 1.25)
+        sleep(max(1, int(seconds * 1e3 * self._sleep_cycles_per_ms())))
+
+    def _sleep_cycles_per_ms(self) -> float:
+        if self._cycles_per_ms is None:
+            import torch
+
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            start.record()
+            torch.cuda._sleep(CALIBRATION_CYCLES)
+            end.record()
+            end.synchronize()
+            self._cycles_per_ms = CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
+        return self._cycles_per_ms
+
+    def _flush(self) -> Any:
+        if self._flush_buffer is None:
+            import torch
+
+            l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
+            size = max(4 * int(l2 or 0), FLUSH_BYTES)
+            self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device())
+        return self._flush_buffer
 
     def hardware(self) -> dict[str, Any]:
         import torch

@@ -1,0 +1,162 @@
+"""What the benchmark scripts share: arguments, the environment record, tables, JSON results.
+
+Every script prints its figures and writes ``<out>/<name>.json`` (``--out``, default
+``benchmarks/results``): ``{"name", "environment", "config", "results", "summary"}``, where
+``summary`` holds the headline figures and ratios measured in that one run. ``--quick`` shrinks a
+script to a few seconds (the CI smoke test runs every script that way; its figures mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import timeit
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+if str(REPO) not in sys.path:  # run as `python benchmarks/pN_*.py`: make `examples` importable
+    sys.path.insert(0, str(REPO))
+
+DEFAULT_OUT = REPO / "benchmarks" / "results"
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="tiny run for CI smoke tests (figures mean nothing)")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="folder for <name>.json (default %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the injected noise (CPU workloads)")
+    return p
+
+
+def private_cache_dir() -> Path:
+    """Point TRITON_DIST_AUTOTUNE_DIR at a fresh temporary folder (unless the caller set one)."""
+    root = os.environ.get("TRITON_DIST_AUTOTUNE_DIR")
+    if not root:
+        root = tempfile.mkdtemp(prefix="triton-dist-bench-")
+        os.environ["TRITON_DIST_AUTOTUNE_DIR"] = root
+    return Path(root)
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def environment(backend: Any | None = None) -> dict[str, Any]:
+    """Where and when the figures were measured."""
+    import torch
+
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    env: dict[str, Any] = {
+        "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "git_commit": _git_commit(),
+        "triton_interpret": os.environ.get("TRITON_INTERPRET"),
+    }
+    if backend is not None:
+        env["device"] = backend.kind
+        env["hardware"] = backend.hardware()
+        env["software"] = backend.software()
+    return env
+
+
+def write_result(name: str, args: argparse.Namespace, config: Mapping[str, Any],
+                 results: Any, summary: Mapping[str, Any], backend: Any | None = None) -> Path:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    data = clean({"name": name, "quick": bool(args.quick), "environment": environment(backend),
+                  "config": dict(config), "results": results, "summary": dict(summary)})
+    path = out / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n")
+    print(f"\nsummary: {json.dumps(data['summary'], sort_keys=True)}")
+    print(f"results written to {path}")
+    return path
+
+
+def clean(value: Any) -> Any:
+    """``value`` as strict JSON: non-finite floats become None, tuples lists, keys strings,
+    anything else its repr."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return repr(value)
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A Markdown table; floats get 4 significant digits."""
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return "inf" if math.isinf(v) else f"{v:.4g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (q in 0..100) of the values; nan when there are none."""
+    data = sorted(values)
+    if not data:
+        return math.nan
+    pos = (len(data) - 1) * q / 100.0
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def interleaved_min_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, number: int,
+                       rounds: int, setup: str = "pass") -> dict[str, float]:
+    """ns per execution of each statement: the minimum over ``rounds`` rounds of ``number``
+    executions, the statements taking turns inside every round.
+
+    Taking turns exposes every statement to the same machine state (these machines are shared
+    and noisy), and the minimum is the run least disturbed by others; ratios of such minima
+    measured in one run are what the benchmarks report.
+    """
+    timers = {name: timeit.Timer(stmt, setup=setup, globals=namespace) for name, stmt in statements.items()}
+    best = dict.fromkeys(statements, math.inf)
+    for _ in range(rounds):
+        for name, timer in timers.items():
+            best[name] = min(best[name], timer.timeit(number) / number * 1e9)
+    return best
+
+
+def timed(fn: Callable[[], Any], clock: Callable[[], float] | None = None) -> tuple[Any, float]:
+    """(result, seconds) of one call."""
+    import time
+
+    clock = clock or time.perf_counter
+    start = clock()
+    result = fn()
+    return result, clock() - start

@@ -1,0 +1,174 @@
+"""Opt-in adaptive measurement: stop timing candidates that are clearly slower than the best.
+
+``autotune(..., adaptive=True)`` measures a config space in three phases instead of giving every
+candidate the full ``n_warmup`` + ``n_repeat`` schedule:
+
+1. *screen* every candidate: one untimed run, then ``screen_runs`` timed runs;
+2. *reference*: the candidate with the lowest screened median (earlier index on a tie) gets the
+   rest of its timed runs (one untimed run first, since other candidates ran in between), so it
+   has ``n_repeat`` timed runs like the full schedule;
+3. *drop or finish*: a candidate that is clearly slower than the reference — even its fastest
+   screened run slower than ``1 + margin`` times the reference's median plus ``z`` per-run
+   standard deviations (:func:`clearly_slower`) — is dropped (its screened figures are its
+   result); every other candidate is finished like the reference.
+
+Finished candidates end with ``n_repeat`` timed runs, so the usual deterministic pick
+(:func:`triton_dist._tuning.pick_best`) sees the same statistics as with the full schedule; a
+dropped candidate costs ``1 + screen_runs`` runs instead of ``n_warmup + n_repeat``.
+
+Multi-rank: every drop decision is taken from MAX-reduced figures (``reduce``), so the ranks of a
+group screen, finish and drop exactly the same candidates; a rank that hits a bug (not a
+candidate failure) still joins every reduction, with a flag that makes all ranks stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ._backends import Backend
+from ._bench import CandidateResult, measure_candidates, summarize
+
+__all__ = ["clearly_slower", "measure_adaptive", "spread"]
+
+log = logging.getLogger(__name__)
+
+#: a dropped candidate must be slower than the reference by more than this (relative), beyond
+#: the noise: pick_best treats candidates within 2% of the best as tied (the earlier one wins),
+#: so only a candidate more than 2% slower can never be chosen
+DEFAULT_MARGIN = 0.02
+#: how many of the reference's per-run standard deviations the threshold adds
+DEFAULT_Z = 2.0
+DEFAULT_SCREEN_RUNS = 3
+#: MAD -> standard deviation for normally distributed runs
+_MAD_TO_SD = 1.4826
+
+Reduce = Callable[[Sequence[float]], Sequence[float]]
+
+
+def spread(times: Sequence[float]) -> tuple[float, float]:
+    """(median, robust per-run standard deviation from the median absolute deviation)."""
+    med = statistics.median(times)
+    return med, _MAD_TO_SD * statistics.median(abs(t - med) for t in times)
+
+
+def clearly_slower(screen_min: float, ref_median: float, ref_sd: float,
+                   margin: float = DEFAULT_MARGIN, z: float = DEFAULT_Z) -> bool:
+    """True when even the fastest screened run of a candidate is slower than the reference's
+    median by more than ``margin`` plus ``z`` per-run standard deviations.
+
+    Interference (other processes, clocks) only ever adds time, so the fastest of a few runs is
+    a robust figure for a candidate, where one slow run would inflate a mean and its standard
+    error. For a candidate no slower than the reference, each run has about a 2% chance (with
+    ``z=2`` and normal noise) of landing above the threshold; all of ``screen_runs`` doing so is
+    rare, and a candidate that pick_best could choose (within 2% of the best) is kept.
+    """
+    if not (math.isfinite(screen_min) and math.isfinite(ref_median)):
+        return False
+    return screen_min > (1.0 + margin) * ref_median + z * ref_sd
+
+
+def measure_adaptive(
+    make_call: Callable[[int], Callable[[], Any]],
+    indices: Sequence[int],
+    backend: Backend,
+    *,
+    n_warmup: int = 5,
+    n_repeat: int = 10,
+    on_result: Callable[[CandidateResult], None] | None = None,
+    reduce: Reduce | None = None,
+    note: Callable[[str], None] | None = None,
+    screen_runs: int = DEFAULT_SCREEN_RUNS,
+    margin: float = DEFAULT_MARGIN,
+    z: float = DEFAULT_Z,
+    **options: Any,
+) -> tuple[list[CandidateResult], BaseException | None]:
+    """:func:`~triton_dist._bench.measure_candidates` with the adaptive schedule of the module
+    docstring: same arguments (``options`` are passed on to it: ``do_bench``, time limits, known
+    failures) and same results. ``reduce`` is the group's element-wise MAX (None for one
+    process); ``note`` receives lines for the tuning log. ``on_result`` sees each candidate after
+    its screening and, if it was finished, once more with its final figures."""
+    if len(indices) < 2 or n_repeat <= screen_runs:  # nothing to gain: the full schedule
+        return measure_candidates(make_call, indices, backend, n_warmup=n_warmup,
+                                  n_repeat=n_repeat, on_result=on_result, **options)
+    say = note or (lambda line: log.debug("%s", line))
+    warm = min(1, n_warmup)
+    rest = n_repeat - screen_runs
+    calls: dict[int, Callable[[], Any]] = {}
+
+    def call_of(index: int) -> Callable[[], Any]:  # one run object per candidate, for all phases
+        if index not in calls:
+            calls[index] = make_call(index)
+        return calls[index]
+
+    def phase(subset: Sequence[int], n_timed: int, report: bool) -> tuple[list[CandidateResult], BaseException | None]:
+        return measure_candidates(call_of, subset, backend, n_warmup=warm, n_repeat=n_timed,
+                                  on_result=on_result if report else None, **options)
+
+    def group_max(values: list[float], bug: BaseException | None) -> list[float] | None:
+        """``values`` MAX-reduced over the group; None when some rank had a bug (all stop)."""
+        vec = values + [1.0 if bug is not None else 0.0]
+        if reduce is not None:
+            vec = [float(v) for v in reduce(vec)]
+        return None if vec[-1] > 0 else vec[:-1]
+
+    def finish(subset: Sequence[int]) -> tuple[list[CandidateResult], BaseException | None]:
+        done, bug = phase(subset, rest, report=False)
+        merged = [r if not r.ok else summarize(r.index, screened[r.index].times_ms + r.times_ms)
+                  for r in done]
+        if on_result is not None:
+            for result in merged:
+                on_result(result)
+        return merged, bug
+
+    # 1. screen: every candidate's median (to choose the reference) and fastest run (to drop)
+    say(f"adaptive measurement: {len(indices)} configs screened with {warm} + {screen_runs} runs")
+    first, bug = phase(indices, screen_runs, report=True)
+    screened = {r.index: r for r in first}
+    ok = {i: r.times_ms for i, r in screened.items() if r.ok and r.times_ms}
+    n = len(indices)
+    vec = [statistics.median(ok[i]) if i in ok else math.inf for i in indices]
+    vec += [min(ok[i]) if i in ok else math.inf for i in indices]
+    vec += [screened[i].time_ms if i in ok else math.inf for i in indices]
+    reduced = group_max(vec, bug)
+    if reduced is None:
+        return first, bug
+    medians = dict(zip(indices, reduced[:n], strict=True))
+    fastest = dict(zip(indices, reduced[n:2 * n], strict=True))
+    means = dict(zip(indices, reduced[2 * n:], strict=True))
+    results = dict(screened)
+    finite = [i for i in indices if math.isfinite(medians[i])]
+    if not finite:
+        return [results[i] for i in indices], None
+
+    # 2. the reference: lowest screened median (earlier index on a tie), finished first
+    ref = min(finite, key=lambda i: (medians[i], i))
+    done, bug = finish([ref])
+    results.update((r.index, r) for r in done)
+    ref_result = results[ref]
+    ref_stats = [*spread(ref_result.times_ms), ref_result.time_ms] if ref_result.ok else [math.inf, 0.0, math.inf]
+    ref_vec = group_max(ref_stats, bug)
+    if ref_vec is None:
+        return [results[i] for i in indices if i in results], bug
+    ref_median, ref_sd, ref_mean = ref_vec
+
+    # 3. drop what is clearly slower than the reference, finish the rest
+    keep = []
+    for index in finite:
+        if index == ref:
+            continue
+        # The screened mean must also be above the reference's (with the margin): a dropped
+        # candidate keeps its screened figures, and pick_best must never prefer it to the
+        # finished ones (the same MAX-reduced figures reach pick_best on every rank).
+        if (clearly_slower(fastest[index], ref_median, ref_sd, margin, z)
+                and means[index] > (1.0 + margin) * ref_mean):
+            say(f"config {index}: dropped after {screen_runs} timed runs (fastest {fastest[index]:.4f} ms, "
+                f"clearly slower than config {ref}: median {ref_median:.4f} ms, sd {ref_sd:.4f} ms)")
+        else:
+            keep.append(index)
+    done, bug = finish(keep)
+    results.update((r.index, r) for r in done)
+    return [results[i] for i in indices if i in results], bug
