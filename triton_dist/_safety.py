@@ -266,10 +266,15 @@ class RunGuard:
 
     def restore_all(self) -> None:
         """Put every mutated argument back as the caller passed it."""
+        self._pending.clear()
         try:
             self._restore()
-        finally:
-            self._pending.clear()
+        except Exception as exc:  # noqa: BLE001 - e.g. a device left unusable by a candidate:
+            # the error that explains it (DeviceStateError) must reach the caller, not this one
+            message = (f"{self.name}: could not restore the mutated tensor arguments after tuning "
+                       f"({type(exc).__name__}: {str(exc)[:200]})")
+            log.warning(message)
+            warnings.warn(message, TritonDistWarning, stacklevel=3)
 
     def __enter__(self) -> RunGuard:
         return self

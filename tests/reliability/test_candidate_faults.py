@@ -21,7 +21,7 @@ from triton.runtime.errors import OutOfResources
 from triton_dist import _tuning
 from triton_dist._backends.base import Backend
 from triton_dist._bench import measure_candidates
-from triton_dist.errors import DeviceStateError
+from triton_dist.errors import DeviceStateError, TritonDistWarning
 from triton_dist.settings import override
 from triton_dist.tune import autotune
 
@@ -171,23 +171,36 @@ def test_a_candidate_that_poisons_the_device_stops_tuning_with_its_index(monkeyp
     backend = _DeviceLike(sticky=True)
     ran = []
 
-    @autotune([{"c": 0}, {"c": 1}, {"c": 2}], lambda: 1, n_warmup=1, n_repeat=1)
-    def kernel(c):
+    @autotune([{"c": 0}, {"c": 1}, {"c": 2}], lambda buf: 1, n_warmup=1, n_repeat=1)
+    def kernel(buf, c):
         ran.append(c)
+        buf.add_(1)  # in place: the guard restores it, which a broken device refuses
         if c == 1:
             backend.poisoned = True
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
+    real_copy = torch.Tensor.copy_
+
+    def device_copy(self, *args, **kwargs):
+        if backend.poisoned:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return real_copy(self, *args, **kwargs)
+
     monkeypatch.setattr(_tuning, "get_backend", lambda: backend)
-    with pytest.raises(DeviceStateError) as info:
-        kernel.tune(write_cache=False)
+    monkeypatch.setattr(torch.Tensor, "copy_", device_copy)
+    buf = torch.zeros(4)
+    # the restore after tuning fails too (warned), but the error that explains it is what raises
+    with pytest.raises(DeviceStateError) as info, pytest.warns(TritonDistWarning, match="could not restore"):
+        kernel.tune(buf, write_cache=False)
     assert info.value.details["index"] == 1
     assert "illegal memory access" in str(info.value) and "fresh actor" in str(info.value)
     assert 2 not in ran  # nothing ran on the broken device after the culprit
 
     # the retry (a fresh process in a campaign) marks the culprit failed without running it
     backend.poisoned, ran[:] = False, []
-    entry = kernel.tune(write_cache=False, known_failures={1: str(info.value.details["reason"])})
+    buf = torch.zeros(4)
+    entry = kernel.tune(buf, write_cache=False, known_failures={1: str(info.value.details["reason"])})
+    assert torch.equal(buf, torch.zeros(4))
     assert 1 not in ran
     assert entry["candidates"][1]["time_ms"] is None
     assert "illegal memory access" in entry["candidates"][1]["error"]
