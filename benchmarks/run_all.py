@@ -2,8 +2,10 @@
 
 Each benchmark runs in its own process (a crash or a time-out loses that one only) with
 ``--out DIR``; then ``DIR/results.json`` gathers every ``<name>.json`` and the plots are drawn:
-``strategies.png`` (P3 regret and device time per strategy, P6 adaptive), ``tuning_wall.png`` (P2)
-and ``hot_path.png`` (P1). ``--only p1 p3`` picks benchmarks; arguments after ``--`` go to each.
+``strategies.png`` (P3 regret and device time per strategy), ``adaptive.png`` (P6),
+``tuning_wall.png`` (P2) and ``hot_path.png`` (P1). ``--only p1 p3`` picks benchmarks (results
+of earlier runs into the same folder are kept), ``--collect`` only collects and plots; arguments
+after ``--`` go to each benchmark.
 """
 
 from __future__ import annotations
@@ -47,7 +49,12 @@ def run(names: list[str], out: Path, extra: list[str], timeout_s: float) -> dict
 
 
 def collect(out: Path, status: dict[str, Any]) -> dict[str, Any]:
-    results: dict[str, Any] = {"status": status}
+    """Gather every ``<name>.json`` in ``out`` into ``results.json`` (exit statuses of earlier
+    invocations on the same folder are kept)."""
+    previous = out / "results.json"
+    merged = json.loads(previous.read_text()).get("status", {}) if previous.exists() else {}
+    merged.update(status)
+    results: dict[str, Any] = {"status": merged}
     for script in BENCHMARKS.values():
         path = out / f"{script}.json"
         if path.exists():
@@ -74,7 +81,8 @@ def plot(out: Path) -> list[Path]:
     p3, p6 = _load(out, "p3_selection_quality"), _load(out, "p6_adaptive")
     if p3:
         summary = p3["summary"]
-        names = list(summary)
+        order = ["seed", "default", "adaptive", "flush_l2", "triton_do_bench"]
+        names = sorted(summary, key=lambda n: order.index(n) if n in order else len(order))
         device = p3["environment"].get("device", "?")
         fig = Figure(figsize=(9, 3.6))
         ax1, ax2 = fig.subplots(1, 2)
@@ -167,14 +175,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="*", choices=sorted(BENCHMARKS), default=None)
     p.add_argument("--quick", action="store_true", help="pass --quick to every benchmark")
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per benchmark")
+    p.add_argument("--collect", action="store_true", help="run nothing: collect the results and plot")
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    names = args.only or list(BENCHMARKS)
+    names = [] if args.collect else args.only or list(BENCHMARKS)
     status = run(names, args.out, extra + (["--quick"] if args.quick else []), args.timeout)
     results = collect(args.out, status)
     for path in plot(args.out):
         print(f"plot: {path}")
-    failed = [s for s, v in status.items() if v["exit"] != 0]
+    failed = [s for s, v in results["status"].items() if v["exit"] != 0]
     for script, data in results.items():
         if script != "status":
             print(f"{script}: {json.dumps(data['summary'], default=lambda v: None if isinstance(v, float) and not math.isfinite(v) else str(v))[:600]}")

@@ -106,10 +106,13 @@ class Tuners:
         device_ms = sum(n * oracle[i] for i, n in runs.items() if math.isfinite(oracle[i]))
         measured = [(c["index"], c["time_ms"], c["sem_ms"]) for c in entry["candidates"]
                     if c["time_ms"] is not None]
+        strict = argmin_choice(measured)
         return {
             "workload": self.workload.name, "size": size, "strategy": strategy,
             "chosen": chosen, "oracle_best": oracle.index(best_ms), "oracle_best_ms": best_ms,
             "regret": oracle[chosen] / best_ms - 1.0,
+            # what a strict lowest mean would have chosen from the very same measurements
+            "argmin_regret": oracle[strict] / best_ms - 1.0,
             "margin": entry.get("margin"), "runs": runs, "device_ms": device_ms,
             "wall_s": wall, "measured": measured,
         }

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import math
+import os
 import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 #: injected noise of the CPU workloads: per-run lognormal spread and rare slow runs
@@ -70,8 +73,19 @@ class Workload:
         self._oracle: dict[int, list[float]] = {}
 
     def oracle_ms(self, size: int, args: tuple) -> list[float]:
+        """Each config's true cost at ``size`` (ms), computed once; with ``BENCH_ORACLE_CACHE``
+        set, kept in that JSON file for the next benchmark process (GPU oracles take minutes)."""
         if size not in self._oracle:
-            self._oracle[size] = self.oracle(size, args)
+            store = os.environ.get("BENCH_ORACLE_CACHE")
+            key = f"{self.name}/{size}/{len(self.space)}"
+            saved = json.loads(Path(store).read_text()) if store and Path(store).exists() else {}
+            if key in saved:
+                self._oracle[size] = [math.inf if t is None else float(t) for t in saved[key]]
+            else:
+                self._oracle[size] = self.oracle(size, args)
+                if store:
+                    saved[key] = [t if math.isfinite(t) else None for t in self._oracle[size]]
+                    Path(store).write_text(json.dumps(saved, indent=1, sort_keys=True))
         return self._oracle[size]
 
     def counted(self, run_host: bool = True) -> tuple[Callable[..., Any], Counter]:
@@ -199,7 +213,7 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
     return oracle
 
 
-def gpu_workloads(device: Any, quick: bool = False, oracle_rep_ms: float = 20.0) -> list[Workload]:
+def gpu_workloads(device: Any, quick: bool = False, oracle_rep_ms: float = 10.0) -> list[Workload]:
     import torch
     import triton
 

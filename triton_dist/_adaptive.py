@@ -8,9 +8,10 @@ candidate the full ``n_warmup`` + ``n_repeat`` schedule:
    rest of its timed runs (one untimed run first, since other candidates ran in between), so it
    has ``n_repeat`` timed runs like the full schedule;
 3. *drop or finish*: a candidate that is clearly slower than the reference — even its fastest
-   screened run slower than ``1 + margin`` times the reference's median plus ``z`` per-run
-   standard deviations (:func:`clearly_slower`) — is dropped (its screened figures are its
-   result); every other candidate is finished like the reference.
+   screened run slower than the reference's median plus ``z`` per-run standard deviations
+   (:func:`clearly_slower`), and, for a candidate before the reference in ``config_space``
+   (which would win a near tie), by more than ``margin`` on top — is dropped (its screened
+   figures are its result); every other candidate is finished like the reference.
 
 Finished candidates end with ``n_repeat`` timed runs, so the usual deterministic pick
 (:func:`triton_dist._tuning.pick_best`) sees the same statistics as with the full schedule; a
@@ -160,11 +161,13 @@ def measure_adaptive(
     for index in finite:
         if index == ref:
             continue
-        # The screened mean must also be above the reference's (with the margin): a dropped
-        # candidate keeps its screened figures, and pick_best must never prefer it to the
-        # finished ones (the same MAX-reduced figures reach pick_best on every rank).
-        if (clearly_slower(fastest[index], ref_median, ref_sd, margin, z)
-                and means[index] > (1.0 + margin) * ref_mean):
+        # Only a candidate before the reference in config_space can win a near tie against it
+        # (pick_best prefers the earlier of configs within 2%); one after it must merely be
+        # slower. Its screened mean must be above the reference's as well: a dropped candidate
+        # keeps its screened figures, and pick_best must never prefer it to a finished one
+        # (the same MAX-reduced figures reach pick_best on every rank).
+        m = margin if index < ref else 0.0
+        if clearly_slower(fastest[index], ref_median, ref_sd, m, z) and means[index] > (1.0 + m) * ref_mean:
             say(f"config {index}: dropped after {screen_runs} timed runs (fastest {fastest[index]:.4f} ms, "
                 f"clearly slower than config {ref}: median {ref_median:.4f} ms, sd {ref_sd:.4f} ms)")
         else:

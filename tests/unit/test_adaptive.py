@@ -52,21 +52,23 @@ def test_default_schedule_is_still_five_plus_ten_per_config():
 
 
 def test_adaptive_screens_all_finishes_the_contenders_and_drops_the_rest(cache_dir: Path):
-    # config 1 is the best; config 3 is within 1% of it (a contender); 0, 2 and 4 are far slower
-    tuned, calls, runs = _tuner([3.0, 1.0, 2.0, 1.01, 5.0], adaptive=True)
+    # config 1 is the best. Config 0 is within 1% of it and earlier in config_space, so it would
+    # win a near tie: a contender. Config 3 is as close but later: it can only lose to 1, so it
+    # is dropped like the far slower 2 and 4.
+    tuned, calls, runs = _tuner([1.01, 1.0, 2.0, 1.01, 5.0], adaptive=True)
     assert tuned(7) == 1
     screening, rest = calls[:5], calls[5:]
     assert screening == [(c, 1, 3) for c in range(5)]
-    assert rest == [(1, 1, 7), (3, 1, 7)]  # the reference first, then the contender
-    assert runs == {0: 4, 1: 13, 2: 4, 3: 12, 4: 4}
+    assert rest == [(1, 1, 7), (0, 1, 7)]  # the reference first, then the contender
+    assert runs == {0: 12, 1: 13, 2: 4, 3: 4, 4: 4}
     entry = json.loads(next(cache_dir.rglob("*.json")).read_text())
     assert entry["measurement"]["adaptive"] is True
     assert entry["best"]["index"] == 1
     # dropped configs keep their screened figures; finished ones have all 10 runs
     times = {c["index"]: c["time_ms"] for c in entry["candidates"]}
-    assert times == {0: 3.0, 1: 1.0, 2: 2.0, 3: 1.01, 4: 5.0}
+    assert times == {0: 1.01, 1: 1.0, 2: 2.0, 3: 1.01, 4: 5.0}
     log = next(cache_dir.rglob("*.log")).read_text()
-    assert "config 0: dropped after 3 timed runs" in log and "config 3: dropped" not in log
+    assert "config 3: dropped after 3 timed runs" in log and "config 0: dropped" not in log
 
 
 def test_adaptive_picks_what_the_full_schedule_picks_on_a_near_tie():
