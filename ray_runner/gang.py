@@ -1,4 +1,9 @@
-"""A gang: a placement group of W device bundles, W actors on it, one torch.distributed group.
+"""A gang: a placement group of G device bundles, G actors on it, one torch.distributed group.
+
+The gang serves cases of every world size w <= G of the campaign: its ranks are cut into
+blocks of w consecutive ranks (``blocks``), each with a group of its own created when the gang
+forms, so a gang of 2 GPUs tunes two single-GPU cases side by side or one two-GPU case, with the
+same processes. Start-up (worker processes, imports, device contexts) is paid once per gang.
 
 :meth:`Gang.start` blocks (the scheduler runs it in a thread) and is bounded at every step: the
 placement group must be ready within ``placement_timeout_s`` (else an error naming the missing
@@ -74,11 +79,12 @@ def _missing_resource_message(opts: GangOptions, world_size: int, ray: Any) -> s
 
 
 class Gang:
-    """W actors that tune cases together (world size W)."""
+    """G actors that tune cases together: one case of size G or several smaller ones."""
 
-    def __init__(self, world_size: int, opts: GangOptions) -> None:
+    def __init__(self, world_size: int, opts: GangOptions, sizes: list[int] | None = None) -> None:
         self.id = next(_ids)
         self.world_size = world_size
+        self.sizes = sorted({s for s in (sizes or [world_size]) if s <= world_size})
         self.opts = opts
         self.pg: Any = None
         self.actors: list[Any] = []
@@ -141,21 +147,31 @@ class Gang:
         same_node = len({n["node_id"] for n in self.nodes}) == 1
         addr = "127.0.0.1" if same_node else self.nodes[0]["ip"]
         port = ray.get(self.actors[0].free_port.remote(addr), timeout=start_timeout)
-        ray.get([a.join.remote(addr, port, opts.rendezvous_timeout_s) for a in self.actors],
+        ray.get([a.join.remote(addr, port, opts.rendezvous_timeout_s, self.sizes) for a in self.actors],
                 timeout=start_timeout + opts.rendezvous_timeout_s)
         log.debug("gang %d (W=%d) formed its group at %s:%d on %s", self.id, W, addr, port, self.host)
 
     # ---------------------------------------------------------------- work (non-blocking)
 
-    def identify(self, function: str, builder: str, case: dict[str, Any]) -> list[Any]:
-        """Rank 0 computes where the case's entry lives (one ObjectRef)."""
-        return [self.actors[0].identify.remote(function, builder, case)]
+    def identify(self, ranks: tuple[int, ...], function: str, builder: str, case: dict[str, Any]) -> list[Any]:
+        """The block's ranks build the case's arguments and say where its entry lives."""
+        return [self.actors[r].identify.remote(function, builder, case, len(ranks)) for r in ranks]
 
-    def tune(self, function: str, builder: str, case: dict[str, Any], *,
+    def tune(self, ranks: tuple[int, ...], function: str, builder: str, case: dict[str, Any], *,
              known_failures: dict[int, str] | None = None, check_correctness: bool = True) -> list[Any]:
-        """Every rank tunes the case inside the gang's group (one ObjectRef per rank)."""
-        return [a.tune.remote(function, builder, case, known_failures=known_failures,
-                              check_correctness=check_correctness) for a in self.actors]
+        """The block's ranks tune the case in the block's group (one ObjectRef per rank)."""
+        return [self.actors[r].tune.remote(function, builder, case, len(ranks), known_failures=known_failures,
+                                           check_correctness=check_correctness) for r in ranks]
+
+    def kill_ranks(self, ranks: tuple[int, ...]) -> None:
+        """Kill some actors now (hung past the case's time limit); the rest finish their cases."""
+        ray = import_ray()
+        for r in ranks:
+            if r < len(self.actors):
+                try:
+                    ray.kill(self.actors[r], no_restart=True)
+                except Exception as exc:  # noqa: BLE001 - already dead
+                    log.debug("killing rank %d of gang %d: %s", r, self.id, exc)
 
     # ---------------------------------------------------------------- teardown
 

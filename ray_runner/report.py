@@ -92,6 +92,7 @@ def _case_row(run: Any) -> dict[str, Any]:
         "seconds": round(run.seconds, 3) if run.seconds is not None else None,
         "busy_seconds": round(run.busy_seconds, 3),
         "gang": run.gang,
+        "ranks": list(run.ranks),
         "host": run.host,
         "nodes": list(run.nodes),
     }
@@ -124,6 +125,7 @@ def build_report(result: CampaignResult) -> dict[str, Any]:
         "efficiency_definition": EFFICIENCY_DEFINITION,
         "gangs": {
             "started": result.stats.get("gangs_started", 0),
+            "sizes": result.stats.get("gang_sizes", []),
             "start_s": result.stats.get("gang_start_s", []),
             "max_devices_held": result.stats.get("max_devices_held", 0),
             "device_seconds_held": round(result.stats.get("device_seconds", 0.0), 3),

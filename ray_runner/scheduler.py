@@ -1,19 +1,25 @@
-"""Which case runs next, on which gang, and how many gangs of each world size to start (pure).
+"""Which case runs next, on which ranks of which gang, and which gangs to start (pure).
 
 No Ray here: :class:`CaseQueue` keeps the state of every case (pending, running, tuned, cached,
-failed; attempts and errors), and :func:`plan_gangs` decides which gangs to start given each
-node's free devices. :mod:`ray_runner.campaign` drives them with real gangs.
+failed; attempts and errors); :func:`assign` and :func:`plan_gangs` are the policy.
+:mod:`ray_runner.campaign` drives them with real gangs.
 
 Policy:
 
-- A free gang takes the next pending case of its world size (first in, first out); a gang with
-  nothing left of its size is torn down, which frees its devices for other sizes.
-- New gangs are started while devices are free, for the world size with the most remaining work
-  per device already held (remaining cases × W ÷ (devices held + W)), ties to the larger W; so
-  sizes share the cluster in proportion to their work and coexist when there is room.
-- A failed attempt (raised, timed out, actor died, gang did not start) puts the case back at the
-  front of its queue until it has had ``retries + 1`` attempts; then it is recorded as failed.
-  Configuration errors (an import path that does not resolve) are not retried.
+- Gangs are as large as the largest pending world size that fits a node, and serve every size up
+  to theirs: a gang of G ranks runs G/w cases of size w side by side (blocks of w consecutive
+  ranks). Devices never wait for new processes when the campaign moves from one size to another.
+- Larger cases first: a gang's free block takes a case of the largest pending size that fits the
+  gang, and smaller cases only take ranks once no case of a larger size waits for them. Big
+  cases first and small ones last also evens out the end of the campaign.
+- New gangs start while pending work (Σ world sizes of pending cases) exceeds the ranks of the
+  gangs that can serve it, and devices are free. A gang with nothing left that fits it is torn
+  down.
+- A failed attempt (raised, timed out, actor died) puts the case back at the front of its queue
+  until it has had ``retries + 1`` attempts; then it is recorded as failed. The gang it failed
+  on takes no more cases and is torn down once its other cases finish, so every retry runs on
+  other (fresh) processes. Configuration errors (an import path that does not resolve) are not
+  retried.
 """
 
 from __future__ import annotations
@@ -54,6 +60,8 @@ class CaseRun:
     host: str | None = None
     nodes: list[str] = dataclasses.field(default_factory=list)
     """Ray node ids of the ranks of the gang of the last attempt."""
+    ranks: tuple[int, ...] = ()
+    """Ranks of the gang (its block) the last attempt ran on."""
     started: float | None = None
 
     @property
@@ -137,6 +145,36 @@ class CaseQueue:
         return failed
 
 
+# ---------------------------------------------------------------------- assignment
+
+def blocks(world_size: int, size: int) -> list[tuple[int, ...]]:
+    """The blocks of ``size`` consecutive ranks of a gang of ``world_size``."""
+    return [tuple(range(start, start + size)) for start in range(0, world_size - size + 1, size)]
+
+
+def assign(world_size: int, busy: set[int], pending: Mapping[int, int]) -> list[tuple[int, tuple[int, ...]]]:
+    """(size, ranks) for each case a gang of ``world_size`` should start now.
+
+    Largest pending size first; a smaller size gets ranks only when no case of a larger size is
+    left waiting (a larger case waits for its block to come free rather than lose it to small
+    ones).
+    """
+    busy = set(busy)
+    left = dict(pending)
+    out: list[tuple[int, tuple[int, ...]]] = []
+    for size in sorted((s for s, n in left.items() if n > 0 and s <= world_size), reverse=True):
+        for block in blocks(world_size, size):
+            if left[size] == 0:
+                break
+            if busy.isdisjoint(block):
+                out.append((size, block))
+                busy.update(block)
+                left[size] -= 1
+        if left[size] > 0:
+            break  # the rest of the gang's free ranks wait for a block of this size
+    return out
+
+
 # ---------------------------------------------------------------------- placement planning
 
 def fits(free: Mapping[str, int], world_size: int, strict_pack: bool = True) -> str | None:
@@ -169,7 +207,7 @@ def place(free: dict[str, int], world_size: int, node: str | None, strict_pack: 
 
 def free_devices(capacity: Mapping[str, int], held: Sequence[tuple[str | None, int]],
                  strict_pack: bool = True) -> dict[str, int]:
-    """Devices left per node after the gangs in ``held`` ((node or None if not placed yet, W))."""
+    """Devices left per node after the gangs in ``held`` ((node or None if not placed yet, G))."""
     free = dict(capacity)
     placed = [(n, w) for n, w in held if n is not None]
     unplaced = sorted((w for n, w in held if n is None), reverse=True)
@@ -180,26 +218,36 @@ def free_devices(capacity: Mapping[str, int], held: Sequence[tuple[str | None, i
     return free
 
 
+def largest_fitting(free: Mapping[str, int], sizes: Iterable[int], strict_pack: bool = True) -> int | None:
+    fitting = [s for s in sizes if fits(free, s, strict_pack) is not None]
+    return max(fitting) if fitting else None
+
+
 def plan_gangs(capacity: Mapping[str, int], held: Sequence[tuple[str | None, int]],
-               pending: Mapping[int, int], strict_pack: bool = True) -> list[int]:
-    """World sizes of the gangs to start now (one entry per gang), given free devices."""
-    free = free_devices(capacity, held, strict_pack)
-    devices_held: dict[int, int] = collections.Counter()
-    for _, w in held:
-        devices_held[w] += w
-    demand = {w: n for w, n in pending.items() if n > 0}
+               pending: Mapping[int, int], strict_pack: bool = True,
+               occupied: Sequence[tuple[str | None, int]] = ()) -> list[int]:
+    """Sizes of the gangs to start now (one entry per gang).
+
+    ``held``: the live and starting gangs that take cases, as (node or None, size);
+    ``occupied``: gangs that hold devices but take no more cases (draining). A gang is started
+    while the pending work (Σ size over pending cases) exceeds the ranks of the gangs that can
+    serve some pending size, as large as the largest pending size that fits a node.
+    """
+    free = free_devices(capacity, [*held, *occupied], strict_pack)
+    sizes = [s for s, n in pending.items() if n > 0]
+    if not sizes:
+        return []
+    smallest = min(sizes)
+    supply = sum(w for _, w in held if w >= smallest)
+    demand = sum(s * n for s, n in pending.items() if n > 0)
     plan: list[int] = []
-    while demand:
-        candidates = [w for w in demand if fits(free, w, strict_pack) is not None]
-        if not candidates:
+    while demand > supply:
+        size = largest_fitting(free, sizes, strict_pack)
+        if size is None:
             break
-        w = max(candidates, key=lambda s: (demand[s] * s / (devices_held[s] + s), s))
-        place(free, w, fits(free, w, strict_pack), strict_pack)
-        plan.append(w)
-        devices_held[w] += w
-        demand[w] -= 1
-        if demand[w] == 0:
-            del demand[w]
+        place(free, size, fits(free, size, strict_pack), strict_pack)
+        plan.append(size)
+        supply += size
     return plan
 
 

@@ -144,7 +144,12 @@ def local_device_index(resource: str, visible_env: str | None) -> int:
 
 
 class CaseWorker:
-    """One device actor (wrapped with ``ray.remote`` by :mod:`ray_runner.gang`)."""
+    """One device actor of a gang (wrapped with ``ray.remote`` by :mod:`ray_runner.gang`).
+
+    A gang of G actors serves cases of any world size w <= G: its ranks are cut into blocks of
+    w consecutive ranks, each block with a process group of its own (created once, when the gang
+    forms), so the same processes tune cases of every size without restarting.
+    """
 
     def __init__(self, rank: int, world_size: int, resource: str) -> None:
         from triton_dist._backends import get_backend
@@ -154,7 +159,8 @@ class CaseWorker:
         self.backend = get_backend()  # TRITON_DIST_DEVICE is set in the actor's runtime_env
         self.local_index = local_device_index(resource, self.backend.visible_devices_env)
         self.backend.set_device(self.local_index)
-        self.group: Any = None
+        #: case world size -> (the group of this rank's block, this rank's rank in it)
+        self.groups: dict[int, tuple[Any, int]] = {}
         self._args_key: tuple | None = None
         self._args: tuple[tuple, dict[str, Any]] | None = None
 
@@ -163,44 +169,77 @@ class CaseWorker:
 
         ctx = ray.get_runtime_context()
         return {"node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
-                "host": socket.gethostname(), "pid": os.getpid(), "device": str(self.backend.device())}
+                "host": socket.gethostname(), "pid": os.getpid()}
 
     def free_port(self, host: str) -> int:
         with socket.socket() as s:
             s.bind((host, 0))
             return int(s.getsockname()[1])
 
-    def join(self, addr: str, port: int, timeout_s: float) -> None:
-        """Form the gang's torch.distributed group (blocks until every rank has joined)."""
-        from triton_dist.dist import init_distributed
+    def join(self, addr: str, port: int, timeout_s: float, sizes: list[int]) -> None:
+        """Form the gang's group and one group per block of each case size (blocks until every
+        rank has joined). Every rank creates every block's group, in the same order, as
+        ``torch.distributed.new_group`` requires."""
+        import datetime
 
-        self.group = init_distributed(self.rank, self.world_size, init_method=f"tcp://{addr}:{port}",
-                                      timeout_s=timeout_s, local_rank=self.local_index)
+        import torch.distributed as dist
 
-    def _context(self) -> CaseContext:
-        return CaseContext(self.rank, self.world_size, self.backend.device(), self.group)
+        from triton_dist.dist import init_distributed, set_world_group
 
-    def _case_args(self, builder: str, case: Mapping[str, Any]) -> tuple[tuple, dict[str, Any]]:
+        world = init_distributed(self.rank, self.world_size, init_method=f"tcp://{addr}:{port}",
+                                 timeout_s=timeout_s, local_rank=self.local_index)
+        # Cases name their group explicitly (autotune_pg); a case of size 1 must tune alone, not
+        # fall back to the registered world group.
+        set_world_group(None)
+        self.groups = {self.world_size: (world, self.rank)}
+        for size in sorted(s for s in set(sizes) if 1 < s < self.world_size):
+            for start in range(0, self.world_size - size + 1, size):
+                ranks = list(range(start, start + size))
+                group = dist.new_group(ranks, timeout=datetime.timedelta(seconds=timeout_s))
+                if self.rank in ranks:
+                    self.groups[size] = (group, self.rank - start)
+        # One collective on each of this rank's groups now: NCCL/HCCL communicators are created
+        # lazily, through the store that rank 0 hosts; creating them while every rank is alive
+        # keeps the other blocks working if a rank dies later, and proves every group works.
+        import torch
+
+        for size in sorted(self.groups):
+            group, _ = self.groups[size]
+            probe = torch.zeros(1, device=self.backend.device())
+            dist.all_reduce(probe, group=group)
+        self.backend.synchronize()
+
+    def _context(self, size: int) -> CaseContext:
+        if size == 1:
+            return CaseContext(0, 1, self.backend.device(), None)
+        group, rank = self.groups[size]
+        return CaseContext(rank, size, self.backend.device(), group)
+
+    def _case_args(self, builder: str, case: Mapping[str, Any], size: int) -> tuple[tuple, dict[str, Any]]:
         import json
 
-        key = (builder, json.dumps(case, sort_keys=True, default=str))
+        key = (builder, json.dumps(case, sort_keys=True, default=str), size)
         if self._args_key != key or self._args is None:
             self._args = None  # free the previous case's tensors before building new ones
-            self._args = build_args(builder, case, self._context())
+            self._args = build_args(builder, case, self._context(size))
             self._args_key = key
         return self._args
 
-    def identify(self, function: str, builder: str, case: Mapping[str, Any]) -> dict[str, Any]:
+    def identify(self, function: str, builder: str, case: Mapping[str, Any], size: int = 1) -> dict[str, Any]:
+        """Build the case's arguments (kept for :meth:`tune`) and say where its entry lives.
+
+        Every rank of the case's block runs it: a builder may use ``ctx.group``."""
         tuner = load_target(function)
-        args, kwargs = self._case_args(builder, case)
+        args, kwargs = self._case_args(builder, case, size)
         return identify_case(tuner, args, kwargs)
 
-    def tune(self, function: str, builder: str, case: Mapping[str, Any], *,
+    def tune(self, function: str, builder: str, case: Mapping[str, Any], size: int = 1, *,
              known_failures: Mapping[int, str] | None = None, check_correctness: bool = True) -> dict[str, Any]:
-        """Tune the case in the gang's group; ``known_failures`` are candidates an earlier attempt
+        """Tune the case in its block's group; ``known_failures`` are candidates an earlier attempt
         found to leave the device unusable (recorded as failed without running them)."""
         tuner = load_target(function)
-        args, kwargs = self._case_args(builder, case)
+        args, kwargs = self._case_args(builder, case, size)
+        group = self._context(size).group
         capture = _Capture()
         logger = logging.getLogger("triton_dist.tune")
         level, propagate = logger.level, logger.propagate
@@ -209,7 +248,7 @@ class CaseWorker:
         logger.propagate = False
         start = time.perf_counter()
         try:
-            entry = tuner.tune(*args, autotune_pg=self.group, force=True, write_cache=False,
+            entry = tuner.tune(*args, autotune_pg=group, force=True, write_cache=False,
                                check_correctness=check_correctness,
                                known_failures={int(k): v for k, v in (known_failures or {}).items()}, **kwargs)
         finally:

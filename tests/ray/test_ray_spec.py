@@ -113,16 +113,34 @@ def test_ray_missing_says_how_to_install(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------- scheduling policy
 
-def test_plan_shares_devices_by_work_and_coexists() -> None:
-    # 4 devices on one node; as much work of each size: both sizes get gangs at once
-    assert sorted(sch.plan_gangs({"a": 4}, [], {1: 4, 2: 2})) == [1, 1, 2]
-    # never more gangs than pending cases, never more devices than free
+def test_gangs_are_as_large_as_the_largest_pending_size_and_only_as_many_as_the_work() -> None:
+    # 4 devices on one node, cases of 1 and 2 ranks: two gangs of 2, each serving both sizes
+    assert sch.plan_gangs({"a": 4}, [], {1: 4, 2: 2}) == [2, 2]
+    # no more ranks than pending work; only single-rank work: gangs of one
     assert sch.plan_gangs({"a": 4}, [], {1: 1}) == [1]
-    assert sch.plan_gangs({"a": 4}, [("a", 2), (None, 1)], {1: 5, 2: 5}) == [1]
+    assert sch.plan_gangs({"a": 4}, [], {1: 3}) == [1, 1, 1]
+    # what is running or starting counts; draining gangs hold devices but serve nothing
+    assert sch.plan_gangs({"a": 4}, [("a", 2)], {1: 5, 2: 5}) == [2]
+    assert sch.plan_gangs({"a": 4}, [], {1: 5}, occupied=[("a", 3)]) == [1]
     # STRICT_PACK: a gang of 2 needs two free devices on one node
     assert sch.plan_gangs({"a": 1, "b": 1}, [], {2: 1}) == []
     assert sch.plan_gangs({"a": 1, "b": 1}, [], {2: 1}, strict_pack=False) == [2]
+    assert sch.plan_gangs({"a": 1, "b": 3}, [], {2: 1, 1: 4}) == [2, 1, 1]
     assert sch.largest_gang({"a": 2, "b": 3}) == 3
+
+
+def test_blocks_take_the_largest_size_first_and_never_starve_it() -> None:
+    assert sch.blocks(4, 2) == [(0, 1), (2, 3)] and sch.blocks(3, 2) == [(0, 1)]
+    # an idle gang of 2: the pair case first
+    assert sch.assign(2, set(), {1: 3, 2: 1}) == [(2, (0, 1))]
+    # no pair case left: both ranks take single cases
+    assert sch.assign(2, set(), {1: 3}) == [(1, (0,)), (1, (1,))]
+    # a pair case waits for its block; rank 1 does not take single cases meanwhile
+    assert sch.assign(2, {0}, {1: 3, 2: 1}) == []
+    # a gang of 4: one pair block busy, the other takes the next pair; then singles
+    assert sch.assign(4, {0, 1}, {2: 1, 1: 5}) == [(2, (2, 3))]
+    assert sch.assign(4, {0, 1}, {1: 5}) == [(1, (2,)), (1, (3,))]
+    assert sch.assign(1, set(), {2: 1}) == []
 
 
 def test_queue_retries_then_fails_and_goes_on() -> None:

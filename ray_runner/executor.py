@@ -1,0 +1,356 @@
+"""The driver loop of a campaign: gangs started in threads, cases dispatched to their blocks.
+
+One loop owns every gang. Gangs start in threads (placement and rendezvous block, bounded);
+cases run as ObjectRefs that the loop waits on with ``ray.wait``, so free ranks take the next
+case at once and a case past its time limit is noticed within a second. Each case goes: its
+block's ranks build the arguments and identify the entry → skipped if the driver's cache has it
+(unless ``force``) → the ranks tune in the block's group → the driver merges and writes the
+entry. The policy (which case, which gangs) is :mod:`ray_runner.scheduler`'s.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from triton_dist import _cache
+
+from . import scheduler as sch
+from ._ray import cluster_capacity, import_ray
+from .errors import CampaignError, CaseTimeoutError, describe_failure
+from .gang import Gang, GangOptions
+from .merge import merge_entries
+from .progress import Progress
+from .spec import Campaign
+
+__all__ = ["Executor"]
+
+#: how often the cluster's device count is read again (nodes may join or die)
+CAPACITY_REFRESH_S = 10.0
+
+
+@dataclasses.dataclass
+class _Work:
+    """One attempt of one case on some ranks (a block) of a gang."""
+
+    run: sch.CaseRun
+    ranks: tuple[int, ...]
+    dispatched: float
+    deadline: float
+    phase: str = "identify"  # identify | tune
+    refs: list[Any] = dataclasses.field(default_factory=list)
+    results: dict[int, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class _Live:
+    """A started gang and the cases running on it."""
+
+    gang: Gang
+    started: float
+    works: list[_Work] = dataclasses.field(default_factory=list)
+    draining: bool = False
+    """A case failed on it: it takes no more cases and is torn down when the others finish."""
+
+    @property
+    def busy(self) -> set[int]:
+        return {r for w in self.works for r in w.ranks}
+
+    @property
+    def node(self) -> str | None:
+        return self.gang.node_ids[0] if self.gang.nodes else None
+
+
+class Executor:
+    def __init__(self, campaign: Campaign, queue: sch.CaseQueue, opts: GangOptions, root: Path,
+                 force: bool, progress: Progress) -> None:
+        self.ray = import_ray()
+        self.campaign, self.queue, self.opts, self.root = campaign, queue, opts, root
+        self.force, self.progress = force, progress
+        self.strict = opts.strategy == "STRICT_PACK"
+        self.sizes = queue.world_sizes()
+        self.live: list[_Live] = []
+        self.starting: dict[concurrent.futures.Future, tuple[Gang, float]] = {}
+        self.start_failures = 0
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="gang-start")
+        self.capacity = cluster_capacity(opts.resource)
+        self._capacity_at = time.monotonic()
+        self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [],
+                                      "max_devices_held": 0, "gang_seconds": 0.0, "device_seconds": 0.0}
+        from triton_dist.settings import get_settings
+
+        self.version_check = get_settings().version_check
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> None:
+        try:
+            self._fail_infeasible()
+            while not self.queue.finished():
+                self._refresh_capacity()
+                self._assign()
+                self._retire_idle()
+                self._start_gangs()
+                self._poll()
+        finally:
+            self._shutdown()
+
+    def _refresh_capacity(self) -> None:
+        now = time.monotonic()
+        if now - self._capacity_at >= CAPACITY_REFRESH_S:
+            self.capacity = cluster_capacity(self.opts.resource)
+            self._capacity_at = now
+            self._fail_infeasible()
+
+    def _fail_pending(self, sizes: list[int], message: str) -> None:
+        for w in sizes:
+            for run in self.queue.fail_size(w, message):
+                self.progress.finished_case("failed", "%s: failed: %s", run.spec.label(), message)
+
+    def _fail_infeasible(self) -> None:
+        biggest = sch.largest_gang(self.capacity, self.strict)
+        too_big = [w for w in self.queue.pending_by_size() if w > biggest]
+        if too_big:
+            where = "one node" if self.strict else "the cluster"
+            self._fail_pending(too_big, (
+                f"world_size {max(too_big)} needs that many {self.opts.resource} on {where} ({self.opts.strategy}), "
+                f"but the most the cluster has is {biggest} (per node: "
+                f"{sorted(self.capacity.values(), reverse=True) or 'none'}). Add such nodes, or lower world_size."))
+
+    def _assign(self) -> None:
+        for live in self.live:
+            if live.draining:
+                continue
+            for size, ranks in sch.assign(live.gang.world_size, live.busy, self.queue.pending_by_size()):
+                run = self.queue.take(size)
+                if run is not None:
+                    self._dispatch(live, run, ranks)
+
+    def _retire_idle(self) -> None:
+        pending = self.queue.pending_by_size()
+        for live in list(self.live):
+            if not live.works and (live.draining or not any(s <= live.gang.world_size for s in pending)):
+                self._retire(live)
+
+    def _start_gangs(self) -> None:
+        held = [(lv.node, lv.gang.world_size) for lv in self.live if not lv.draining]
+        held += [(None, gang.world_size) for gang, _ in self.starting.values()]
+        draining = [(lv.node, lv.gang.world_size) for lv in self.live if lv.draining]
+        plan = sch.plan_gangs(self.capacity, held, self.queue.pending_by_size(), self.strict, occupied=draining)
+        for size in plan:
+            gang = Gang(size, self.opts, self.sizes)
+            self.starting[self.pool.submit(gang.start)] = (gang, time.monotonic())
+            self.stats["gangs_started"] += 1
+            self.stats["gang_sizes"].append(size)
+        in_use = sum(lv.gang.world_size for lv in self.live) + sum(g.world_size for g, _ in self.starting.values())
+        self.stats["max_devices_held"] = max(self.stats["max_devices_held"], in_use)
+        if not self.live and not self.starting and not self.queue.finished():
+            # nothing runs and nothing can start: what is pending cannot be placed
+            self._fail_pending(list(self.queue.pending_by_size()), (
+                f"no gang for these cases can be placed on the cluster's {self.opts.resource} "
+                f"(free per node: {self.capacity})"))
+
+    def _poll(self) -> None:
+        now = time.monotonic()
+        works = [(live, w) for live in self.live for w in live.works]
+        refs = [ref for _, w in works for i, ref in enumerate(w.refs) if i not in w.results]
+        deadline = min([w.deadline for _, w in works] + [now + 1.0])
+        timeout = max(0.0, min(deadline - now, 0.2 if self.starting else 1.0))
+        if refs:
+            ready, _ = self.ray.wait(refs, num_returns=1, timeout=timeout)
+            if ready:
+                ready, _ = self.ray.wait(refs, num_returns=len(refs), timeout=0)
+            ready_set = set(ready)
+            for live, work in works:
+                if work in live.works:
+                    self._collect(live, work, ready_set)
+        elif self.starting:
+            concurrent.futures.wait(list(self.starting), timeout=timeout,
+                                    return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in [f for f in self.starting if f.done()]:
+            self._started(future)
+        now = time.monotonic()
+        for live in list(self.live):
+            for work in list(live.works):
+                if now > work.deadline:
+                    self._work_failed(live, work, CaseTimeoutError(
+                        f"timed out after case_timeout_s={self.campaign.case_timeout_s:g}s on gang "
+                        f"{live.gang.id} ranks {list(work.ranks)} ({live.gang.host}); those actors were killed"))
+
+    # ------------------------------------------------------------------ transitions
+
+    def _started(self, future: concurrent.futures.Future) -> None:
+        gang, t0 = self.starting.pop(future)
+        exc = future.exception()
+        if exc is not None:
+            self.start_failures += 1
+            text, retry = describe_failure(exc)
+            self.progress.retried("gang of %d did not start (%d in a row): %s", gang.world_size,
+                                  self.start_failures, text)
+            serving = max([lv.gang.world_size for lv in self.live if not lv.draining], default=0)
+            if not retry or self.start_failures > self.campaign.retries:
+                self._fail_pending([w for w in self.queue.pending_by_size() if w > serving],
+                                   f"no gang could be started: {text}")
+            return
+        self.start_failures = 0
+        now = time.monotonic()
+        self.stats["gang_start_s"].append(round(now - t0, 3))
+        self.live.append(_Live(gang, now))
+        self.progress.event("gang %d (%d ranks) ready on %s in %.1fs", gang.id, gang.world_size, gang.host, now - t0)
+
+    def _dispatch(self, live: _Live, run: sch.CaseRun, ranks: tuple[int, ...]) -> None:
+        now = time.monotonic()
+        work = _Work(run, ranks, now, now + self.campaign.case_timeout_s)
+        run.gang, run.host = live.gang.id, live.gang.host
+        run.nodes = [live.gang.node_ids[r] for r in ranks]
+        run.ranks = ranks
+        spec = run.spec
+        if self.force:
+            work.phase, work.refs = "tune", self._tune_refs(live, work)
+        else:
+            work.refs = live.gang.identify(ranks, spec.target.function, spec.target.args, spec.case)
+        live.works.append(work)
+
+    def _tune_refs(self, live: _Live, work: _Work) -> list[Any]:
+        spec = work.run.spec
+        return live.gang.tune(work.ranks, spec.target.function, spec.target.args, spec.case,
+                              known_failures=dict(work.run.known_failures),
+                              check_correctness=self.campaign.check_correctness)
+
+    def _collect(self, live: _Live, work: _Work, ready: set[Any]) -> None:
+        for i, ref in enumerate(work.refs):
+            if i in work.results or ref not in ready:
+                continue
+            try:
+                work.results[i] = self.ray.get(ref, timeout=0)
+            except Exception as exc:  # noqa: BLE001 - any failure of a rank fails the attempt
+                self._work_failed(live, work, self._root_cause(work, exc))
+                return
+        if len(work.results) == len(work.refs):
+            try:
+                self._phase_done(live, work)
+            except Exception as exc:  # noqa: BLE001 - disagreeing ranks, unwritable cache, ...
+                self._work_failed(live, work, exc)
+
+    def _phase_done(self, live: _Live, work: _Work) -> None:
+        run, spec = work.run, work.run.spec
+        if work.phase == "identify":
+            identities = [work.results[i] for i in range(len(work.refs))]
+            if len({(x["id"], x["key"]) for x in identities}) > 1:
+                raise CampaignError(
+                    f"args: the ranks of {spec.label()} built arguments with different keys "
+                    f"({sorted({x['key'] for x in identities})}); key_fn must give every rank the same key")
+            run.identity = identities[0]
+            cached = self._cached(run.identity)
+            if cached is not None:
+                entry, path = cached
+                live.works.remove(work)
+                self.queue.succeed(run, sch.CACHED, entry=entry, path=str(path))
+                self.progress.finished_case("cached", "%s: already in the cache (%s)", spec.label(), path)
+                return
+            work.phase, work.results = "tune", {}
+            work.refs = self._tune_refs(live, work)
+            return
+        outs = [work.results[i] for i in range(len(work.refs))]
+        entry = merge_entries([o["entry"] for o in outs], spec.world_size)
+        path = _cache.write_entry(self.root, entry)
+        lines = [line for o in outs for line in o.get("log", [])]
+        if lines:
+            with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        seconds = time.monotonic() - work.dispatched
+        live.works.remove(work)
+        self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
+        best = entry["best"]
+        self.progress.finished_case("tuned", "%s: best config %d (%.4f ms; default %s) in %.1fs on gang %d ranks %s",
+                                    spec.label(), best["index"], best["time_ms"],
+                                    "failed" if entry.get("default_time_ms") is None
+                                    else f"{entry['default_time_ms']:.4f} ms", seconds, live.gang.id,
+                                    list(work.ranks))
+
+    def _cached(self, ident: dict[str, Any]) -> tuple[dict[str, Any], Path] | None:
+        """The driver's cache entry for this case if it would be a hit (as ``_tuning._lookup``)."""
+        path = _cache.entry_path(self.root, ident["function"], ident["id"])
+        if not path.exists():
+            return None
+        entry = _cache.read_entry(path, self.root)
+        if entry is None or entry["key"] != ident["key"] or entry["source_hash"] != ident["source_hash"]:
+            return None
+        if entry["best"]["config"] not in ident["space"]:
+            return None
+        if self.version_check:
+            old = entry.get("versions", {})
+            if any(old.get(k) != v for k, v in ident["versions"].items() if k != "python"):
+                return None
+        return entry, path
+
+    def _root_cause(self, work: _Work, exc: BaseException) -> BaseException:
+        """The error that explains a failed attempt, looking at every rank of its block.
+
+        When one rank dies or raises, the others fail a moment later with a ``RankFailureError``
+        (the core tells them), and they may report first: wait briefly for every rank and prefer
+        a candidate that left its device unusable (``DeviceStateError``: remembered, so that the
+        retry records it as failed without running it, issue 7 R4), then a dead actor or the
+        rank's own error, over the peers' "another rank failed".
+        """
+        errors = [exc]
+        others = [ref for i, ref in enumerate(work.refs) if i not in work.results]
+        if len(work.refs) > 1 and others:
+            ready, _ = self.ray.wait(others, num_returns=len(others), timeout=5.0)
+            for ref in ready:
+                try:
+                    self.ray.get(ref, timeout=0)
+                except Exception as other:  # noqa: BLE001 - only inspected
+                    errors.append(other)
+        causes = [(getattr(e, "cause", None) or e, e) for e in errors]
+        for cause, error in causes:
+            details = getattr(cause, "details", None) or {}
+            if type(cause).__name__ == "DeviceStateError" and isinstance(details.get("index"), int):
+                work.run.known_failures[details["index"]] = str(details.get("reason") or cause)
+                return error
+        for cause, error in causes:
+            if type(cause).__name__ != "RankFailureError":
+                return error
+        return exc
+
+    def _work_failed(self, live: _Live, work: _Work, exc: BaseException) -> None:
+        """A failed attempt: its ranks are killed at once (dead, hung or in an unknown state);
+        the gang takes no more cases and goes once its other cases are done; the case is
+        retried elsewhere, on other processes."""
+        if work in live.works:
+            live.works.remove(work)
+        live.draining = True
+        live.gang.kill_ranks(work.ranks)
+        text, retry = describe_failure(exc)
+        seconds = time.monotonic() - work.dispatched
+        run = work.run
+        if self.queue.fail(run, text, retry=retry, seconds=seconds):
+            self.progress.retried("%s: attempt %d failed, retrying on other processes: %s",
+                                  run.spec.label(), run.attempts, text)
+        else:
+            self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
+                                        run.spec.label(), run.attempts, text)
+        if not live.works:
+            self._retire(live)
+
+    def _retire(self, live: _Live) -> None:
+        if live in self.live:
+            self.live.remove(live)
+            alive = time.monotonic() - live.started
+            self.stats["gang_seconds"] += alive
+            self.stats["device_seconds"] += alive * live.gang.world_size
+        live.gang.kill()
+
+    def _shutdown(self) -> None:
+        for live in list(self.live):
+            for work in live.works:
+                if work.run.status == sch.RUNNING:
+                    self.queue.fail(work.run, "campaign stopped before the case finished", retry=False)
+            self._retire(live)
+        for gang, _ in list(self.starting.values()):
+            gang.kill()
+        self.starting.clear()
+        self.pool.shutdown(wait=False, cancel_futures=True)
