@@ -1,0 +1,122 @@
+"""R6 (the parts tests/ray does not cover) and R4 in a campaign, on a real local Ray:
+
+- the driver killed with SIGKILL mid-campaign, then the campaign run again: it completes, no case
+  is lost, no case completed before the kill is tuned again (its entry file is untouched);
+- a candidate that leaves its device unusable ends the attempt with DeviceStateError; the retry
+  on a fresh actor records it as failed without running it, and the case is tuned.
+
+(Actors that die mid-case and gangs that hang past the case limit: tests/ray/test_ray_campaign.py.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parents[2]
+TARGETS = "tests.reliability.ray_fault_targets"
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@pytest.fixture(scope="module")
+def ray_address() -> Iterator[str]:
+    ray = pytest.importorskip("ray")
+    cwd = os.getcwd()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in RAY_ENV.items():
+            mp.setenv(name, value)
+        os.chdir(REPO)  # the actors import the targets from the driver's working directory
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, namespace="reliability-tests", log_to_driver=False)
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+            os.chdir(cwd)
+
+
+def write_campaign(tmp_path: Path, name: str, function: str, cases: list[dict], retries: int = 1) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({
+        "name": name, "device": "cpu", "retries": retries, "case_timeout_s": 120,
+        "placement_timeout_s": 60, "report_dir": str(tmp_path / "reports"),
+        "targets": [{"function": f"{TARGETS}:{function}", "args": f"{TARGETS}:make_args",
+                     "world_size": 1, "cases": cases}]}))
+    return path
+
+
+def driver(campaign: Path, address: str, cache: Path, **popen) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "ray_runner", "run", str(campaign), "--address", address,
+                             "--cache-dir", str(cache), "--no-progress"], cwd=REPO,
+                            env={**os.environ, **RAY_ENV}, **popen)
+
+
+def entries(cache: Path, function: str) -> dict[str, str]:
+    """entry file name -> content hash"""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (cache / function).glob("*.json")}
+
+
+def report_rows(tmp_path: Path, name: str) -> dict[int, dict]:
+    report = json.loads((tmp_path / "reports" / f"{name}.json").read_text())
+    return {row["case"]["n"]: row for row in report["cases"]}
+
+
+def test_driver_killed_mid_campaign_then_rerun_loses_nothing_and_redoes_nothing(ray_address, tmp_path):
+    cache = tmp_path / "cache"
+    cases = [{"n": n} for n in range(1, 9)]
+    campaign = write_campaign(tmp_path, "killed", "slow_host", cases)
+    first = driver(campaign, ray_address, cache, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not entries(cache, "slow_host") and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+    before = entries(cache, "slow_host")
+    assert 1 <= len(before) < len(cases), "the kill did not land mid-campaign"
+
+    again = driver(campaign, ray_address, cache, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = again.communicate(timeout=240)
+    assert again.returncode == 0, err[-3000:]
+    after = entries(cache, "slow_host")
+    assert len(after) == len(cases)  # no case lost
+    assert {name: after[name] for name in before} == before  # finished ones untouched
+    assert not (cache / "slow_host" / "history").exists()  # and not re-written
+    rows = report_rows(tmp_path, "killed")
+    assert sorted(row["status"] for row in rows.values()) == sorted(
+        ["cached"] * len(before) + ["tuned"] * (len(cases) - len(before)))
+
+    # a fresh process hits every case in strict cache-only mode (a miss would raise)
+    check = ("from tests.reliability.ray_fault_targets import slow_host\n"
+             f"print([slow_host(n) for n in range(1, {len(cases) + 1})])")
+    done = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache),
+                               "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict"})
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_candidate_that_poisons_its_actor_is_marked_failed_on_a_fresh_one(ray_address, tmp_path):
+    cache = tmp_path / "cache"
+    campaign = write_campaign(tmp_path, "poison", "poisoning_host", [{"n": 7}])
+    run = driver(campaign, ray_address, cache, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = run.communicate(timeout=240)
+    assert run.returncode == 0, err[-3000:]
+    row = report_rows(tmp_path, "poison")[7]
+    assert row["status"] == "tuned" and row["attempts"] == 2
+    assert "DeviceStateError" in row["errors"][0]
+    assert "illegal memory access" in row["known_failures"]["1"]
+    (path,) = (cache / "poisoning_host").glob("*.json")
+    entry = json.loads(path.read_text())
+    assert entry["candidates"][1]["time_ms"] is None
+    assert "illegal memory access" in entry["candidates"][1]["error"]
+    assert entry["best"]["index"] in (0, 2)
