@@ -189,7 +189,10 @@ def utc_now() -> str:
 def _lock_for(path: Path) -> FileLock:
     lock_dir = path.parent / ".locks"
     ensure_private_dir(lock_dir, path.parent)  # a .locks symlink must not take lock files elsewhere
-    return FileLock(str(lock_dir / (path.stem + ".lock")), timeout=LOCK_TIMEOUT_S)
+    lock_path = lock_dir / (path.stem + ".lock")
+    if lock_path.is_symlink():  # never ours; filelock < 4 opens it with O_TRUNC, following links
+        lock_path.unlink()
+    return FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
 
 
 @contextlib.contextmanager

@@ -162,6 +162,16 @@ def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
             yield from _tensors_in(v, depth + 1)
 
 
+def _unchanged(t: Any, snapshot: Any) -> bool:
+    import torch
+
+    if torch.equal(t, snapshot):
+        return True
+    # NaN != NaN: a float tensor holding NaN is unchanged when it matches NaN for NaN
+    return (t.is_floating_point() or t.is_complex()) and bool(
+        ((t == snapshot) | (t.isnan() & snapshot.isnan())).all())
+
+
 class RunGuard:
     """Per-tuning wrapper of candidate runs (see the module docstring). Use as a context manager:
     leaving it restores every mutated argument once more."""
@@ -234,11 +244,9 @@ class RunGuard:
                 self._versions[pos] = t._version
 
     def _after_first(self, index: int, result: Any) -> None:
-        import torch
-
         for pos, t in enumerate(self._tensors):
             if pos not in self.mutated and (t._version != self._versions[pos]
-                                            or not torch.equal(t, self._snapshots[pos])):
+                                            or not _unchanged(t, self._snapshots[pos])):
                 self.mutated.add(pos)
                 log.debug("%s: candidate %d mutates tensor argument %d; it is restored before "
                           "every later run", self.name, index, pos)

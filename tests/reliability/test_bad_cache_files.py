@@ -151,7 +151,7 @@ def test_entry_symlinked_outside_the_root_is_not_read_and_not_written_through(tu
     assert not (tmp_path / "nowhere.json").exists()
 
 
-@pytest.mark.parametrize("link", ["function-dir", "history", "locks", "log"])
+@pytest.mark.parametrize("link", ["function-dir", "history", "locks", "lock-file", "log"])
 def test_no_write_follows_a_symlink_out_of_the_root(cache_dir, tmp_path, link):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -166,6 +166,11 @@ def test_no_write_follows_a_symlink_out_of_the_root(cache_dir, tmp_path, link):
         (entry,) = fn_dir.glob("*.json")
         if link == "history":
             (fn_dir / "history").symlink_to(outside, target_is_directory=True)
+        elif link == "lock-file":
+            (outside / "victim.lock").write_text("precious\n")
+            (lock,) = (fn_dir / ".locks").iterdir()
+            lock.unlink()
+            lock.symlink_to(outside / "victim.lock")
         elif link == "locks":
             for lock in (fn_dir / ".locks").iterdir():
                 lock.unlink()
@@ -179,16 +184,17 @@ def test_no_write_follows_a_symlink_out_of_the_root(cache_dir, tmp_path, link):
     with pytest.MonkeyPatch.context() as mp:
         for k, v in env.items():
             mp.setenv(k, v)
-        if link == "log":
-            value = fn(3)  # the log is skipped (logged), the entry is still written
+        if link in ("log", "lock-file"):
+            value = fn(3)  # the link is not followed (log skipped, lock link replaced): entry written
         else:
             with pytest.warns(TritonDistWarning, match="nothing was saved"):
                 value = fn(3)
     assert value == 30 + fn.best_config(3)["block"]
     leftovers = sorted(p.name for p in outside.iterdir())
-    assert leftovers == (["victim.log"] if link == "log" else [])
-    if link == "log":
-        assert (outside / "victim.log").read_text() == "precious\n"
+    victims = {"log": "victim.log", "lock-file": "victim.lock"}
+    assert leftovers == ([victims[link]] if link in victims else [])
+    if link in victims:
+        assert (outside / victims[link]).read_text() == "precious\n"
 
 
 def test_directories_the_cache_creates_are_private(tmp_path, monkeypatch):

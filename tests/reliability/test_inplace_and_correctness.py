@@ -212,3 +212,20 @@ def test_campaign_override_turns_the_check_on_for_one_decision():
     assert "wrong result" in entry["candidates"][1]["error"]
     entry = plain.tune(write_cache=False)
     assert entry["candidates"][1]["error"] is None
+
+
+def test_read_only_arguments_holding_nan_are_not_taken_for_mutated(monkeypatch):
+    copies = Counter()
+    real_copy = torch.Tensor.copy_
+
+    def counting_copy(self, *args, **kwargs):
+        copies["n"] += 1
+        return real_copy(self, *args, **kwargs)
+
+    @autotune([{"k": 1}, {"k": 2}], lambda x: tuple(x.shape), n_warmup=1, n_repeat=2)
+    def nan_sum(x, k):
+        return torch.nansum(x) * k
+
+    monkeypatch.setattr(torch.Tensor, "copy_", counting_copy)
+    nan_sum(torch.tensor([1.0, float("nan"), 2.0]))
+    assert copies["n"] == 0
