@@ -18,6 +18,7 @@ import importlib
 import logging
 import os
 import socket
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -47,7 +48,17 @@ def load_attr(path: str, what: str) -> Any:
     """Import ``module:attr`` (dotted attributes allowed); a CampaignError naming ``what`` if not."""
     module_name, _, attr = path.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # Campaign paths are relative to the working directory, as for `python -m` and for
+            # Ray's workers (which get the driver's directory); a script run as `python x.py`
+            # lacks it, so look there last before giving up.
+            cwd = os.getcwd()
+            if exc.name != module_name.split(".")[0] or cwd in sys.path or "" in sys.path:
+                raise
+            sys.path.append(cwd)
+            obj = importlib.import_module(module_name)
     except ImportError as exc:
         raise CampaignError(
             f"{what}: cannot import module {module_name!r} ({type(exc).__name__}: {exc}). The module must "

@@ -147,10 +147,12 @@ def test_gangs_of_one_and_two_write_entries_that_fresh_processes_hit(ray_address
     pre = cli("preflight", str(path), "--address", ray_address, "--cache-dir", str(cache))
     assert pre.returncode == 0 and "8/8 (case, rank) pairs hit" in pre.stdout, pre.stdout + pre.stderr
 
-    # --force re-tunes what is cached; the old entry is kept as history
+    # --force re-tunes what is cached; the old entry is kept as history. --seed shared: the
+    # shared directory is --cache-dir itself, written by the driver
     forced = run_campaign(campaign([target(HOST, 1, [{"n": 1}])], tmp_path),
-                          RunOptions(cache_dir=str(cache), force=True, progress=False))
+                          RunOptions(cache_dir=str(cache), force=True, seed="shared", progress=False))
     assert [r.status for r in forced.runs] == ["tuned"] and len(list(cache.rglob("history/*.json"))) == 1
+    assert forced.seeded == [{"root": str(cache), "written": 1, "unchanged": 0, "errors": []}]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:

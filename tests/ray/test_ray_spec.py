@@ -196,3 +196,16 @@ def test_config_text_reads_triton_configs() -> None:
     assert config_text(encoded) == "BLOCK=256, num_warps=4, num_stages=3"
     assert config_text({"a": 1, "b": {"tuple": [1, 2]}, "c": {"float": "inf"}}) == "a=1, b=(1, 2), c=inf"
     assert math.isfinite(json.loads(json.dumps(1.0)))
+
+
+def test_seed_shared_needs_the_shared_directory(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", str(REPO / "examples/campaigns/cpu.yaml"), "--seed", "shared"]) == 3
+    err = capsys.readouterr().err
+    assert "--seed shared" in err and "--cache-dir DIR" in err
+
+
+def test_unwritable_cache_dir_fails_before_anything_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    assert main(["run", str(REPO / "examples/campaigns/cpu.yaml"), "--cache-dir", str(blocker / "cache")]) == 3
+    assert "is not writable" in capsys.readouterr().err
