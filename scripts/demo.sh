@@ -11,7 +11,7 @@ echo "== 1. pre-tuning campaign on embedded Ray (cache: $TRITON_DIST_AUTOTUNE_DI
 echo "== 2. what the campaign cached"
 .venv/bin/python -m triton_dist.cache ls
 echo "== 3. inline demo: the training-side call hits the seeded cache (strict cache-only)"
-TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict .venv/bin/python examples/demo_inline.py
+TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict .venv/bin/python -m examples.demo_inline
 echo "== 4. inline tuning from scratch (function-level and contextual)"
 .venv/bin/python examples/scale.py
 .venv/bin/python examples/contextual_scale.py
