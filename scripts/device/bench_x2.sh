@@ -37,6 +37,6 @@ rc=0
 python3 benchmarks/run_all.py --out "$OUT" --only p4 --timeout 480 || rc=1
 mkdir -p "$OUT/p4_cpu"
 TRITON_DIST_DEVICE=cpu TRITON_INTERPRET=1 python3 benchmarks/run_all.py --out "$OUT/p4_cpu" --only p4 \
-  --timeout 300 -- --actors 4 --cases 32 || rc=1
+  --timeout 300 -- --actors 4 || rc=1
 echo "bench_x2.sh exit status: $rc"
 exit "$rc"
