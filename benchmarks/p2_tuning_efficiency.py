@@ -2,7 +2,8 @@
 
 For each workload size, ``AutoTuner.tune(force=True, write_cache=False)`` (prune, measure every
 config with 5 warm-up + 10 timed runs, pick) and the whole miss path (the same plus writing the
-cache entry and the tuning log: an fsync) are timed ``--repeats`` times each after a first,
+cache entry and the tuning log: an fsync), and the first without the in-place guard
+(``restore_inplace=False``), are timed ``--repeats`` times each after a first,
 untimed tuning (which compiles the kernels); the median wall time is divided by the ideal: sum
 over the kept configs of (5 + 10) x the config's oracle time.
 On a GPU, plain ``triton.autotune`` tuning the same kernel and configs for a new key is timed too
@@ -72,17 +73,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for workload in workloads:
         host, counts = workload.counted()
         tuner = autotune(workload.space, workload.key_fn, workload.prune_fn)(host)
+        # the same without the in-place guard (snapshots and first-run comparisons of the
+        # tensor arguments, issue 7): what that safety costs the tuning wall
+        bare = autotune(workload.space, workload.key_fn, workload.prune_fn, restore_inplace=False)(host)
         for size in workload.sizes:
             call_args = workload.make_args(size)
             tuner.tune(*call_args, force=True)  # compiles; not timed
             oracle = workload.oracle_ms(size, call_args)
-            walls: dict[str, list[float]] = {"tune": [], "miss": []}
+            walls: dict[str, list[float]] = {"tune": [], "miss": [], "no_guard": []}
             for _ in range(repeats):
-                for what, write in (("tune", False), ("miss", True)):
+                for what, write, which in (("tune", False, tuner), ("miss", True, tuner), ("no_guard", False, bare)):
                     counts.clear()
                     backend.synchronize()
                     start = time.perf_counter()
-                    tuner.tune(*call_args, force=True, write_cache=write)
+                    which.tune(*call_args, force=True, write_cache=write)
                     backend.synchronize()
                     walls[what].append(time.perf_counter() - start)
             runs_per_config = max(counts.values())
@@ -90,12 +94,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             ideal_s = sum(oracle[i] for i in kept if math.isfinite(oracle[i])) * runs_per_config / 1e3
             wall = statistics.median(walls["tune"])
             miss_wall = statistics.median(walls["miss"])
+            bare_wall = statistics.median(walls["no_guard"])
             kernel_ms = statistics.median(oracle[i] for i in kept)
             at_wall = triton_autotune_wall(workload, size, call_args, backend) if backend.kind == "cuda" else None
             row = {"workload": workload.name, "size": size, "configs": len(kept),
                    "runs_per_config": runs_per_config, "kernel_ms_median": kernel_ms,
                    "ideal_s": ideal_s, "wall_s": wall, "walls_s": walls, "ratio": wall / ideal_s,
                    "miss_wall_s": miss_wall, "miss_ratio": miss_wall / ideal_s,
+                   "no_guard_wall_s": bare_wall, "no_guard_ratio": bare_wall / ideal_s,
                    "triton_autotune_wall_s": at_wall,
                    "triton_autotune_ratio": at_wall / ideal_s if at_wall else None}
             rows.append(row)
@@ -113,9 +119,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     }
     print("\n" + common.md_table(
         ["workload", "size", "kernel us (median)", "configs", "ideal ms", "wall ms", "wall / ideal",
-         "with cache write / ideal", "triton.autotune / ideal"],
+         "with cache write / ideal", "restore_inplace=False / ideal", "triton.autotune / ideal"],
         [[r["workload"], r["size"], r["kernel_ms_median"] * 1e3, r["configs"], r["ideal_s"] * 1e3,
-          r["wall_s"] * 1e3, r["ratio"], r["miss_ratio"], r["triton_autotune_ratio"] or "-"] for r in rows]))
+          r["wall_s"] * 1e3, r["ratio"], r["miss_ratio"], r["no_guard_ratio"], r["triton_autotune_ratio"] or "-"]
+         for r in rows]))
     common.write_result("p2_tuning_efficiency", args, {"repeats": repeats, "long_kernel_ms": LONG_KERNEL_MS},
                         rows, summary, backend)
     return summary
