@@ -9,11 +9,14 @@ the warm-up and queues the timed runs behind a short ``torch.cuda._sleep``. ``fl
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
 from .base import Backend
+
+log = logging.getLogger(__name__)
 
 #: how long the host waits to see whether the GPU has caught up with the warm-up runs
 IDLE_PROBE_S = 30e-6
@@ -63,6 +66,7 @@ class CudaBackend(Backend):
         """zero a buffer larger than L2 before every timed run (cold-cache timings; opt-in)"""
         self._events: dict[int, list[Any]] = {}  # per device: reusable timing events
         self._cycles_per_ms: float | None = None
+        self._keep_ahead_ok = True
         self._flush_buffer: Any = None
 
     def _event_pairs(self, n: int) -> tuple[list[Any], list[Any]]:
@@ -105,7 +109,12 @@ class CudaBackend(Backend):
             start = clock()
             fn()
             host_s.append(clock() - start)
-        self._keep_ahead(host_s[1:], n_repeat)
+        if self._keep_ahead_ok:
+            try:
+                self._keep_ahead(host_s[1:], n_repeat)
+            except (AttributeError, TypeError) as exc:  # a torch without the private API we use
+                self._keep_ahead_ok = False
+                log.warning("timing CUDA runs without the keep-ahead sleep: %s", exc)
         return self.time_runs(fn, n_repeat)
 
     def _keep_ahead(self, host_s: list[float], n: int) -> None:
