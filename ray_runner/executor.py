@@ -188,8 +188,8 @@ class Executor:
         if exc is not None:
             self.start_failures += 1
             text, retry = describe_failure(exc)
-            self.progress.retried("gang of %d did not start (%d in a row): %s", gang.world_size,
-                                  self.start_failures, text)
+            self.progress.warn("a gang of %d did not start (%d in a row): %s", gang.world_size,
+                               self.start_failures, text)
             serving = max([lv.gang.world_size for lv in self.live if not lv.draining], default=0)
             if not retry or self.start_failures > self.campaign.retries:
                 self._fail_pending([w for w in self.queue.pending_by_size() if w > serving],

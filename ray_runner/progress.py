@@ -51,6 +51,9 @@ class Progress:
         self._refresh()
         log.warning("[%s] " + message, self.name, *args)
 
+    def warn(self, message: str, *args: object) -> None:
+        log.warning("[%s] " + message, self.name, *args)
+
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()

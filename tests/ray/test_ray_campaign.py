@@ -193,3 +193,28 @@ def test_faults_are_retried_on_fresh_gangs_and_the_campaign_goes_on(ray_address:
     verify_hits(cache, 2, [(*HOST, {"n": 5})])
 
 
+
+
+def test_missing_devices_fail_fast_with_an_actionable_message(ray_address: str, tmp_path: Path) -> None:
+    import ray
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    # no node has the resource at all: failed at once, saying what the cluster has
+    result = run_campaign(campaign([target(HOST, 1, [{"n": 1}])], tmp_path, ray_resource="NPU_SLOT"),
+                          RunOptions(cache_dir=str(tmp_path / "cache"), progress=False))
+    assert [r.status for r in result.runs] == ["failed"]
+    assert "needs that many NPU_SLOT on one node" in result.runs[0].errors[0]
+
+    # the devices exist but stay busy (another job holds 3 of the 4): the gang's placement wait
+    # is bounded by placement_timeout_s, and the error names the resource and what is free
+    hog = placement_group([{"CPU": 1}] * 3, strategy="STRICT_PACK")
+    ray.get(hog.ready(), timeout=60)
+    try:
+        result = run_campaign(campaign([target(HOST, 2, [{"n": 2}])], tmp_path, retries=1, placement_timeout_s=2),
+                              RunOptions(cache_dir=str(tmp_path / "cache"), progress=False))
+    finally:
+        remove_placement_group(hog)
+    assert [r.status for r in result.runs] == ["failed"]
+    error = result.runs[0].errors[0]
+    assert "was not placed within 2s" in error and "'CPU'" in error and "1 available now" in error, error
+    assert result.stats["gangs_started"] == 2  # retries + 1 attempts to start, then given up
