@@ -7,8 +7,9 @@ of the schedule::
     efficiency = Σ_tuned cases (world_size × case seconds) ÷ (devices × wall seconds)
 
 i.e. Σ(single-gang case time) ÷ (gangs × wall) with gangs counted in devices, so that world
-sizes mix: 1.0 means every device tuned something the whole time; start-up, idle tails and
-failed attempts lower it.
+sizes mix: 1.0 means every device tuned something the whole time; gang start-up, idle tails and
+failed attempts lower it. A case's seconds run from its dispatch to its last rank's result
+(argument building, identification and tuning).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ __all__ = ["build_report", "config_text", "markdown", "write_report"]
 
 log = logging.getLogger(__name__)
 
-EFFICIENCY_DEFINITION = "sum over tuned cases of (world_size * case seconds) / (devices * wall seconds)"
+EFFICIENCY_DEFINITION = ("sum over tuned cases of (world_size * case seconds) / (devices * wall seconds); "
+                         "wall = the scheduling loop, gang start-up included (Ray start-up, seeding excluded)")
 
 
 def _value_text(value: Any) -> str:

@@ -27,8 +27,7 @@ __all__ = ["seed_nodes", "write_entries"]
 log = logging.getLogger(__name__)
 
 
-def write_entries(root: str | Path | None, entries: Sequence[dict[str, Any]],
-                  logs: dict[str, str] | None = None) -> dict[str, Any]:
+def write_entries(root: str | Path | None, entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Write ``entries`` under ``root`` (None: this process's settings root); a summary dict."""
     from triton_dist.settings import get_settings
 
@@ -42,12 +41,8 @@ def write_entries(root: str | Path | None, entries: Sequence[dict[str, Any]],
             if existing == entry:
                 unchanged += 1
                 continue
-            path = _cache.write_entry(root, entry)
+            _cache.write_entry(root, entry)
             written += 1
-            text = (logs or {}).get(entry["id"])
-            if text:
-                with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
-                    f.write(text)
         except OSError as exc:
             errors.append(f"{path}: {exc}")
     return {"host": socket.gethostname(), "root": str(root), "written": written,

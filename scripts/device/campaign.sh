@@ -42,7 +42,7 @@ cat "$OUT/env.txt"
 
 echo "== campaign $CAMPAIGN"
 start=$(date +%s.%N)
-timeout 420 "$PY" -m ray_runner run "$CAMPAIGN" --no-progress 2>&1 | tee "$OUT/campaign.log"
+timeout 330 "$PY" -m ray_runner run "$CAMPAIGN" --no-progress 2>&1 | tee "$OUT/campaign.log"
 rc=${PIPESTATUS[0]}
 wall=$("$PY" -c "import time; print(round(time.time() - $start, 1))")
 name=$("$PY" -c "from ray_runner.spec import load_campaign; print(load_campaign('$CAMPAIGN').name)")
@@ -66,7 +66,7 @@ while read -r size spec; do
   pids=()
   for ((rank = 0; rank < size; rank++)); do
     TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict RANK=$rank WORLD_SIZE=$size LOCAL_RANK=$rank MASTER_ADDR=127.0.0.1 \
-      MASTER_PORT=$port timeout 300 "$PY" -m tests.ray.verify_hits "$spec" > "/tmp/verify-$size-$rank.txt" 2>&1 &
+      MASTER_PORT=$port timeout 120 "$PY" -m tests.ray.verify_hits "$spec" > "/tmp/verify-$size-$rank.txt" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || vrc=1; done
@@ -77,7 +77,7 @@ while read -r size spec; do
 done < /tmp/verify-specs.txt
 cat "$OUT/verify.log"
 echo "== preflight" | tee -a "$OUT/verify.log"
-timeout 300 "$PY" -m ray_runner preflight "$CAMPAIGN" 2>&1 | grep -v "^\s*$" | tail -20 | tee -a "$OUT/verify.log"
+timeout 120 "$PY" -m ray_runner preflight "$CAMPAIGN" 2>&1 | grep -v "^\s*$" | tail -20 | tee -a "$OUT/verify.log"
 prc=${PIPESTATUS[0]}
 
 "$PY" - "$OUT/$name.json" "$rc" "$vrc" "$prc" "$wall" > "$OUT/summary.txt" <<'PY'
