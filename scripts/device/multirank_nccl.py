@@ -81,7 +81,9 @@ def _child(rank, nprocs, scenario, port, out_dir):
         from triton_dist.dist import init_distributed
 
         init_distributed(timeout_s=60)
-        x = torch.randn(1 << 22, device="cuda")
+        from triton_dist._backends import get_backend
+
+        x = torch.randn(int(os.environ.get("MULTIRANK_N", 1 << 22)), device=get_backend().device())
         reps = REPS.get(rank % 2, [1, 1, 1])
         if scenario == "max":
             y = scale(x, 2.0, reps)
@@ -99,7 +101,7 @@ def _child(rank, nprocs, scenario, port, out_dir):
         elif scenario == "bad_key":
             scale_bad_key(x, 2.0, reps)
             result = {"variant": None}
-        torch.cuda.synchronize()
+        get_backend().synchronize()
     except BaseException as exc:  # noqa: BLE001
         result = {"error": type(exc).__name__, "message": str(exc)[:500], "tb": traceback.format_exc()[-800:]}
     Path(out_dir, f"{scenario}.rank{rank}.json").write_text(json.dumps(result))
@@ -108,13 +110,15 @@ def _child(rank, nprocs, scenario, port, out_dir):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--nprocs", type=int, default=torch.cuda.device_count())
+    ap.add_argument("--nprocs", type=int, default=2)
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     args = ap.parse_args()
     out = Path(args.out) / "multirank"
     out.mkdir(parents=True, exist_ok=True)
     os.environ["TRITON_DIST_AUTOTUNE_DIR"] = tempfile.mkdtemp(prefix="td-cache-")
-    summary = {"nprocs": args.nprocs, "gpu": torch.cuda.get_device_name(0), "scenarios": {}}
+    from triton_dist._backends import get_backend
+
+    summary = {"nprocs": args.nprocs, "device": get_backend().hardware(), "scenarios": {}}
     for i, scenario in enumerate(["max", "subgroups", "bad_key"]):
         t0 = time.time()
         ctx = mp.get_context("spawn")
@@ -137,6 +141,9 @@ def main() -> int:
     cache_files = sorted(str(p.relative_to(os.environ["TRITON_DIST_AUTOTUNE_DIR"]))
                          for p in Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]).rglob("*") if p.is_file())
     summary["cache_files"] = cache_files
+    for log_file in Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]).rglob("*.log"):  # the tuning logs
+        rel = log_file.relative_to(os.environ["TRITON_DIST_AUTOTUNE_DIR"])
+        (out / ("log-" + "-".join(rel.parts))).write_text(log_file.read_text())
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     print("cache files:", cache_files)
     return 0
