@@ -116,6 +116,7 @@ def measure_candidates(
     on_result: Callable[[CandidateResult], None] | None = None,
     timeout_s: float | None = None,
     known_failures: Mapping[int, str] | None = None,
+    on_warm: Callable[[int], None] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -125,7 +126,18 @@ def measure_candidates(
     the same way, with a :class:`DeviceStateError` (every later timing would be garbage).
     ``timeout_s`` bounds each candidate (see ``_safety.run_limited``); ``known_failures`` maps
     candidates to a reason and records them as failed without running them.
+
+    Device backends (``backend.interleaved``: CUDA, NPU) measure in rounds, see
+    :mod:`triton_dist._rounds`: same runs per candidate, results reported at the end, in
+    ``indices`` order; ``on_warm(i)`` is called when candidate ``i`` has finished its warm-up
+    runs (only there: one after the other, ``on_result`` follows each candidate's runs).
     """
+    if do_bench is None and backend.interleaved:
+        from ._rounds import measure_rounds
+
+        return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
+                              on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
+                              known_failures=known_failures)
     if do_bench is None:
         def bench(call: Callable[[], Any]) -> Sequence[float]:
             return measure(call, backend, n_warmup, n_repeat)

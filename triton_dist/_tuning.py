@@ -323,6 +323,9 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
             lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,
             n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench,
             on_result=lambda r: (guard.done(r.index, r.ok), report(r)),
+            # interleaved (device) measurement: the first config whose warm-up passed is the
+            # in-place/correctness reference, as it is when configs are measured one by one
+            on_warm=lambda i: guard.done(i, True),
             timeout_s=settings.candidate_timeout_s, known_failures=target.known_failures,
         )
     if reuse is not None:

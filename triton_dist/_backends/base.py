@@ -7,7 +7,50 @@ import platform
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "EventRunTimer"]
+
+
+class EventRunTimer:
+    """Times runs queued on a device stream with one event pair per run, for interleaved
+    measurement (``_bench.measure_candidates``): ``start()`` / ``stop(token)`` around each run,
+    no synchronisation in between, ``times(tokens)`` after :meth:`Backend.synchronize`.
+
+    ``event`` makes a timing event (``torch.cuda.Event(enable_timing=True)`` or the NPU's).
+    Events are pooled: creating two per run costs more host time than a short kernel."""
+
+    def __init__(self, event: Callable[[], Any]) -> None:
+        self._event = event
+        self._pool: list[Any] = []
+        self._used = 0
+
+    def reset(self) -> None:
+        """Start a new measurement (the previous one's events have been read)."""
+        self._used = 0
+
+    def _take(self) -> Any:
+        if self._used == len(self._pool):
+            self._pool.append(self._event())
+        event = self._pool[self._used]
+        self._used += 1
+        return event
+
+    def start(self) -> Any:
+        event = self._take()
+        event.record()
+        return event
+
+    def stop(self, start: Any) -> tuple[Any, Any]:
+        end = self._take()
+        end.record()
+        return start, end
+
+    def elapsed_ms(self, token: tuple[Any, Any]) -> float:
+        return float(token[0].elapsed_time(token[1]))
+
+    def keep_ahead(self, host_s: float, n_runs: int) -> None:
+        """About to enqueue ``n_runs`` runs that take ``host_s`` seconds of host time (without the
+        timer's own): make sure the device
+        will still be busy with earlier work while they are enqueued (no-op by default)."""
 
 
 class Backend(abc.ABC):
@@ -22,6 +65,10 @@ class Backend(abc.ABC):
     """Ray resource one device actor asks for (CPU / GPU / NPU)."""
     visible_devices_env: ClassVar[str | None] = None
     """Environment variable that restricts the devices a process sees, if any."""
+    interleaved: ClassVar[bool] = False
+    """Candidates are measured in rounds (warm-ups first, then one timed run of every candidate
+    per round, no synchronisation between candidates) through :meth:`run_timer`. False (the
+    CPU): one candidate after the other through :meth:`measure`."""
     host_timed: ClassVar[bool] = False
     """Runs execute on the host thread that issues them (the CPU), so a worker thread can run a
     candidate while the caller waits with a time limit; device backends keep runs on the caller's
@@ -54,6 +101,14 @@ class Backend(abc.ABC):
             fn()
         self.synchronize()
         return self.time_runs(fn, n_repeat)
+
+    def run_timer(self) -> EventRunTimer:
+        """The per-run timer of interleaved measurement (backends with ``interleaved``)."""
+        raise NotImplementedError(f"{self.kind} measures candidates one after the other")
+
+    def warm_up(self) -> None:
+        """Bring the device to steady clocks before a measurement (bounded; no-op by default),
+        so that the first candidate is not timed on a cold device."""
 
     def hardware(self) -> dict[str, Any]:
         """What identifies the hardware for caching: everything that changes the best config.

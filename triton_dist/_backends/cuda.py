@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend
+from .base import Backend, EventRunTimer
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,11 @@ RUN_EXTRA_S = 10e-6
 #: the host function, not the launch, is what is slow, and a wrong estimate costs little
 MAX_SLEEP_S = 20e-3
 CALIBRATION_CYCLES = 1_000_000
+#: device warm-up before a measurement: spin until two sleep calibrations agree this closely
+#: (clocks have settled) or the budget is spent; skipped when the GPU worked this recently
+WARM_TOLERANCE = 0.02
+WARM_BUDGET_S = 50e-3
+WARM_GAP_S = 0.2
 #: the L2 flush buffer: at least 4x the L2 size reported, and at least this
 FLUSH_BYTES = 256 * 2**20
 
@@ -37,6 +42,7 @@ class CudaBackend(Backend):
     dist_backend = "nccl"
     ray_resource = "GPU"
     visible_devices_env = "CUDA_VISIBLE_DEVICES"
+    interleaved = True
 
     @classmethod
     def probe(cls) -> str | None:
@@ -60,6 +66,7 @@ class CudaBackend(Backend):
         import torch
 
         torch.cuda.synchronize()
+        self._last_busy = time.monotonic()
 
     def __init__(self, *, flush_l2: bool = False) -> None:
         self.flush_l2 = flush_l2
@@ -68,6 +75,68 @@ class CudaBackend(Backend):
         self._cycles_per_ms: float | None = None
         self._keep_ahead_ok = True
         self._flush_buffer: Any = None
+        self._timers: dict[int, _CudaRunTimer] = {}
+        self._last_busy = -float("inf")
+
+    def run_timer(self) -> EventRunTimer:
+        import torch
+
+        timer = self._timers.setdefault(torch.cuda.current_device(), _CudaRunTimer(self))
+        timer.reset()
+        return timer
+
+    def warm_up(self) -> None:
+        # An idle H200 sits at 345 MHz; the first candidates of a tuning would be timed while
+        # the clocks ramp up (and the keep-ahead sleep, counted in clock cycles, calibrated at
+        # idle clocks would be several times too short). Spin the GPU with calibration sleeps
+        # until two consecutive ones agree: the clocks have settled and the calibration is right.
+        if not self._keep_ahead_ok or time.monotonic() - self._last_busy < WARM_GAP_S:
+            return
+        import torch
+
+        try:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            deadline = time.perf_counter() + WARM_BUDGET_S
+            previous = None
+            while True:
+                start.record()
+                torch.cuda._sleep(CALIBRATION_CYCLES)
+                end.record()
+                end.synchronize()
+                rate = CALIBRATION_CYCLES / max(start.elapsed_time(end), 1e-3)
+                self._cycles_per_ms = rate
+                if previous is not None and abs(rate - previous) <= WARM_TOLERANCE * previous:
+                    break
+                if time.perf_counter() > deadline:
+                    log.debug("CUDA warm-up: clocks still changing after %.0f ms", WARM_BUDGET_S * 1e3)
+                    break
+                previous = rate
+        except (AttributeError, TypeError) as exc:  # a torch without the private sleep API
+            self._keep_ahead_ok = False
+            log.warning("timing CUDA runs without the keep-ahead sleep: %s", exc)
+        self._last_busy = time.monotonic()
+
+    def _sleep_ahead(self, seconds: float) -> None:
+        """If the GPU has caught up with the queued work, queue a sleep of about ``seconds``
+        (at most MAX_SLEEP_S) so that the runs enqueued next wait behind it, not for the host."""
+        if not self._keep_ahead_ok:
+            return
+        import torch
+
+        try:
+            sleep = torch.cuda._sleep
+            probe = torch.cuda.Event()
+            probe.record()
+            deadline = time.perf_counter() + IDLE_PROBE_S
+            while not probe.query():
+                if time.perf_counter() > deadline:
+                    return  # still busy: the runs queue up behind the earlier work
+            cycles = min(MAX_SLEEP_S, seconds * 1.25) * 1e3 * self._sleep_cycles_per_ms()
+            sleep(max(1, int(cycles)))
+        except (AttributeError, TypeError) as exc:
+            self._keep_ahead_ok = False
+            log.warning("timing CUDA runs without the keep-ahead sleep: %s", exc)
 
     def _event_pairs(self, n: int) -> tuple[list[Any], list[Any]]:
         # Reused across calls: creating 2n events per candidate costs more host time than the
@@ -171,3 +240,16 @@ class CudaBackend(Backend):
         import torch
 
         return {"cuda": str(torch.version.cuda)}
+
+
+class _CudaRunTimer(EventRunTimer):
+    """Per-run event pairs on the current stream; keep-ahead through the backend's sleep."""
+
+    def __init__(self, backend: CudaBackend) -> None:
+        import torch
+
+        super().__init__(lambda: torch.cuda.Event(enable_timing=True))
+        self._backend = backend
+
+    def keep_ahead(self, host_s: float, n_runs: int) -> None:
+        self._backend._sleep_ahead(host_s + (n_runs + 1) * RUN_EXTRA_S)
