@@ -106,7 +106,7 @@ class Backend(abc.ABC):
         """The per-run timer of interleaved measurement (backends with ``interleaved``)."""
         raise NotImplementedError(f"{self.kind} measures candidates one after the other")
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> None:  # noqa: B027 - optional hook, a no-op unless a device needs it
         """Bring the device to steady clocks before a measurement (bounded; no-op by default),
         so that the first candidate is not timed on a cold device."""
 

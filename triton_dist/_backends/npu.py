@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend
+from .base import Backend, EventRunTimer
 
 
 @functools.lru_cache(maxsize=1)
@@ -40,6 +40,16 @@ class NpuBackend(Backend):
     dist_backend = "hccl"
     ray_resource = "NPU"
     visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+    interleaved = True
+    _timer: EventRunTimer | None = None
+
+    def run_timer(self) -> EventRunTimer:
+        # the CUDA path without keep-ahead (torch_npu has no device-side sleep)
+        if self._timer is None:
+            npu = self._npu()
+            self._timer = EventRunTimer(lambda: npu.Event(enable_timing=True))
+        self._timer.reset()
+        return self._timer
 
     @classmethod
     def probe(cls) -> str | None:
