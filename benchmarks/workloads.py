@@ -4,8 +4,8 @@ On the CPU they are host functions that busy-wait for a known time (a cost model
 elementwise kernel or a tiled GEMM, with injected noise on top of the machine's own), so the
 oracle cost of every config is known exactly. On a GPU they are the project's own examples, the
 elementwise ``examples/scale.py`` kernel and the tiled ``examples/gemm.py`` matmul, and the oracle
-is ``triton.testing.do_bench_cudagraph`` (many runs replayed from a CUDA graph: kernel time, not
-launch rate).
+replays CUDA graphs of many runs (kernel time, not launch rate), configs interleaved in rounds
+after a GPU warm-up (:func:`gpu_oracle`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import json
 import math
 import os
 import random
+import statistics
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -193,27 +194,73 @@ def spin_workload(costs_us: Sequence[float], name: str = "spin") -> Workload:
 # ---------------------------------------------------------------------------- GPU workloads
 
 def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
-               prune_fn: Callable[..., Any] | None, rep_ms: float) -> Callable[[int, tuple], list[float]]:
-    """Median kernel time of each config from CUDA-graph replays (Triton's do_bench_cudagraph)."""
-    import triton.testing
+               prune_fn: Callable[..., Any] | None, rep_ms: float,
+               rounds: int = 9) -> Callable[[int, tuple], list[float]]:
+    """Each config's kernel time from CUDA-graph replays, interleaved: the configs take turns.
+
+    The first GPU run measured the configs one after the other (``do_bench_cudagraph`` each):
+    the GPU, idle at 345 MHz, ramped up during the first configs and throttled under long GEMMs
+    in later ones, so one config measured 12% apart from the tuner's figure, which disagreed with
+    every strategy including ``triton.testing.do_bench``. Now: spin the GPU to steady clocks
+    first, capture one graph per config (about ``rep_ms`` of back-to-back runs), then replay the
+    graphs in ``rounds`` rounds, the order rotating each round; a config's figure is the median
+    of its rounds (per run)."""
+    import torch
+
+    def warm(seconds: float) -> None:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            torch.cuda._sleep(1_000_000)
+            torch.cuda.synchronize()
 
     def oracle(size: int, args: tuple) -> list[float]:
-        times = []
-        for config in space:
-            if prune_fn is not None and not prune_fn(config, *args):
-                times.append(math.inf)
-                continue
-            try:
-                times.append(float(triton.testing.do_bench_cudagraph(
-                    lambda c=config: host(*args, **c), rep=rep_ms, return_mode="median")))
-            except Exception:  # noqa: BLE001 - a config that cannot run here (resources)
-                times.append(math.inf)
-        return times
+        graphs: dict[int, tuple[Any, int]] = {}
+        stream = torch.cuda.Stream()
+        warm(0.2)
+        with torch.cuda.stream(stream):
+            for i, config in enumerate(space):
+                if prune_fn is not None and not prune_fn(config, *args):
+                    continue
+                try:
+                    def run(c: dict[str, Any] = config) -> Any:
+                        return host(*args, **c)
+
+                    run()
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(5):
+                        run()
+                    end.record()
+                    torch.cuda.synchronize()
+                    n = max(1, min(1000, int(rep_ms / max(start.elapsed_time(end) / 5, 1e-4))))
+                    graph = torch.cuda.CUDAGraph()
+                    with torch.cuda.graph(graph):
+                        for _ in range(n):
+                            run()
+                    torch.cuda.synchronize()
+                    graphs[i] = (graph, n)
+                except Exception:  # noqa: BLE001 - a config that cannot run here (resources)
+                    torch.cuda.synchronize()
+            samples: dict[int, list[float]] = {i: [] for i in graphs}
+            order = list(graphs)
+            for r in range(rounds):
+                shift = r % max(len(order), 1)
+                for i in order[shift:] + order[:shift]:
+                    graph, n = graphs[i]
+                    graph.replay()  # untimed: the same state before every timed replay
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    graph.replay()
+                    end.record()
+                    end.synchronize()
+                    samples[i].append(start.elapsed_time(end) / n)
+        torch.cuda.synchronize()
+        return [statistics.median(samples[i]) if i in samples else math.inf for i in range(len(space))]
 
     return oracle
 
 
-def gpu_workloads(device: Any, quick: bool = False, oracle_rep_ms: float = 10.0) -> list[Workload]:
+def gpu_workloads(device: Any, quick: bool = False, oracle_rep_ms: float = 5.0) -> list[Workload]:
     import torch
     import triton
 
