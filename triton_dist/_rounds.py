@@ -112,7 +112,10 @@ def measure_rounds(
             try:
                 run(index)
             except Exception as exc:  # noqa: BLE001 - classified just below
-                timer.stop(token)
+                try:  # close the pair (its time is never read); a broken device may refuse
+                    timer.stop(token)
+                except Exception:  # noqa: BLE001 - fail() below reports the device state
+                    pass
                 if not is_candidate_failure(exc):
                     return _report(done(), on_result), exc
                 stop = fail(index, exc)
