@@ -112,7 +112,7 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     if all(row[i] == rows[0][i] for row in rows for i in compared):
         if "host" not in fields:
             return [fields] * view.size
-        return [dict(zip(names, r)) for r in rows]  # hashes are enough to elect writers
+        return [dict(zip(names, r, strict=True)) for r in rows]  # hashes are enough to elect writers
     # Every rank saw the same mismatch, so every rank enters this second collective.
     everything = _gather_objects(view, fields)
     lines = []

@@ -63,7 +63,7 @@ def run_ranks(fn: Callable[..., Any], world_size: int, *, timeout_s: float = 90.
     for p in procs:
         p.join(max(0.0, deadline - time.monotonic()))
     results = []
-    for p, out in zip(procs, outs):
+    for p, out in zip(procs, outs, strict=True):
         if p.is_alive():
             p.kill()
             p.join(5)

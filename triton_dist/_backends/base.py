@@ -83,10 +83,10 @@ class Backend(abc.ABC):
     def device(self) -> Any:
         """The ``torch.device`` that tensors of this process (collectives, outputs) live on."""
 
-    def set_device(self, local_index: int) -> None:
+    def set_device(self, local_index: int) -> None:  # noqa: B027 - a no-op by default (CPU)
         """Bind this process to its local device ``local_index`` (no-op on CPU)."""
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027 - a no-op by default (CPU)
         """Wait until all work queued on the current device is done."""
 
     @abc.abstractmethod

@@ -82,12 +82,12 @@ class NpuBackend(Backend):
         starts = [npu.Event(enable_timing=True) for _ in range(n)]
         ends = [npu.Event(enable_timing=True) for _ in range(n)]
         npu.synchronize()
-        for start, end in zip(starts, ends):
+        for start, end in zip(starts, ends, strict=True):
             start.record()
             fn()
             end.record()
         npu.synchronize()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
     def hardware(self) -> dict[str, Any]:
         npu = self._npu()
