@@ -249,6 +249,8 @@ class Session:
     def _fail(self, state: KernelTuning, cand: Candidate, exc: BaseException, where: str) -> None:
         cand.error = describe(exc)
         self.info("%s | %s | error: %s", state.prefix(cand), where, cand.error)
+        if hint := compat.known_issue(cand.error):
+            self.info("%s | hint: %s", state.prefix(cand), hint)
         try:  # a failed launch may leave queued work; keep it out of the next timing
             self.backend.synchronize()
         except Exception as sync_exc:  # noqa: BLE001 - the device is reported, not fatal here
@@ -362,6 +364,8 @@ def _no_valid_config(state: KernelTuning) -> NoValidConfigError:
         exc.add_note(f"{state.name}, key {state.key_text}:\n" + "\n".join(
             f"  config-id {c.config_id} {compat.config_text(c.config)}: {e}"
             for c, e in zip(state.candidates, errors, strict=True)))
+        for hint in dict.fromkeys(h for h in map(compat.known_issue, errors) if h):
+            exc.add_note(f"hint: {hint}")
     return exc
 
 

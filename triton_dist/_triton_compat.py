@@ -23,6 +23,7 @@ __all__ = [
     "autotuner_class",
     "config_text",
     "failure_types",
+    "known_issue",
     "kernel_name",
     "launch",
     "named_args",
@@ -59,6 +60,21 @@ def failure_types() -> tuple[type[BaseException], ...]:
     if isinstance(base, type):
         types.append(base)
     return tuple(types)
+
+
+#: Triton's interpreter (3.6 does; 3.9 has the fix) reads a scalar kernel argument as a Python int with
+#: ``int(array_of_shape_1)``, which NumPy >= 2.4 refuses: every launch whose grid function uses
+#: ``meta["n"]``, or whose kernel loops over ``range(n)``, fails (triton-lang/triton#9171).
+_NUMPY_SCALAR_ERROR = "only 0-dimensional arrays can be converted to Python scalars"
+
+
+def known_issue(error: str) -> str | None:
+    """What to do about a candidate error that comes from the installed versions, not the config."""
+    if "InterpreterError" in error and _NUMPY_SCALAR_ERROR in error:
+        return ("this Triton's interpreter cannot use a scalar kernel argument as a Python int "
+                "under NumPy >= 2.4 (triton-lang/triton#9171: meta['n'] in a grid function, range(n) "
+                "in the kernel): install numpy<2.4 or a Triton whose interpreter has the fix")
+    return None
 
 
 def kernel_name(at: Any) -> str:

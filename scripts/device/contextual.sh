@@ -15,7 +15,7 @@ unset TRITON_INTERPRET TRITON_DIST_DEVICE  # real kernels on the detected device
 rc=0
 
 {
-  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0]); print("torch", torch.__version__, "triton", triton.__version__); print("accelerators", torch.accelerator.device_count() if hasattr(torch, "accelerator") else "?")'
+  python3 -c 'import sys, numpy, torch, triton; print("python", sys.version.split()[0]); print("torch", torch.__version__, "triton", triton.__version__, "numpy", numpy.__version__); print("accelerators", torch.accelerator.device_count() if hasattr(torch, "accelerator") else "?")'
   python3 -c 'from triton_dist._backends import get_backend; b = get_backend(); print("backend", b.kind, b.hardware())'
   nvidia-smi -L
 } >"$OUT/contextual_env.txt" 2>&1

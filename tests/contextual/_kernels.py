@@ -83,8 +83,11 @@ def make_increment(blocks: tuple[int, ...] = (256, 512)):
     return triton.autotune(configs=configs(*blocks), key=["n"], restore_value=["x_ptr"])(_increment)
 
 
-def grid(block_name: str = "BLOCK"):
-    return lambda meta: (triton.cdiv(meta["n"], meta[block_name]),)
+def grid(n: int, block_name: str = "BLOCK"):
+    """The launch grid for ``n`` elements. ``n`` is the caller's int, not ``meta["n"]``: under
+    Triton 3.6's interpreter with NumPy >= 2.4, ``meta["n"]`` is a 1-element tensor that
+    ``range()`` cannot take (triton-lang/triton#9171), so every launch would fail there."""
+    return lambda meta: (triton.cdiv(n, meta[block_name]),)
 
 
 class LaunchCounter:

@@ -8,10 +8,13 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 pytestmark = pytest.mark.timeout(120)
+
+REPO = Path(__file__).resolve().parents[2]
 
 MODULE = textwrap.dedent('''
     from collections import Counter
@@ -39,7 +42,9 @@ RUNNER = textwrap.dedent('''
 
 
 def _run(tmp_path, cache_dir, **env):
-    full_env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache_dir), "PYTHONPATH": str(tmp_path),
+    # tuned_module from tmp_path; triton_dist from the repository also where it is not installed
+    pythonpath = os.pathsep.join(filter(None, [str(tmp_path), str(REPO), os.environ.get("PYTHONPATH")]))
+    full_env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache_dir), "PYTHONPATH": pythonpath,
                 "PYTHONDONTWRITEBYTECODE": "1", **env}
     done = subprocess.run([sys.executable, str(tmp_path / "runner.py")], env=full_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=100)
