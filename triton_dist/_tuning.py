@@ -21,6 +21,7 @@ from ._adaptive import measure_adaptive
 from ._backends import Backend, get_backend
 from ._bench import CandidateResult, DoBench, describe, measure_candidates
 from ._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
+from ._entry import build_entry, measurement_info, pick_best
 from ._fingerprint import hardware_info, software_versions
 from ._logging import TuningLog
 from .errors import (
@@ -36,10 +37,6 @@ from .settings import Settings, get_settings
 __all__ = ["Outcome", "TuneTarget", "pick_best", "resolve"]
 
 log = logging.getLogger(__name__)
-
-#: a later candidate must beat an earlier one by more than this (relative) to win a near tie
-MAX_TIE_TOLERANCE = 0.02
-
 
 @dataclasses.dataclass
 class TuneTarget:
@@ -166,22 +163,6 @@ def _warn_miss(path: Path, why: str) -> str:
     return why
 
 
-def pick_best(results: Sequence[CandidateResult]) -> tuple[int, float]:
-    """(index, margin): lowest mean; within measured noise (capped at 2%) the earlier wins.
-
-    Every rank applies this to the same reduced vectors, so every rank picks the same config.
-    """
-    finite = [r for r in results if math.isfinite(r.time_ms)]
-    best = min(finite, key=lambda r: (r.time_ms, r.index))
-    tied = [r for r in finite
-            if r.time_ms - best.time_ms <= min(2.0 * math.hypot(r.sem_ms, best.sem_ms),
-                                               MAX_TIE_TOLERANCE * best.time_ms)]
-    chosen = min(tied, key=lambda r: r.index)
-    others = [r.time_ms for r in finite if r.index != chosen.index]
-    margin = (min(others) - chosen.time_ms) / chosen.time_ms if others and chosen.time_ms > 0 else math.inf
-    return chosen.index, margin
-
-
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
             verbose: bool = False, overwrite: bool = False, force: bool = False,
             write: bool = True, root: Path | None = None, check_correctness: bool | None = None,
@@ -284,13 +265,6 @@ def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, se
     return diag.reason if diag.reason and not diag.hit else why
 
 
-def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
-    """How the candidates were measured (timings measured otherwise are not reused)."""
-    return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
-            "timer": "custom" if target.do_bench else backend.kind,
-            **({"adaptive": True} if target.adaptive else {})}
-
-
 def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: list[int],
           view: GroupView | None, backend: Backend, settings: Settings, tlog: TuningLog,
           overwrite: bool, write_path: Path | None, root: Path, why: str,
@@ -386,43 +360,3 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
                           "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.",
                           TritonDistWarning, stacklevel=5)
     return Outcome(best, "tuned", entry, path)
-
-
-def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,
-                margin: float, backend: Backend, view: GroupView | None,
-                reuse: _reuse.Reuse | None = None) -> dict[str, Any]:
-    hw = hardware_info(backend)
-    measured = {r.index: r for r in results}
-    candidates = []
-    for index, config in enumerate(target.config_space):
-        r = measured.get(index)
-        candidates.append({
-            "index": index,
-            "config": _cache.encode_config(config),
-            "pruned": r is None,
-            "time_ms": _cache.json_safe_time(r.time_ms) if r else None,
-            "sem_ms": r.sem_ms if r else None,
-            "error": r.error if r else None,
-        })
-    best_result = measured[best]
-    default = measured.get(0)
-    return {
-        "schema": _cache.SCHEMA_NAME,
-        "id": _cache.entry_id(target.source_hash(), hw["digest"], key_text),
-        "function": target.name,
-        "qualname": target.qualname,
-        "key": key_text,
-        "source_hash": target.source_hash(),
-        "body_hash": _reuse.body_hash(target.fn),
-        "hardware": hw,
-        "versions": software_versions(backend),
-        "created": _cache.utc_now(),
-        "world_size": view.size if view else 1,
-        "measurement": measurement_info(target, backend),
-        "candidates": candidates,
-        "best": {"index": best, "config": _cache.encode_config(target.config_space[best]),
-                 "time_ms": best_result.time_ms},
-        "default_time_ms": _cache.json_safe_time(default.time_ms) if default else None,
-        "margin": margin if math.isfinite(margin) else None,
-        **({"reused": reuse.describe()} if reuse is not None else {}),
-    }
