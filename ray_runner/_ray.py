@@ -91,6 +91,9 @@ def ray_session(address: str | None, *, resources: dict[str, float] | None = Non
     kwargs: dict[str, Any] = {"log_to_driver": True, "namespace": "triton-dist-autotune"}
     if address is None and not os.environ.get("RAY_ADDRESS"):
         log.info("starting an embedded local Ray (pass --address to use a running cluster)")
+        # a private single-machine Ray needs no token; Ray 2.60 would otherwise write a token file
+        # that a later `ray job submit` against another cluster picks up and fails with
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         kwargs.update(include_dashboard=False, resources=resources or None)
     else:
         kwargs["address"] = address
