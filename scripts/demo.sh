@@ -12,6 +12,7 @@ echo "== 2. what the campaign cached"
 .venv/bin/python -m triton_dist.cache ls
 echo "== 3. inline demo: the training-side call hits the seeded cache (strict cache-only)"
 TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict .venv/bin/python -m examples.demo_inline
-echo "== 4. inline tuning from scratch (function-level and contextual)"
-.venv/bin/python examples/scale.py
-.venv/bin/python examples/contextual_scale.py
+echo "== 4. inline tuning from scratch (function-level and contextual), in a cache of its own"
+rm -rf out/inline-cache
+TRITON_DIST_AUTOTUNE_DIR=$PWD/out/inline-cache .venv/bin/python examples/scale.py
+(cd out && ../.venv/bin/python ../examples/contextual_scale.py)  # logs to out/.autotune_logs/
