@@ -16,7 +16,7 @@ from typing import Any
 
 from ._backends import Backend
 from ._safety import run_limited
-from .errors import DeviceStateError
+from .errors import DeviceStateError, TritonDistError
 
 __all__ = [
     "CandidateResult",
@@ -74,8 +74,22 @@ def candidate_failure_types() -> tuple[type[BaseException], ...]:
     return tuple(types)
 
 
+#: what a host function raises when the code (or the config space) has a bug, never because one
+#: config cannot run here: these stop tuning and propagate (kernel_tuner draws the same line)
+BUG_TYPES: tuple[type[BaseException], ...] = (
+    TypeError, NameError, AttributeError, LookupError, ImportError, SyntaxError, TritonDistError)
+
+
 def is_candidate_failure(exc: BaseException) -> bool:
-    return isinstance(exc, candidate_failure_types())
+    """A config's failure (recorded as ``inf`` with its reason) rather than a bug.
+
+    The known failure types above count; so does any other exception that is not a typical bug
+    (a library's own error class, a bare ``Exception`` raised to reject a config): the seed
+    records "a config that raises" as ``inf``, and only classic bugs are let through.
+    """
+    if isinstance(exc, candidate_failure_types()):
+        return True
+    return not isinstance(exc, BUG_TYPES)
 
 
 def describe(exc: BaseException) -> str:
