@@ -7,8 +7,10 @@ its report:
 - efficiency = sum over tuned cases of (world size x case seconds) / (devices x wall seconds),
   i.e. Σ(single-gang case time) ÷ (gangs × wall) (the report's own figure);
 - gang start-up times (paid once per gang, amortised over its cases);
-- per-case scheduling overhead: on the CPU, the median case time minus the time the same tuning
-  takes in-process; everywhere, the device time not spent in cases or gang start-ups, per case.
+- per-case scheduling overhead: the report's own (case seconds minus the time its ranks say they
+  spent on it: dispatch and transfers), median and max; on the CPU also the median case time minus
+  the time the same tuning takes in-process; everywhere, the device time not spent in cases or
+  gang start-ups (Σ start-up × gang size), per case.
 
 CPU campaign: ``benchmarks/campaign_target.py`` (configs that sleep a known time), world size 1.
 GPU campaign: the GEMM example (``examples/gemm.py``): 30 shapes of world size 1 and 4 of world
@@ -113,7 +115,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     starts = report["gangs"]["start_s"]
     devices, wall = report["devices"], report["wall_s"]
     busy = sum(c["world_size"] * c["seconds"] for c in tuned)
-    start_device_s = sum(starts) if starts else 0.0
+    # a gang of W ranks holds W devices while it starts (older reports: gangs of one size)
+    start_device_s = report["gangs"].get("start_device_s")
+    if start_device_s is None:
+        sizes = report["gangs"].get("sizes") or [1]
+        start_device_s = sum(starts) * (sum(sizes) / len(sizes)) if starts else 0.0
     unexplained = devices * wall - busy - start_device_s
     summary = {
         "device": kind,
@@ -129,6 +135,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "idle_device_s_per_case": unexplained / len(tuned) if tuned else None,
         "case_s_median": statistics.median(c["seconds"] for c in tuned) if tuned else None,
         "in_process_case_s": reference_s,
+        "overhead_per_case_s_median": report.get("overhead_s_median"),
+        "overhead_per_case_s_max": max((c["overhead_s"] for c in tuned if c.get("overhead_s") is not None),
+                                       default=None),
         "overhead_per_case_s": statistics.median(c["seconds"] for c in tuned) - reference_s
         if tuned and reference_s is not None else None,
     }

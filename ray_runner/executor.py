@@ -43,6 +43,8 @@ class _Work:
     phase: str = "identify"  # identify | tune
     refs: list[Any] = dataclasses.field(default_factory=list)
     results: dict[int, Any] = dataclasses.field(default_factory=dict)
+    actor_s: float = 0.0
+    """Time the ranks were busy with it (the slowest rank per phase, as the ranks report it)."""
 
 
 @dataclasses.dataclass
@@ -78,7 +80,7 @@ class Executor:
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="gang-start")
         self.capacity = cluster_capacity(opts.resource)
         self._capacity_at = time.monotonic()
-        self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [],
+        self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [], "gang_start_device_s": 0.0,
                                       "max_devices_held": 0, "gang_seconds": 0.0, "device_seconds": 0.0}
         from triton_dist.settings import get_settings
 
@@ -198,6 +200,7 @@ class Executor:
         self.start_failures = 0
         now = time.monotonic()
         self.stats["gang_start_s"].append(round(now - t0, 3))
+        self.stats["gang_start_device_s"] += (now - t0) * gang.world_size
         self.live.append(_Live(gang, now))
         self.progress.event("gang %d (%d ranks) ready on %s in %.1fs", gang.id, gang.world_size, gang.host, now - t0)
 
@@ -243,6 +246,7 @@ class Executor:
                 raise CampaignError(
                     f"args: the ranks of {spec.label()} built arguments with different keys "
                     f"({sorted({x['key'] for x in identities})}); key_fn must give every rank the same key")
+            work.actor_s += max(float(x.get("busy_s") or 0.0) for x in identities)
             run.identity = identities[0]
             cached = self._cached(run.identity)
             if cached is not None:
@@ -255,14 +259,29 @@ class Executor:
             work.refs = self._tune_refs(live, work)
             return
         outs = [work.results[i] for i in range(len(work.refs))]
-        entry = merge_entries([o["entry"] for o in outs], spec.world_size)
-        path = _cache.write_entry(self.root, entry)
-        lines = [line for o in outs for line in o.get("log", [])]
-        if lines:
-            with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
         seconds = time.monotonic() - work.dispatched
+        work.actor_s += max(float(o.get("busy_s") or 0.0) for o in outs)
+        entry = merge_entries([o["entry"] for o in outs], spec.world_size)
+        # The ranks are done: hand them their next case before the driver's own bookkeeping (the
+        # entry's fsync'ed write, its log), which then overlaps the next case instead of delaying it.
         live.works.remove(work)
+        self._assign()
+        try:
+            path = _cache.write_entry(self.root, entry)
+            lines = [line for o in outs for line in o.get("log", [])]
+            if lines:
+                with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+        except OSError as exc:
+            # the driver's disk, not the ranks: they stay (and already run their next case)
+            text, retry = describe_failure(exc)
+            if self.queue.fail(run, f"writing the entry: {text}", retry=retry, seconds=seconds):
+                self.progress.retried("%s: attempt %d failed, retrying: %s", spec.label(), run.attempts, text)
+            else:
+                self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
+                                            spec.label(), run.attempts, text)
+            return
+        run.overhead_s = max(0.0, seconds - work.actor_s)
         self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
         best = entry["best"]
         self.progress.finished_case("tuned", "%s: best config %d (%.4f ms; default %s) in %.1fs on gang %d ranks %s",

@@ -9,7 +9,10 @@ of the schedule::
 i.e. Σ(single-gang case time) ÷ (gangs × wall) with gangs counted in devices, so that world
 sizes mix: 1.0 means every device tuned something the whole time; gang start-up, idle tails and
 failed attempts lower it. A case's seconds run from its dispatch to its last rank's result
-(argument building, identification and tuning).
+(argument building, identification and tuning); the driver writes the entry while the ranks
+run their next case. ``overhead_s``: of a case's seconds, what its ranks did not spend on it
+(dispatch, transfers; the slowest rank's own time per phase is what they spent), the per-case
+scheduling overhead; ``gangs.start_device_s``: Σ start-up × gang size, what start-up cost in devices.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +97,7 @@ def _case_row(run: Any) -> dict[str, Any]:
         "speedup": speedup,
         "seconds": round(run.seconds, 3) if run.seconds is not None else None,
         "busy_seconds": round(run.busy_seconds, 3),
+        "overhead_s": round(run.overhead_s, 4) if run.overhead_s is not None else None,
         "gang": run.gang,
         "ranks": list(run.ranks),
         "host": run.host,
@@ -106,6 +111,7 @@ def build_report(result: CampaignResult) -> dict[str, Any]:
     devices = sum(result.capacity.values())
     busy = sum(r.world_size * r.seconds for r in tuned)
     wall = result.wall_s
+    overheads = [r.overhead_s for r in tuned if r.overhead_s is not None]
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
@@ -125,10 +131,12 @@ def build_report(result: CampaignResult) -> dict[str, Any]:
         "busy_device_s": round(busy, 3),
         "efficiency": round(busy / (devices * wall), 4) if devices and wall > 0 else None,
         "efficiency_definition": EFFICIENCY_DEFINITION,
+        "overhead_s_median": round(statistics.median(overheads), 4) if overheads else None,
         "gangs": {
             "started": result.stats.get("gangs_started", 0),
             "sizes": result.stats.get("gang_sizes", []),
             "start_s": result.stats.get("gang_start_s", []),
+            "start_device_s": round(result.stats.get("gang_start_device_s", 0.0), 3),
             "max_devices_held": result.stats.get("max_devices_held", 0),
             "device_seconds_held": round(result.stats.get("device_seconds", 0.0), 3),
         },

@@ -54,6 +54,8 @@ class CaseRun:
     """Duration of the successful attempt on its gang (argument building + tuning)."""
     busy_seconds: float = 0.0
     """Time gangs spent on this case over all attempts (failed ones included)."""
+    overhead_s: float | None = None
+    """Of ``seconds``, what the ranks did not spend on the case (dispatch, transfers, merging)."""
     known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
     """Candidates that left the device unusable in an earlier attempt (failed without running)."""
     gang: int | None = None

@@ -240,14 +240,19 @@ class CaseWorker:
         """Build the case's arguments (kept for :meth:`tune`) and say where its entry lives.
 
         Every rank of the case's block runs it: a builder may use ``ctx.group``."""
+        entered = time.perf_counter()
         tuner = load_target(function)
         args, kwargs = self._case_args(builder, case, size)
-        return identify_case(tuner, args, kwargs)
+        return {**identify_case(tuner, args, kwargs), "busy_s": time.perf_counter() - entered}
 
     def tune(self, function: str, builder: str, case: Mapping[str, Any], size: int = 1, *,
              known_failures: Mapping[int, str] | None = None, check_correctness: bool = True) -> dict[str, Any]:
         """Tune the case in its block's group; ``known_failures`` are candidates an earlier attempt
-        found to leave the device unusable (recorded as failed without running them)."""
+        found to leave the device unusable (recorded as failed without running them).
+
+        ``busy_s`` in the answer is the time this call kept the rank busy (arguments + tuning):
+        the driver's case time minus it is the scheduling overhead of the case."""
+        entered = time.perf_counter()
         tuner = load_target(function)
         args, kwargs = self._case_args(builder, case, size)
         group = self._context(size).group
@@ -268,4 +273,5 @@ class CaseWorker:
             logger.propagate = propagate
             self._args_key, self._args = None, None
         return {"rank": self.rank, "entry": entry, "log": capture.lines,
-                "seconds": time.perf_counter() - start, "host": socket.gethostname()}
+                "seconds": time.perf_counter() - start, "busy_s": time.perf_counter() - entered,
+                "host": socket.gethostname()}
