@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist.errors import CampaignError
+from triton_dist.settings import DEVICE_KINDS
 
 __all__ = ["DEVICES", "Campaign", "CaseSpec", "TargetSpec", "load_campaign", "parse_campaign"]
 
-DEVICES = ("auto", "npu", "cuda", "cpu")
+DEVICES = ("auto", *DEVICE_KINDS)
 STRATEGIES = ("STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD")
 _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

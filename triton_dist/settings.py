@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .errors import SettingsError
 
-__all__ = ["ENV_VARS", "Settings", "get_settings", "override"]
+__all__ = ["DEVICE_KINDS", "ENV_VARS", "Settings", "get_settings", "override"]
 
 AUTOTUNE_DIR = "TRITON_DIST_AUTOTUNE_DIR"
 DEVICE = "TRITON_DIST_DEVICE"
@@ -23,6 +23,10 @@ VERSION_CHECK = "TRITON_DIST_AUTOTUNE_VERSION_CHECK"
 CACHE_ONLY = "TRITON_DIST_AUTOTUNE_CACHE_ONLY"
 AGREE_TIMEOUT = "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S"
 CANDIDATE_TIMEOUT = "TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S"
+
+#: the device kinds ``TRITON_DIST_DEVICE`` (and a campaign's ``device``) may name, in detection
+#: order; one backend each
+DEVICE_KINDS = ("npu", "cuda", "cpu")
 
 #: name -> one-line documentation (the CLI and docs print this table)
 ENV_VARS: Mapping[str, str] = {
@@ -81,7 +85,7 @@ def _positive_float(env: Mapping[str, str], name: str, default: float | None) ->
 def _parse(env: Mapping[str, str]) -> Settings:
     root = env.get(AUTOTUNE_DIR, "").strip()
     device = env.get(DEVICE, "").strip().lower() or None
-    if device is not None and device not in ("cpu", "cuda", "npu"):
+    if device is not None and device not in DEVICE_KINDS:
         raise SettingsError(f"{DEVICE}={env[DEVICE]!r} is not valid: use cpu, cuda or npu, or unset it to detect.")
     cache_only_raw = env.get(CACHE_ONLY, "").strip()
     cache_only = {"": "off", "0": "off", "1": "default", "strict": "strict"}.get(cache_only_raw)

@@ -197,3 +197,10 @@ def test_a_broken_torch_npu_means_no_npu(monkeypatch):
     assert "is_available() is False" in NpuBackend.probe()
     monkeypatch.delenv("TRITON_DIST_DEVICE", raising=False)
     assert get_backend().kind != "npu"
+
+
+def test_every_device_kind_the_settings_accept_has_a_backend():
+    from triton_dist._backends import BACKENDS
+    from triton_dist.settings import DEVICE_KINDS
+
+    assert tuple(BACKENDS) == DEVICE_KINDS  # same kinds, same detection order
