@@ -68,6 +68,9 @@ def strategies(backend: Backend, names: list[str] | None = None) -> dict[str, di
         "default": {},
         "adaptive": {"adaptive": True},
     }
+    if backend.graphs:  # opt-in graph replays (CUDA, NPU)
+        table["graphs"] = {"graphs": True}
+        table["graphs_adaptive"] = {"graphs": True, "adaptive": True}
     if backend.kind == "cuda":
         table["flush_l2"] = {"do_bench": flush_bench(backend)}
         table["triton_do_bench"] = {"do_bench": triton_bench()}
@@ -102,7 +105,10 @@ class Tuners:
         wall = time.perf_counter() - start
         chosen = int(entry["best"]["index"])
         best_ms = min(oracle)
-        runs = {int(i): n for i, n in counts.items()}
+        # the runs the device executed (graph mode calls the host function only to capture,
+        # and a replay of k runs counts k); a custom do_bench leaves them unknown: host calls
+        runs = ({int(c["index"]): int(c["runs"]) for c in entry["candidates"] if c.get("runs")}
+                or {int(i): n for i, n in counts.items()})
         device_ms = sum(n * oracle[i] for i, n in runs.items() if math.isfinite(oracle[i]))
         measured = [(c["index"], c["time_ms"], c["sem_ms"]) for c in entry["candidates"]
                     if c["time_ms"] is not None]

@@ -72,6 +72,15 @@ def clearly_slower(screen_min: float, ref_median: float, ref_sd: float,
     return screen_min > (1.0 + margin) * ref_median + z * ref_sd
 
 
+def _joined(screened: CandidateResult, finished: CandidateResult) -> CandidateResult:
+    """A finished candidate's figures over its screened and finishing runs."""
+    result = summarize(finished.index, screened.times_ms + finished.times_ms)
+    if screened.runs is not None and finished.runs is not None:
+        result.runs = screened.runs + finished.runs
+    result.runs_per_sample = max(screened.runs_per_sample, finished.runs_per_sample)
+    return result
+
+
 def measure_adaptive(
     make_call: Callable[[int], Callable[[], Any]],
     indices: Sequence[int],
@@ -118,8 +127,7 @@ def measure_adaptive(
 
     def finish(subset: Sequence[int]) -> tuple[list[CandidateResult], BaseException | None]:
         done, bug = phase(subset, rest, report=False)
-        merged = [r if not r.ok else summarize(r.index, screened[r.index].times_ms + r.times_ms)
-                  for r in done]
+        merged = [r if not r.ok else _joined(screened[r.index], r) for r in done]
         if on_result is not None:
             for result in merged:
                 on_result(result)

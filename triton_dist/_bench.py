@@ -44,6 +44,11 @@ class CandidateResult:
     times_ms: list[float] = dataclasses.field(default_factory=list)
     error: str | None = None
     """Why the candidate failed ("RuntimeError: out of resources ...")."""
+    runs: int | None = None
+    """Runs of the host function's device work executed for this measurement, warm-ups included
+    (a graph replay of k runs counts k); None when a custom ``do_bench`` measured it."""
+    runs_per_sample: int = 1
+    """Runs timed together per sample (graph mode, short kernels); ``times_ms`` are per run."""
 
     @property
     def ok(self) -> bool:
@@ -131,6 +136,8 @@ def measure_candidates(
     timeout_s: float | None = None,
     known_failures: Mapping[int, str] | None = None,
     on_warm: Callable[[int], None] | None = None,
+    graphs: bool = False,
+    agree: Callable[[Sequence[float]], Sequence[float]] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -145,13 +152,16 @@ def measure_candidates(
     :mod:`triton_dist._rounds`: same runs per candidate, results reported at the end, in
     ``indices`` order; ``on_warm(i)`` is called when candidate ``i`` has finished its warm-up
     runs (only there: one after the other, ``on_result`` follows each candidate's runs).
+    ``graphs`` replays each candidate from a device graph where the backend has them (see
+    :mod:`triton_dist._rounds`; ignored on the CPU and with a custom ``do_bench``); ``agree`` is
+    the group's element-wise MAX, through which the ranks settle the graph decisions together.
     """
     if do_bench is None and backend.interleaved:
         from ._rounds import measure_rounds
 
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
-                              known_failures=known_failures)
+                              known_failures=known_failures, graphs=graphs, agree=agree)
     if do_bench is None:
         def bench(call: Callable[[], Any]) -> Sequence[float]:
             return measure(call, backend, n_warmup, n_repeat)
@@ -185,6 +195,8 @@ def measure_candidates(
                         "config marked failed.", index=index, reason=result.error)
             else:
                 result = summarize(index, times)
+                if do_bench is None:
+                    result.runs = n_warmup + len(result.times_ms)
         results.append(result)
         if on_result is not None:
             on_result(result)

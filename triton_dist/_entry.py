@@ -45,7 +45,8 @@ def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
     """How the candidates were measured (timings measured otherwise are not reused)."""
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
             "timer": "custom" if target.do_bench else backend.kind,
-            **({"adaptive": True} if target.adaptive else {})}
+            **({"adaptive": True} if target.adaptive else {}),
+            **({"graphs": True} if target.graphs else {})}
 
 
 def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,
@@ -63,6 +64,8 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
             "time_ms": _cache.json_safe_time(r.time_ms) if r else None,
             "sem_ms": r.sem_ms if r else None,
             "error": r.error if r else None,
+            "runs": r.runs if r else None,
+            **({"runs_per_sample": r.runs_per_sample} if r and r.runs_per_sample > 1 else {}),
         })
     best_result = measured[best]
     default = measured.get(0)

@@ -11,11 +11,35 @@ exactly ``n_warmup`` untimed runs (all of them before any timed run, candidate b
 that the in-place guard's first-run checks see a reference) then ``n_repeat`` timed runs; a
 candidate that fails is recorded as failed and leaves the later rounds; a bug stops measuring; a
 device that cannot synchronise after a failure stops it with :class:`DeviceStateError`.
+
+**Graphs** (``autotune(..., graphs=True)``, backends with ``Backend.graphs``). A host function's
+Python (allocation, argument handling, the Triton launcher: ~50-60 µs a run on an H200 host)
+costs more than a kernel of 30 µs takes, so eager runs leave the device idle between kernels and
+a short kernel's event pair measures events ~0.5 µs apart. In graph mode each candidate runs
+eagerly once (compilation, the in-place guard's checks), is captured into a device graph, and
+every later run is a replay of that graph (a few µs of host time):
+
+1. warm-up: one eager run, the capture, then ``n_warmup - 1`` replays (at least one), each
+   between an event pair: the probe of what one run costs on the device;
+2. the runs per timed sample ``k`` are chosen so that a sample lasts about ``GRAPH_SAMPLE_S``
+   for the fastest candidate (1 for kernels of 20 µs and more), the same ``k`` for every
+   candidate; with ``k > 1`` the candidates are captured again with ``k`` runs and replayed
+   once untimed;
+3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
+   sample's over ``k``.
+
+A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
+collective that graphs do not support) makes the whole measurement fall back to eager runs, with
+a warning: candidates are never compared across the two modes. In a group (``agree``: the
+group's element-wise MAX) the ranks agree once, after the warm-ups, on stopping (a bug on some
+rank), on falling back and on ``k``, so that every rank replays the same work in the same order.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,7 +47,27 @@ from typing import Any
 from ._backends import Backend
 from .errors import CandidateTimeoutError, DeviceStateError
 
-__all__ = ["measure_rounds"]
+__all__ = ["GRAPH_SAMPLE_S", "measure_rounds", "runs_per_sample"]
+
+log = logging.getLogger(__name__)
+
+#: graph mode: a timed sample holds enough back-to-back runs of the candidate to last about this
+#: long on the fastest candidate (timing events resolve ~0.5 µs: a 2 µs kernel timed alone is
+#: mostly quantisation)
+GRAPH_SAMPLE_S = 20e-6
+#: at most this many runs per timed sample (a capture calls the host function this often)
+MAX_RUNS_PER_SAMPLE = 64
+#: host time assumed for one replay with its event pair before one was measured (keep-ahead)
+REPLAY_HOST_S = 15e-6
+
+Agree = Callable[[Sequence[float]], Sequence[float]]
+
+
+def runs_per_sample(run_ms: float) -> int:
+    """Runs per timed sample in graph mode for a fastest device time per run of ``run_ms``."""
+    if not math.isfinite(run_ms) or run_ms <= 0:
+        return 1
+    return max(1, min(MAX_RUNS_PER_SAMPLE, math.ceil(GRAPH_SAMPLE_S * 1e3 / run_ms)))
 
 
 def measure_rounds(
@@ -37,6 +81,8 @@ def measure_rounds(
     on_warm: Callable[[int], None] | None,
     timeout_s: float | None,
     known_failures: Mapping[int, str] | None,
+    graphs: bool = False,
+    agree: Agree | None = None,
 ) -> tuple[list[Any], BaseException | None]:
     from ._bench import CandidateResult, describe, is_candidate_failure, summarize
 
@@ -44,7 +90,15 @@ def measure_rounds(
     failed: dict[int, CandidateResult] = {}
     calls: dict[int, Callable[[], Any]] = {}
     spent: dict[int, float] = {}  # host seconds in each candidate's runs (the time limit)
-    per_run: dict[int, float] = {}  # fastest warm-up run's host time: what enqueuing one costs
+    per_run: dict[int, float] = {}  # fastest eager run's host time: what enqueuing one costs
+    per_replay: dict[int, float] = {}  # the same for a graph replay
+    runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
+    use_graphs = graphs and backend.graphs
+    graph_of: dict[int, Any] = {}
+    probes: dict[int, list[Any]] = {}
+    pool = None
+    k = 1
+    broken: str | None = None  # why the host function could not be captured
 
     def done() -> list[CandidateResult]:
         """What is known when measuring stops early: the failed candidates, in ``indices`` order."""
@@ -58,10 +112,22 @@ def measure_rounds(
         took = clock() - start
         spent[index] += took
         per_run[index] = min(per_run.get(index, math.inf), took)
+        runs[index] += 1
+
+    def replay(index: int) -> None:
+        if timeout_s is not None and spent[index] > timeout_s:
+            raise CandidateTimeoutError(f"timed out after {timeout_s:g}s")
+        start = clock()
+        graph_of[index].replay()
+        took = clock() - start
+        spent[index] += took
+        per_replay[index] = min(per_replay.get(index, math.inf), took)
+        runs[index] += k
 
     def fail(index: int, exc: BaseException) -> DeviceStateError | None:
         result = CandidateResult(index, math.inf, error=describe(exc))
         failed[index] = result
+        graph_of.pop(index, None)
         try:  # a failed launch may leave queued work; it must not leak into other timings
             backend.synchronize()
         except Exception as sync_exc:  # noqa: BLE001
@@ -73,30 +139,84 @@ def measure_rounds(
                 "config marked failed.", index=index, reason=result.error)
         return None
 
+    def capture(index: int, n_runs: int) -> None:
+        graph_of[index] = backend.capture(calls[index], n_runs, pool)
+
+    def warm(index: int) -> None:
+        """The candidate's warm-up runs (eager, or eager + capture + probed replays)."""
+        nonlocal broken
+        if not use_graphs or broken is not None:
+            for _ in range(n_warmup):
+                run(index)
+            return
+        run(index)  # compiles and warms allocations before the capture (even with n_warmup=0)
+        try:
+            capture(index, 1)
+        except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
+            graph_of.pop(index, None)
+            broken = describe(exc)
+            backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
+            for _ in range(n_warmup - 1):
+                run(index)
+            return
+        timer.keep_ahead(REPLAY_HOST_S * max(n_warmup - 1, 1), max(n_warmup - 1, 1))
+        probes[index] = []
+        for _ in range(max(n_warmup - 1, 1)):
+            token = timer.start()
+            replay(index)
+            probes[index].append(timer.stop(token))
+
     for index in indices:
         if known_failures and index in known_failures:
             failed[index] = CandidateResult(index, math.inf, error=known_failures[index])
     backend.warm_up()
     timer = backend.run_timer()
+    if use_graphs:
+        pool = backend.graph_pool()
 
     # warm-ups, candidate by candidate (compilation, the in-place guard's first-run checks)
+    stop: BaseException | None = None
     for index in indices:
         if index in failed:
             continue
         calls[index] = make_call(index)
         spent[index] = 0.0
+        runs[index] = 0
         try:
-            for _ in range(n_warmup):
-                run(index)
+            warm(index)
         except Exception as exc:  # noqa: BLE001 - classified just below
             if not is_candidate_failure(exc):
-                return _report(done(), on_result), exc
+                stop = exc
+                break
             stop = fail(index, exc)
             if stop is not None:
-                return _report(done(), on_result), stop
+                break
             continue
         if on_warm is not None:
             on_warm(index)
+
+    if use_graphs:
+        stop, k = _settle_graphs(backend, timer, probes, graph_of, broken, stop, agree)
+        if stop is not None or (agree is not None and k == 0):
+            return _report(done(), on_result), stop  # k == 0: another rank stopped
+        if broken is not None or k < 0:
+            log.warning("measuring without graphs: %s", broken or "another rank of the group could "
+                        "not capture its host function")
+            graph_of.clear()
+            k = 1
+        elif k > 1:  # samples of k runs each: capture again, one untimed replay (upload)
+            for index in list(graph_of):
+                try:
+                    capture(index, k)
+                    replay(index)
+                except Exception as exc:  # noqa: BLE001 - a candidate failure on every rank (MAX)
+                    if not is_candidate_failure(exc):
+                        return _report(done(), on_result), exc
+                    stop = fail(index, exc)
+                    if stop is not None:
+                        return _report(done(), on_result), stop
+    elif stop is not None:
+        return _report(done(), on_result), stop
 
     # timed rounds; the starting candidate rotates so that none is always first after a pause
     tokens: dict[int, list[Any]] = {i: [] for i in calls}
@@ -106,11 +226,14 @@ def measure_rounds(
             break
         shift = round_no % len(live)
         live = live[shift:] + live[:shift]
-        timer.keep_ahead(sum(per_run.get(i, 0.0) for i in live), len(live))
+        timer.keep_ahead(sum((per_replay if i in graph_of else per_run).get(i, 0.0) for i in live), len(live))
         for index in live:
             token = timer.start()
             try:
-                run(index)
+                if index in graph_of:
+                    replay(index)
+                else:
+                    run(index)
             except Exception as exc:  # noqa: BLE001 - classified just below
                 try:  # close the pair (its time is never read); a broken device may refuse
                     timer.stop(token)
@@ -128,9 +251,36 @@ def measure_rounds(
     for index in indices:
         if index in failed:
             results.append(failed[index])
-        else:
-            results.append(summarize(index, [timer.elapsed_ms(t) for t in tokens[index]]))
+            continue
+        per = k if index in graph_of else 1
+        result = summarize(index, [timer.elapsed_ms(t) / per for t in tokens[index]])
+        result.runs, result.runs_per_sample = runs[index], per
+        results.append(result)
+    graph_of.clear()  # frees the graphs and, with the last of them, their memory pool
     return _report(results, on_result), None
+
+
+def _settle_graphs(backend: Backend, timer: Any, probes: dict[int, list[Any]], graph_of: dict[int, Any],
+                   broken: str | None, stop: BaseException | None,
+                   agree: Agree | None) -> tuple[BaseException | None, int]:
+    """After the warm-ups in graph mode: the group's agreement on stopping, falling back to eager
+    runs and the runs per sample. Returns (this rank's stop, k) where k is 0 when another rank
+    stopped, -1 when some rank could not capture, else the runs per timed sample."""
+    fastest = math.inf
+    if stop is None and broken is None and graph_of:
+        backend.synchronize()  # the probes' events are read here
+        for index, tokens in probes.items():
+            if index in graph_of and tokens:
+                fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens))
+    vec = [1.0 if stop is not None else 0.0, 1.0 if broken is not None else 0.0,
+           float(runs_per_sample(fastest))]
+    if agree is not None:
+        vec = [float(v) for v in agree(vec)]
+    if vec[0] > 0:
+        return stop, 0
+    if vec[1] > 0:
+        return None, -1
+    return None, int(vec[2])
 
 
 def _report(results: list[Any], on_result: Callable[[Any], None] | None) -> list[Any]:

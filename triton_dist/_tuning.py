@@ -60,6 +60,8 @@ class TuneTarget:
     the device unusable)"""
     adaptive: bool = False
     """stop timing clearly slower candidates early (``_adaptive.measure_adaptive``)"""
+    graphs: bool = False
+    """replay candidates from device graphs (``_rounds``; CUDA, NPU)"""
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -288,10 +290,12 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
                   to_measure, reuse.best)
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
                              check=target.check_correctness, name=target.qualname)
+    group_max = None if view is None else (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s))
     measure: Callable[..., tuple[list[CandidateResult], BaseException | None]] = measure_candidates
     if target.adaptive:  # drop decisions on MAX-reduced figures: every rank drops the same configs
-        measure = functools.partial(measure_adaptive, note=tlog.info, reduce=None if view is None else
-                                    (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s)))
+        measure = functools.partial(measure_adaptive, note=tlog.info, reduce=group_max)
+    if target.graphs:  # the ranks settle falling back and the runs per sample together
+        measure = functools.partial(measure, graphs=True, agree=group_max)
     with guard:  # leaving it puts mutated arguments back for the final call
         results, bug = measure(
             lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,

@@ -87,6 +87,7 @@ class AutoTuner:
         check_correctness: bool = False,
         restore_inplace: bool = True,
         adaptive: bool = False,
+        graphs: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
@@ -109,7 +110,7 @@ class AutoTuner:
             config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
             n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
             check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
-            adaptive=bool(adaptive),
+            adaptive=bool(adaptive), graphs=bool(graphs),
         )
         functools.update_wrapper(self, fn)
 
@@ -235,7 +236,7 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None = None, *, n_warmup: int = 5, n_repeat: int = 10,
              do_bench: DoBench | None = None, check_correctness: bool = False,
              restore_inplace: bool = True,
-             adaptive: bool = False) -> Callable[[Callable[..., Any]], AutoTuner]:
+             adaptive: bool = False, graphs: bool = False) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to tune it over ``config_space``.
 
     Args:
@@ -257,10 +258,17 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         adaptive: stop timing candidates that are clearly slower than the best (a few screening
             runs each, then the full ``n_repeat`` timed runs only for the contenders; see
             triton_dist/_adaptive.py). Off by default: every candidate gets the full schedule.
+        graphs: on a device with graphs (CUDA, NPU), run each candidate eagerly once, capture it
+            into a device graph and replay that for the other runs, timing samples of enough
+            runs to last ~20 µs: kernel time without the host's launch cost, for kernels too
+            short for the host to keep the device busy (triton_dist/_rounds.py). The host
+            function must be capturable (no synchronisation, no host reads of device tensors);
+            if it is not, tuning falls back to eager runs with a warning. Off by default; no
+            effect on the CPU or with ``do_bench``.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
                          do_bench=do_bench, check_correctness=check_correctness,
-                         restore_inplace=restore_inplace, adaptive=adaptive)
+                         restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs)
 
     return decorator

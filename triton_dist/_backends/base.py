@@ -7,7 +7,7 @@ import platform
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-__all__ = ["Backend", "EventRunTimer"]
+__all__ = ["Backend", "EventRunTimer", "capture_graph"]
 
 
 class EventRunTimer:
@@ -53,6 +53,34 @@ class EventRunTimer:
         will still be busy with earlier work while they are enqueued (no-op by default)."""
 
 
+def capture_graph(module: Any, graph_cls: Any, stream: Any, fn: Callable[[], Any], runs: int,
+                  pool: Any) -> Any:
+    """Capture ``runs`` calls of ``fn`` into a new ``graph_cls`` (``torch.cuda.CUDAGraph``,
+    ``torch.npu.NPUGraph``) on ``stream`` (capture needs a stream other than the default one).
+
+    Unlike ``torch.cuda.graph(...)`` this neither synchronises nor collects garbage first (both
+    would leave the device idle in the middle of a measurement); nothing is executed by a
+    capture, and the capture's allocations come from ``pool``. The error mode is thread-local,
+    so other threads (a distributed agreement) are not disturbed by the capture."""
+    graph = graph_cls()
+    with module.stream(stream):
+        try:
+            graph.capture_begin(pool=pool, capture_error_mode="thread_local")
+        except TypeError:  # an older torch / torch_npu without the keyword
+            graph.capture_begin(pool=pool)
+        try:
+            for _ in range(runs):
+                fn()
+        except BaseException:
+            try:  # end the broken capture so that the stream can be used again
+                graph.capture_end()
+            except Exception:  # noqa: BLE001 - the host function's error is the one to report
+                pass
+            raise
+        graph.capture_end()
+    return graph
+
+
 class Backend(abc.ABC):
     """One kind of device: how to synchronise and time it, what identifies its hardware,
     which torch.distributed backend and which Ray resource go with it."""
@@ -69,6 +97,9 @@ class Backend(abc.ABC):
     """Candidates are measured in rounds (warm-ups first, then one timed run of every candidate
     per round, no synchronisation between candidates) through :meth:`run_timer`. False (the
     CPU): one candidate after the other through :meth:`measure`."""
+    graphs: ClassVar[bool] = False
+    """Runs can be captured into a device graph and replayed (:meth:`capture`: CUDA, NPU), which
+    ``autotune(..., graphs=True)`` uses to time kernels without the host's launch cost."""
     host_timed: ClassVar[bool] = False
     """Runs execute on the host thread that issues them (the CPU), so a worker thread can run a
     candidate while the caller waits with a time limit; device backends keep runs on the caller's
@@ -105,6 +136,18 @@ class Backend(abc.ABC):
     def run_timer(self) -> EventRunTimer:
         """The per-run timer of interleaved measurement (backends with ``interleaved``)."""
         raise NotImplementedError(f"{self.kind} measures candidates one after the other")
+
+    def graph_pool(self) -> Any:
+        """A memory pool that the graphs of one measurement share (they never run concurrently
+        and their outputs are never read, so sharing is safe and bounds the memory)."""
+        raise NotImplementedError(f"{self.kind} has no device graphs")
+
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+        """A device graph of ``runs`` back-to-back calls of ``fn`` (which has run eagerly at
+        least once: compiled, allocations warm); the result has ``replay()``, which queues
+        the captured work on the current stream. Raises what the capture raised: a host
+        function that synchronises or touches host memory cannot be captured."""
+        raise NotImplementedError(f"{self.kind} has no device graphs")
 
     def warm_up(self) -> None:  # noqa: B027 - optional hook, a no-op unless a device needs it
         """Bring the device to steady clocks before a measurement (bounded; no-op by default),

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend, EventRunTimer
+from .base import Backend, EventRunTimer, capture_graph
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,7 @@ class CudaBackend(Backend):
     ray_resource = "GPU"
     visible_devices_env = "CUDA_VISIBLE_DEVICES"
     interleaved = True
+    graphs = True
 
     @classmethod
     def probe(cls) -> str | None:
@@ -77,6 +78,20 @@ class CudaBackend(Backend):
         self._flush_buffer: Any = None
         self._timers: dict[int, _CudaRunTimer] = {}
         self._last_busy = -float("inf")
+        self._capture_streams: dict[int, Any] = {}
+
+    def graph_pool(self) -> Any:
+        import torch
+
+        return torch.cuda.graph_pool_handle()
+
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+        import torch
+
+        stream = self._capture_streams.get(torch.cuda.current_device())
+        if stream is None:
+            stream = self._capture_streams.setdefault(torch.cuda.current_device(), torch.cuda.Stream())
+        return capture_graph(torch.cuda, torch.cuda.CUDAGraph, stream, fn, runs, pool)
 
     def run_timer(self) -> EventRunTimer:
         import torch

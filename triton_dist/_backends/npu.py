@@ -4,7 +4,7 @@ torch_npu is imported lazily. It cannot be imported without CANN (``libhccl.so``
 install can raise ``ImportError``, ``OSError`` or ``RuntimeError``; each of them means "no NPU".
 Written against torch_npu's documented API (``torch.npu.Event``, ``torch.npu.synchronize``,
 ``torch.npu.set_device``, ``torch.npu.get_device_name``, ``torch_npu.npu.get_soc_version``,
-``torch_npu.npu.utils.get_cann_version``);
+``torch_npu.npu.utils.get_cann_version``, ``torch_npu.npu.NPUGraph``);
 it cannot be run on the machines of this project, see docs/devices.md.
 """
 
@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend, EventRunTimer
+from .base import Backend, EventRunTimer, capture_graph
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,7 +41,22 @@ class NpuBackend(Backend):
     ray_resource = "NPU"
     visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
     interleaved = True
+    graphs = True
     _timer: EventRunTimer | None = None
+    _capture_stream: Any = None
+
+    def graph_pool(self) -> Any:
+        return self._npu().graph_pool_handle()
+
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+        # torch_npu.npu.NPUGraph mirrors torch.cuda.CUDAGraph (capture_begin(pool,
+        # capture_error_mode) / capture_end / replay). Whether triton-ascend kernels can be
+        # captured depends on the CANN version; a failed capture makes the tuning fall back to
+        # eager runs (triton_dist/_rounds.py), so graphs=True is safe to ask for.
+        npu = self._npu()
+        if self._capture_stream is None:
+            self._capture_stream = npu.Stream()
+        return capture_graph(npu, npu.NPUGraph, self._capture_stream, fn, runs, pool)
 
     def run_timer(self) -> EventRunTimer:
         # the CUDA path without keep-ahead (torch_npu has no device-side sleep)

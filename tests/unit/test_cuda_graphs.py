@@ -1,0 +1,83 @@
+"""Graph mode on a real CUDA device (``autotune(..., graphs=True)``): real Triton kernels captured
+into CUDA graphs and replayed. Skipped without CUDA; run on the GPU machine by
+scripts/device/core_unit.sh (the simulated-device tests in test_graph_measure.py run everywhere).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture
+def scale_fn():
+    import triton
+
+    from examples.scale import key_fn, scale_kernel
+    from triton_dist.tune import autotune
+
+    def host(x, alpha, *, BLOCK, num_warps, sync=False):
+        y = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+        if sync:  # a host read of a device value: cannot be captured
+            float(y[0].item())
+        return y
+
+    space = [{"BLOCK": b, "num_warps": w} for b in (256, 1024, 4096) for w in (4, 8)]
+
+    def make(**options):
+        return autotune(space, key_fn, **options)(host)
+
+    return make
+
+
+def test_short_kernel_timed_from_graph_replays(scale_fn):
+    x = torch.randn(2**16, device="cuda")
+    tuner = scale_fn(graphs=True)
+    entry = tuner.tune(x, 2.0, force=True, write_cache=False)
+    assert entry["measurement"]["graphs"] is True
+    ok = [c for c in entry["candidates"] if c["time_ms"] is not None]
+    assert len(ok) == 6
+    # a ~1-2 us kernel: samples of several runs, and per-run figures of the kernel, not of the
+    # ~50 us it takes the host to launch it
+    assert all(c["runs_per_sample"] > 1 for c in ok)
+    assert all(c["runs"] == 1 + 4 + c["runs_per_sample"] * 11 for c in ok)
+    assert min(c["time_ms"] for c in ok) < 0.010
+    torch.testing.assert_close(tuner(x, 2.0), 2.0 * x)
+
+
+def test_long_kernel_one_run_per_sample_and_close_to_eager(scale_fn):
+    x = torch.randn(2**25, device="cuda")
+    graph = scale_fn(graphs=True).tune(x, 2.0, force=True, write_cache=False)
+    eager = scale_fn().tune(x, 2.0, force=True, write_cache=False)
+    g = {c["index"]: c for c in graph["candidates"]}
+    e = {c["index"]: c for c in eager["candidates"]}
+    assert all(c["runs"] == 15 and "runs_per_sample" not in c for c in g.values())
+    for i in g:  # a ~60 us memory-bound kernel: both modes time the kernel
+        assert g[i]["time_ms"] == pytest.approx(e[i]["time_ms"], rel=0.15)
+
+
+def test_a_host_function_that_syncs_falls_back_to_eager_runs(scale_fn, caplog):
+    x = torch.randn(2**16, device="cuda")
+    tuner = scale_fn(graphs=True)
+    with caplog.at_level(logging.WARNING, logger="triton_dist._rounds"):
+        entry = tuner.tune(x, 2.0, sync=True, force=True, write_cache=False)
+    assert "measuring without graphs" in caplog.text
+    assert all(c["runs"] == 15 and "runs_per_sample" not in c for c in entry["candidates"])
+    torch.cuda.synchronize()  # the device is fine after the failed capture
+    torch.testing.assert_close(tuner(x, 2.0, sync=True), 2.0 * x)
+
+
+def test_graphs_are_freed_after_tuning(scale_fn):
+    x = torch.randn(2**22, device="cuda")
+    tuner = scale_fn(graphs=True)
+    tuner.tune(x, 2.0, force=True, write_cache=False)  # compiles
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    tuner.tune(x, 2.0, force=True, write_cache=False)
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() - before <= x.numel() * x.element_size()
