@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import abc
+import logging
 import platform
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 __all__ = ["Backend", "EventRunTimer", "capture_graph"]
+
+log = logging.getLogger(__name__)
 
 
 class EventRunTimer:
@@ -54,14 +57,43 @@ class EventRunTimer:
 
 
 def capture_graph(module: Any, graph_cls: Any, stream: Any, fn: Callable[[], Any], runs: int,
-                  pool: Any) -> Any:
+                  pool: Any, device: Any) -> Any:
     """Capture ``runs`` calls of ``fn`` into a new ``graph_cls`` (``torch.cuda.CUDAGraph``,
     ``torch.npu.NPUGraph``) on ``stream`` (capture needs a stream other than the default one).
 
     Unlike ``torch.cuda.graph(...)`` this neither synchronises nor collects garbage first (both
     would leave the device idle in the middle of a measurement); nothing is executed by a
     capture, and the capture's allocations come from ``pool``. The error mode is thread-local,
-    so other threads (a distributed agreement) are not disturbed by the capture."""
+    so other threads (a distributed agreement) are not disturbed by the capture.
+
+    A failed capture leaves torch's RNG state of the device in capture mode (``capture_end``
+    raises before it hands the generator back), after which every random op raises "Offset
+    increment outside graph capture encountered unexpectedly"; a trivial capture right after
+    the failure completes that hand-back (seen with torch 2.11 on an H200)."""
+    try:
+        return _capture(module, graph_cls, stream, fn, runs, pool)
+    except BaseException:
+        _heal(module, graph_cls, stream, device)
+        raise
+
+
+def _heal(module: Any, graph_cls: Any, stream: Any, device: Any) -> None:
+    import torch
+
+    try:
+        buf = torch.zeros(1, device=device)
+        graph = graph_cls()
+        with module.stream(stream):
+            graph.capture_begin()
+            buf.add_(1)
+            graph.capture_end()
+        del graph
+    except Exception as exc:  # noqa: BLE001 - the capture's own error is the one raised
+        log.warning("a failed graph capture may have left torch's random number generator of %s "
+                    "in capture mode (random ops may raise now): %s", device, exc)
+
+
+def _capture(module: Any, graph_cls: Any, stream: Any, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
     graph = graph_cls()
     with module.stream(stream):
         try:

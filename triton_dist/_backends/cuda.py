@@ -91,7 +91,7 @@ class CudaBackend(Backend):
         stream = self._capture_streams.get(torch.cuda.current_device())
         if stream is None:
             stream = self._capture_streams.setdefault(torch.cuda.current_device(), torch.cuda.Stream())
-        return capture_graph(torch.cuda, torch.cuda.CUDAGraph, stream, fn, runs, pool)
+        return capture_graph(torch.cuda, torch.cuda.CUDAGraph, stream, fn, runs, pool, self.device())
 
     def run_timer(self) -> EventRunTimer:
         import torch

@@ -56,7 +56,7 @@ class NpuBackend(Backend):
         npu = self._npu()
         if self._capture_stream is None:
             self._capture_stream = npu.Stream()
-        return capture_graph(npu, npu.NPUGraph, self._capture_stream, fn, runs, pool)
+        return capture_graph(npu, npu.NPUGraph, self._capture_stream, fn, runs, pool, self.device())
 
     def run_timer(self) -> EventRunTimer:
         # the CUDA path without keep-ahead (torch_npu has no device-side sleep)
