@@ -267,3 +267,25 @@ def test_autotune_with_graphs_records_the_mode_and_the_runs(monkeypatch):
     assert [c["time_ms"] for c in entry["candidates"]] == pytest.approx([3.0, 1.0, 2.0, 1.5])
     assert calls == {0: 2, 1: 2, 2: 2, 3: 2}
     assert torch.equal(out, torch.zeros(4))  # the in-place guard restored the tensor after tuning
+
+
+def test_keep_ahead_counts_the_host_time_of_the_last_round_timer_included():
+    # The timer's own event records cost host time (~20 µs a pair on an H200 host); the device
+    # must be kept busy for the whole round, or the later samples of a round time the launch.
+    import time
+
+    device = GraphDevice({0: 1.0, 1: 2.0})
+    asked: list[float] = []
+
+    class SlowTimer(EventRunTimer):
+        def start(self):
+            time.sleep(0.002)
+            return super().start()
+
+        def keep_ahead(self, host_s: float, n_runs: int) -> None:
+            asked.append(host_s)
+
+    device.run_timer = lambda: SlowTimer(lambda: QuantizedEvent(device))
+    measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=2, n_repeat=4)
+    assert len(asked) == 4 and asked[0] < 0.002  # the first round knows only the runs' host time
+    assert all(h >= 2 * 0.002 for h in asked[1:])  # then the measured round, sleeps included

@@ -97,6 +97,8 @@ class CudaBackend(Backend):
         import torch
 
         timer = self._timers.setdefault(torch.cuda.current_device(), _CudaRunTimer(self))
+        if not timer.pair_s:  # what the timer's own event records cost, before the first round
+            timer.stop(timer.start())
         timer.reset()
         return timer
 
@@ -267,4 +269,4 @@ class _CudaRunTimer(EventRunTimer):
         self._backend = backend
 
     def keep_ahead(self, host_s: float, n_runs: int) -> None:
-        self._backend._sleep_ahead(host_s + (n_runs + 1) * RUN_EXTRA_S)
+        self._backend._sleep_ahead(host_s + (n_runs + 1) * max(RUN_EXTRA_S, self.pair_s))
