@@ -27,6 +27,9 @@ python3 scripts/device/graph_costs.py 2>&1 | tee "$OUT/graph_costs.txt" || rc=1
 python3 benchmarks/run_all.py --out "$OUT" --only p2 --timeout "${P2_LIMIT:-200}" -- --repeats 3 || rc=1
 python3 benchmarks/run_all.py --out "$OUT" --only p3 --timeout "${P3_LIMIT:-260}" -- --trials 5 \
   --strategies ${P3_STRATEGIES:-seed default adaptive graphs graphs_adaptive} || rc=1
+if [ -n "${WITH_P6:-}" ]; then
+  python3 benchmarks/run_all.py --out "$OUT" --only p6 --timeout 150 -- --trials 8 || rc=1
+fi
 python3 benchmarks/run_all.py --out "$OUT" --collect || rc=1
 echo "graphs.sh exit status: $rc"
 exit "$rc"
