@@ -11,12 +11,7 @@
 # plots strategies.png, adaptive.png, tuning_wall.png, hot_path.png. Exit status: 0 when every
 # benchmark ran (figures are judged in docs/performance.md, not here).
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-: "${OUT:?OUT must name the folder for the results}"
-mkdir -p "$OUT"
-export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+source "$(dirname "$0")/prelude.sh"
 unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS  # real kernels on the detected device
 export BENCH_ORACLE_CACHE="$OUT/oracle.json"
 which=("$@")

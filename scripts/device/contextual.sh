@@ -5,12 +5,7 @@
 # Writes under $OUT: contextual_env.txt, contextual_example.txt, contextual_example_rank-0.log,
 # contextual_pytest.txt, contextual_junit.xml. Exit status: 0 when the example and the tests pass.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-: "${OUT:?OUT must name the folder for the results}"
-mkdir -p "$OUT"
-export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+source "$(dirname "$0")/prelude.sh"
 unset TRITON_INTERPRET TRITON_DIST_DEVICE  # real kernels on the detected device
 rc=0
 

@@ -6,12 +6,7 @@
 # Writes under $OUT: core_env.txt, core_scale.txt, core_gemm.txt, core_cache/ (the entries and
 # tuning logs the examples wrote), core_pytest.txt, core_junit.xml. Exit status 0 when all pass.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-: "${OUT:?OUT must name the folder for the results}"
-mkdir -p "$OUT"
-export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+source "$(dirname "$0")/prelude.sh"
 unset TRITON_INTERPRET TRITON_DIST_DEVICE  # real kernels on the detected device
 export TRITON_DIST_AUTOTUNE_DIR="$OUT/core_cache"
 rc=0

@@ -5,12 +5,7 @@
 #      strategies seed, default, adaptive, graphs, graphs_adaptive, measured in the same run.
 # Writes under $OUT: graphs_pytest.txt, bench_env.txt, the benchmarks' .json/.log, results.json.
 set -uo pipefail
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cd "$repo"
-: "${OUT:?OUT must name the folder for the results}"
-mkdir -p "$OUT"
-export PYTHONPATH=$repo${PYTHONPATH:+:$PYTHONPATH}
-export PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
+source "$(dirname "$0")/prelude.sh"
 unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
 export BENCH_ORACLE_CACHE="$OUT/oracle.json"
 rc=0
