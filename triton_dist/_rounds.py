@@ -26,7 +26,11 @@ every later run is a replay of that graph (a few µs of host time):
    candidate; with ``k > 1`` the candidates are captured again with ``k`` runs and replayed
    once untimed;
 3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
-   sample's over ``k``.
+   sample's over ``k``. With ``k = 1`` each timed replay follows an untimed replay of the same
+   candidate: a sample then never depends on which candidate ran before it (an H200 measured
+   a 256 MB elementwise kernel ~0.7 % apart after a sibling config than after itself, enough to
+   reverse two configs; with ``k > 1`` the sample's own runs provide that context). Graph mode
+   therefore costs 1 + (``n_warmup`` - 1) + 2 ``n_repeat`` runs per candidate for long kernels.
 
 A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
 collective that graphs do not support) makes the whole measurement fall back to eager runs, with
@@ -219,6 +223,7 @@ def measure_rounds(
         return _report(done(), on_result), stop
 
     # timed rounds; the starting candidate rotates so that none is always first after a pause
+    prime = bool(graph_of) and k == 1
     tokens: dict[int, list[Any]] = {i: [] for i in calls}
     per_sample = 0.0  # host time per sample of the last round, timer included (measured)
     for round_no in range(n_repeat):
@@ -229,19 +234,24 @@ def measure_rounds(
         live = live[shift:] + live[:shift]
         # the device must stay busy for as long as the host takes to queue the whole round; the
         # runs' own host times come from the warm-ups, the timer's from the last round
-        expected = sum((per_replay if i in graph_of else per_run).get(i, 0.0) for i in live)
+        expected = sum(per_replay.get(i, 0.0) * (1 + prime) if i in graph_of else per_run.get(i, 0.0) for i in live)
         timer.keep_ahead(max(expected, per_sample * len(live)), len(live))
         round_start = clock()
         for index in live:
-            token = timer.start()
+            token = None
             try:
                 if index in graph_of:
+                    if prime:  # untimed: the timed replay follows its own config, not another
+                        replay(index)
+                    token = timer.start()
                     replay(index)
                 else:
+                    token = timer.start()
                     run(index)
             except Exception as exc:  # noqa: BLE001 - classified just below
                 try:  # close the pair (its time is never read); a broken device may refuse
-                    timer.stop(token)
+                    if token is not None:
+                        timer.stop(token)
                 except Exception:  # noqa: BLE001 - fail() below reports the device state
                     pass
                 if not is_candidate_failure(exc):

@@ -56,7 +56,7 @@ def test_long_kernel_one_run_per_sample_and_close_to_eager(scale_fn):
     eager = scale_fn().tune(x, 2.0, force=True, write_cache=False)
     g = {c["index"]: c for c in graph["candidates"]}
     e = {c["index"]: c for c in eager["candidates"]}
-    assert all(c["runs"] == 15 and "runs_per_sample" not in c for c in g.values())
+    assert all(c["runs"] == 1 + 4 + 2 * 10 and "runs_per_sample" not in c for c in g.values())  # primed
     for i in g:  # a ~60 us memory-bound kernel: both modes time the kernel
         assert g[i]["time_ms"] == pytest.approx(e[i]["time_ms"], rel=0.15)
 

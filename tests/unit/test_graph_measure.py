@@ -107,13 +107,13 @@ def test_graph_mode_runs_each_candidate_eagerly_once_then_replays_its_graph():
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None
     assert counts == {0: 2, 1: 2, 2: 2}  # one eager run, one captured call (k = 1: long kernels)
-    assert [r.runs for r in results] == [15, 15, 15]  # 1 eager + 4 replayed warm-ups + 10 timed
+    assert [r.runs for r in results] == [25, 25, 25]  # 1 eager + 4 replayed warm-ups + 10 x (primer + timed)
     assert [r.runs_per_sample for r in results] == [1, 1, 1]
     # the kernel's time, without the host's launch gap that eager event pairs include
     assert [r.time_ms for r in results] == pytest.approx([1.0, 2.0, 0.5])
     assert device.log.count(("sync",)) == 2  # after the warm-ups (probes read), after the rounds
     replays = [e for e in device.log if e[0] == "replay"]
-    assert len(replays) == 3 * 14 and [e[0] for e in device.log if e[0] in ("run", "capture")] == ["run", "capture"] * 3
+    assert len(replays) == 3 * 24 and [e[0] for e in device.log if e[0] in ("run", "capture")] == ["run", "capture"] * 3
     device = GraphDevice({0: 1.0, 1: 2.0, 2: 0.5}, gap=0.3)
     eager, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10)
     assert [r.time_ms for r in eager] == pytest.approx([1.3, 2.3, 0.8])  # eager: launch included
@@ -263,7 +263,7 @@ def test_autotune_with_graphs_records_the_mode_and_the_runs(monkeypatch):
     out = torch.zeros(4)
     entry = tuner.tune(out, force=True, write_cache=False)
     assert entry["best"]["index"] == 1 and entry["measurement"]["graphs"] is True
-    assert [c["runs"] for c in entry["candidates"]] == [15] * 4
+    assert [c["runs"] for c in entry["candidates"]] == [25] * 4
     assert [c["time_ms"] for c in entry["candidates"]] == pytest.approx([3.0, 1.0, 2.0, 1.5])
     assert calls == {0: 2, 1: 2, 2: 2, 3: 2}
     assert torch.equal(out, torch.zeros(4))  # the in-place guard restored the tensor after tuning
@@ -289,3 +289,20 @@ def test_keep_ahead_counts_the_host_time_of_the_last_round_timer_included():
     measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=2, n_repeat=4)
     assert len(asked) == 4 and asked[0] < 0.002  # the first round knows only the runs' host time
     assert all(h >= 2 * 0.002 for h in asked[1:])  # then the measured round, sleeps included
+
+
+def test_with_one_run_per_sample_each_timed_replay_follows_its_own_config():
+    # A device where a kernel runs 5% slower after a different config than after itself (the
+    # cache left by the previous kernel): interleaved samples must not depend on the neighbour.
+    class Context(GraphDevice):
+        last: int | None = None
+
+        def kernel(self, index: int) -> None:
+            super().kernel(index)
+            if self.last is not None and self.last != index:
+                self.clock += 0.05 * self.costs[index]
+            self.last = index
+
+    device = Context({0: 1.0, 1: 1.02, 2: 0.99})
+    results, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
+    assert [r.time_ms for r in results] == pytest.approx([1.0, 1.02, 0.99])
