@@ -22,7 +22,7 @@ every later run is a replay of that graph (a few µs of host time):
 1. warm-up: one eager run, the capture, then ``n_warmup - 1`` replays (at least one), each
    between an event pair: the probe of what one run costs on the device;
 2. the runs per timed sample ``k`` are chosen so that a sample lasts about ``GRAPH_SAMPLE_S``
-   for the fastest candidate (1 for kernels of 20 µs and more), the same ``k`` for every
+   (200 µs) for the fastest candidate (1 from 200 µs up, at most 64), the same ``k`` for every
    candidate; with ``k > 1`` the candidates are captured again with ``k`` runs and replayed
    once untimed;
 3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
@@ -56,9 +56,12 @@ __all__ = ["GRAPH_SAMPLE_S", "measure_rounds", "runs_per_sample"]
 log = logging.getLogger(__name__)
 
 #: graph mode: a timed sample holds enough back-to-back runs of the candidate to last about this
-#: long on the fastest candidate (timing events resolve ~0.5 µs: a 2 µs kernel timed alone is
-#: mostly quantisation)
-GRAPH_SAMPLE_S = 20e-6
+#: long on the fastest candidate. Timing events resolve ~0.5 µs (a 2 µs kernel timed alone is
+#: mostly quantisation), and a 35 µs kernel varies by ~2 % from run to run on an H200, which
+#: with 10 samples of one run leaves a standard error of ~0.6 %: configs 0.5 % apart then fall
+#: within pick_best's tie window and the earlier one wins. Samples of ~200 µs bring that under
+#: 0.3 % for every kernel length, at up to ~10x the device time of one run per sample.
+GRAPH_SAMPLE_S = 200e-6
 #: at most this many runs per timed sample (a capture calls the host function this often)
 MAX_RUNS_PER_SAMPLE = 64
 #: host time assumed for one replay with its event pair before one was measured (keep-ahead)

@@ -260,7 +260,7 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             triton_dist/_adaptive.py). Off by default: every candidate gets the full schedule.
         graphs: on a device with graphs (CUDA, NPU), run each candidate eagerly once, capture it
             into a device graph and replay that for the other runs, timing samples of enough
-            runs to last ~20 µs: kernel time without the host's launch cost, for kernels too
+            runs to last ~200 µs: kernel time without the host's launch cost, for kernels too
             short for the host to keep the device busy (triton_dist/_rounds.py). The host
             function must be capturable (no synchronisation, no host reads of device tensors);
             if it is not, tuning falls back to eager runs with a warning. Off by default; no

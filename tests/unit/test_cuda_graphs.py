@@ -51,14 +51,21 @@ def test_short_kernel_timed_from_graph_replays(scale_fn):
 
 
 def test_long_kernel_one_run_per_sample_and_close_to_eager(scale_fn):
-    x = torch.randn(2**25, device="cuda")
+    x = torch.randn(2**27, device="cuda")  # ~260 us: one run per sample, primed
     graph = scale_fn(graphs=True).tune(x, 2.0, force=True, write_cache=False)
     eager = scale_fn().tune(x, 2.0, force=True, write_cache=False)
     g = {c["index"]: c for c in graph["candidates"]}
     e = {c["index"]: c for c in eager["candidates"]}
-    assert all(c["runs"] == 1 + 4 + 2 * 10 and "runs_per_sample" not in c for c in g.values())  # primed
-    for i in g:  # a ~60 us memory-bound kernel: both modes time the kernel
+    assert all(c["runs"] == 1 + 4 + 2 * 10 and "runs_per_sample" not in c for c in g.values())
+    for i in g:  # a memory-bound kernel: both modes time the kernel
         assert g[i]["time_ms"] == pytest.approx(e[i]["time_ms"], rel=0.15)
+
+
+def test_mid_kernel_samples_of_several_runs(scale_fn):
+    x = torch.randn(2**24, device="cuda")  # ~35 us: samples of ~200 us
+    entry = scale_fn(graphs=True).tune(x, 2.0, force=True, write_cache=False)
+    ks = {c["runs_per_sample"] for c in entry["candidates"]}
+    assert len(ks) == 1 and 3 <= ks.pop() <= 10
 
 
 def test_a_host_function_that_syncs_falls_back_to_eager_runs(scale_fn, caplog):

@@ -121,13 +121,13 @@ def test_graph_mode_runs_each_candidate_eagerly_once_then_replays_its_graph():
 
 def test_short_kernels_are_timed_in_samples_of_several_runs():
     # 1 and 1.1 us kernels, events resolving 0.5 us: one run per event pair cannot tell them
-    # apart; samples of k runs (~20 us) can.
+    # apart; samples of k runs can.
     costs = {0: 0.0011, 1: 0.0010, 2: 0.0040}
     device = GraphDevice(costs, gap=0.005, resolution=0.0005)
     make_call, counts = host_calls(device)
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     k = _rounds.runs_per_sample(0.0010)
-    assert bug is None and k == 20
+    assert bug is None and k == _rounds.MAX_RUNS_PER_SAMPLE == 64
     assert [r.runs_per_sample for r in results] == [k] * 3
     assert counts == {i: 1 + 1 + k for i in range(3)}  # eager, capture of 1, capture of k
     assert [r.runs for r in results] == [1 + 4 + k + 10 * k] * 3  # + one untimed replay of k
@@ -138,8 +138,9 @@ def test_short_kernels_are_timed_in_samples_of_several_runs():
 
 
 def test_runs_per_sample():
-    assert _rounds.runs_per_sample(0.030) == 1 and _rounds.runs_per_sample(0.020) == 1
-    assert _rounds.runs_per_sample(0.015) == 2 and _rounds.runs_per_sample(0.005) == 4
+    assert _rounds.runs_per_sample(0.300) == 1 and _rounds.runs_per_sample(0.200) == 1
+    assert _rounds.runs_per_sample(0.150) == 2 and _rounds.runs_per_sample(0.035) == 6
+    assert _rounds.runs_per_sample(0.005) == 40
     assert _rounds.runs_per_sample(1e-6) == _rounds.MAX_RUNS_PER_SAMPLE
     assert _rounds.runs_per_sample(math.inf) == 1 and _rounds.runs_per_sample(0.0) == 1
 
@@ -189,13 +190,13 @@ class Group:
 
 def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
     costs = {0: 0.004, 1: 0.005}
-    # another rank measured a faster device: its k (10) is used here too
-    group = Group([0.0, 0.0, 10.0])
+    # another rank measured a faster device: its k (60) is used here too
+    group = Group([0.0, 0.0, 60.0])
     device = GraphDevice(costs)
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
                                       graphs=True, agree=group)
-    assert bug is None and group.seen == [[0.0, 0.0, 5.0]]
-    assert [r.runs_per_sample for r in results] == [10, 10]
+    assert bug is None and group.seen == [[0.0, 0.0, 50.0]]
+    assert [r.runs_per_sample for r in results] == [60, 60]
     # another rank could not capture: every rank measures eagerly
     device = GraphDevice(costs, gap=0.001)
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
