@@ -176,10 +176,12 @@ def measure_rounds(
     for index in indices:
         if known_failures and index in known_failures:
             failed[index] = CandidateResult(index, math.inf, error=known_failures[index])
+    marks = [("start", clock())]  # phase ends, for the debug line below
     backend.warm_up()
     timer = backend.run_timer()
     if use_graphs:
         pool = backend.graph_pool()
+    marks.append(("device warm-up", clock()))
 
     # warm-ups, candidate by candidate (compilation, the in-place guard's first-run checks)
     stop: BaseException | None = None
@@ -202,6 +204,7 @@ def measure_rounds(
         if on_warm is not None:
             on_warm(index)
 
+    marks.append(("warm-ups", clock()))
     if use_graphs:
         stop, k = _settle_graphs(backend, timer, probes, graph_of, broken, stop, agree)
         if stop is not None or (agree is not None and k == 0):
@@ -225,6 +228,7 @@ def measure_rounds(
     elif stop is not None:
         return _report(done(), on_result), stop
 
+    marks.append(("settle + recapture", clock()))
     # timed rounds; the starting candidate rotates so that none is always first after a pause
     prime = bool(graph_of) and k == 1
     tokens: dict[int, list[Any]] = {i: [] for i in calls}
@@ -265,7 +269,9 @@ def measure_rounds(
                 continue
             tokens[index].append(timer.stop(token))
         per_sample = (clock() - round_start) / len(live)
+    marks.append(("rounds queued", clock()))
     backend.synchronize()
+    marks.append(("synchronised", clock()))
     results = []
     for index in indices:
         if index in failed:
@@ -276,6 +282,12 @@ def measure_rounds(
         result.runs, result.runs_per_sample = runs[index], per
         results.append(result)
     graph_of.clear()  # frees the graphs and, with the last of them, their memory pool
+    marks.append(("released", clock()))
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("measured %d candidates (%s, k=%d) in %.2f ms: %s", len(calls),
+                  "graphs" if use_graphs and k and not broken else "eager", k,
+                  (marks[-1][1] - marks[0][1]) * 1e3,
+                  ", ".join(f"{name} {(t - marks[i][1]) * 1e3:.2f}" for i, (name, t) in enumerate(marks[1:])))
     return _report(results, on_result), None
 
 
