@@ -19,12 +19,15 @@ a short kernel's event pair measures events ~0.5 µs apart. In graph mode each c
 eagerly once (compilation, the in-place guard's checks), is captured into a device graph, and
 every later run is a replay of that graph (a few µs of host time):
 
-1. warm-up: one eager run, the capture, then ``n_warmup - 1`` replays (at least one), each
-   between an event pair: the probe of what one run costs on the device;
-2. the runs per timed sample ``k`` are chosen so that a sample lasts about ``GRAPH_SAMPLE_S``
-   (200 µs) for the fastest candidate (1 from 200 µs up, at most 64), the same ``k`` for every
-   candidate; with ``k > 1`` the candidates are captured again with ``k`` runs and replayed
-   once untimed;
+1. warm-up: one eager run between an event pair (compilation, the in-place guard's checks);
+   after one synchronise, a first ``k`` for the fastest candidate (see 2.): right for long
+   kernels, too small for short ones (an eager run also times its launch); every candidate is
+   captured with ``k`` runs and replayed for the rest of its warm-up (at least once), each
+   replay between an event pair: the probe;
+2. after a second synchronise, the runs per timed sample ``k`` are chosen so that a sample
+   lasts about ``GRAPH_SAMPLE_S`` (200 µs) for the fastest candidate (1 from 200 µs up, at most
+   64), the same ``k`` for every candidate; when the probes call for more than 1.5x the runs of
+   the first guess (short kernels), the candidates are captured again and replayed once untimed;
 3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
    sample's over ``k``. With ``k = 1`` each timed replay follows an untimed replay of the same
    candidate: a sample then never depends on which candidate ran before it (an H200 measured
@@ -35,7 +38,7 @@ every later run is a replay of that graph (a few µs of host time):
 A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
 collective that graphs do not support) makes the whole measurement fall back to eager runs, with
 a warning: candidates are never compared across the two modes. In a group (``agree``: the
-group's element-wise MAX) the ranks agree once, after the warm-ups, on stopping (a bug on some
+group's element-wise MAX) the ranks agree twice, after the eager first runs and after the probes, on stopping (a bug on some
 rank), on falling back and on ``k``, so that every rank replays the same work in the same order.
 """
 
@@ -64,6 +67,9 @@ log = logging.getLogger(__name__)
 GRAPH_SAMPLE_S = 200e-6
 #: at most this many runs per timed sample (a capture calls the host function this often)
 MAX_RUNS_PER_SAMPLE = 64
+#: graph mode: capture again only when the probes call for more than this many times the runs of
+#: the first guess (an eager run's event pair adds its launch: a few µs, decisive for short kernels)
+RECAPTURE_ABOVE = 1.5
 #: host time assumed for one replay with its event pair before one was measured (keep-ahead)
 REPLAY_HOST_S = 15e-6
 
@@ -149,26 +155,25 @@ def measure_rounds(
     def capture(index: int, n_runs: int) -> None:
         graph_of[index] = backend.capture(calls[index], n_runs, pool)
 
-    def warm(index: int) -> None:
-        """The candidate's warm-up runs (eager, or eager + capture + probed replays)."""
+    def warm_graph(index: int) -> None:
+        """Graph mode, after the eager first run: capture ``k`` runs, then the rest of the
+        warm-up as replays (at least one), each between an event pair: the probe."""
         nonlocal broken
-        if not use_graphs or broken is not None:
-            for _ in range(n_warmup):
-                run(index)
-            return
-        run(index)  # compiles and warms allocations before the capture (even with n_warmup=0)
-        try:
-            capture(index, 1)
-        except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
-            graph_of.pop(index, None)
-            broken = describe(exc)
-            backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
+        if broken is None:
+            try:
+                capture(index, k)
+            except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
+                graph_of.pop(index, None)
+                broken = describe(exc)
+                backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
+        if index not in graph_of:
             for _ in range(n_warmup - 1):
                 run(index)
             return
-        timer.keep_ahead(REPLAY_HOST_S * max(n_warmup - 1, 1), max(n_warmup - 1, 1))
+        replays = max(1, -(-(n_warmup - 1) // k))  # n_warmup - 1 runs, in replays of k
+        timer.keep_ahead(REPLAY_HOST_S * replays, replays)
         probes[index] = []
-        for _ in range(max(n_warmup - 1, 1)):
+        for _ in range(replays):
             token = timer.start()
             replay(index)
             probes[index].append(timer.stop(token))
@@ -185,6 +190,7 @@ def measure_rounds(
 
     # warm-ups, candidate by candidate (compilation, the in-place guard's first-run checks)
     stop: BaseException | None = None
+    first: dict[int, list[Any]] = {}  # graph mode: the eager first run's event pair
     for index in indices:
         if index in failed:
             continue
@@ -192,7 +198,13 @@ def measure_rounds(
         spent[index] = 0.0
         runs[index] = 0
         try:
-            warm(index)
+            if use_graphs:  # compiles and warms allocations before any capture; timed: k's first guess
+                token = timer.start()
+                run(index)
+                first[index] = [timer.stop(token)]
+            else:
+                for _ in range(n_warmup):
+                    run(index)
         except Exception as exc:  # noqa: BLE001 - classified just below
             if not is_candidate_failure(exc):
                 stop = exc
@@ -206,15 +218,35 @@ def measure_rounds(
 
     marks.append(("warm-ups", clock()))
     if use_graphs:
-        stop, k = _settle_graphs(backend, timer, probes, graph_of, broken, stop, agree)
-        if stop is not None or (agree is not None and k == 0):
+        # k's first guess from the eager first runs: right for long kernels, too small for short
+        # ones (an eager run's event pair also times its launch), which are captured again below
+        stop, k = _agree_on_k(backend, timer, first, 1, None, stop, agree)
+        if stop is not None or k == 0:
             return _report(done(), on_result), stop  # k == 0: another rank stopped
+        for index in list(calls):
+            if index in failed:
+                continue
+            try:
+                warm_graph(index)
+            except Exception as exc:  # noqa: BLE001 - classified just below
+                if not is_candidate_failure(exc):
+                    stop = exc
+                    break
+                stop = fail(index, exc)
+                if stop is not None:
+                    break
+        guess = k
+        stop, k = _agree_on_k(backend, timer, probes, guess, broken, stop, agree)
+        if stop is not None or k == 0:
+            return _report(done(), on_result), stop
         if broken is not None or k < 0:
             log.warning("measuring without graphs: %s", broken or "another rank of the group could "
                         "not capture its host function")
             graph_of.clear()
             k = 1
-        elif k > 1:  # samples of k runs each: capture again, one untimed replay (upload)
+        elif k <= RECAPTURE_ABOVE * guess:  # close enough: samples of >= 2/3 of the target
+            k = guess
+        else:  # short kernels: samples of k runs each: capture again, one untimed replay (upload)
             for index in list(graph_of):
                 try:
                     capture(index, k)
@@ -227,7 +259,6 @@ def measure_rounds(
                         return _report(done(), on_result), stop
     elif stop is not None:
         return _report(done(), on_result), stop
-
     marks.append(("settle + recapture", clock()))
     # timed rounds; the starting candidate rotates so that none is always first after a pause
     prime = bool(graph_of) and k == 1
@@ -291,18 +322,19 @@ def measure_rounds(
     return _report(results, on_result), None
 
 
-def _settle_graphs(backend: Backend, timer: Any, probes: dict[int, list[Any]], graph_of: dict[int, Any],
-                   broken: str | None, stop: BaseException | None,
-                   agree: Agree | None) -> tuple[BaseException | None, int]:
-    """After the warm-ups in graph mode: the group's agreement on stopping, falling back to eager
-    runs and the runs per sample. Returns (this rank's stop, k) where k is 0 when another rank
-    stopped, -1 when some rank could not capture, else the runs per timed sample."""
+def _agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], runs: int,
+                broken: str | None, stop: BaseException | None,
+                agree: Agree | None) -> tuple[BaseException | None, int]:
+    """Graph mode: the group's agreement on stopping, on falling back to eager runs and on the
+    runs per sample, from ``samples`` (event pairs around ``runs`` runs each, per candidate).
+    Returns (this rank's stop, k): k is 0 when another rank stopped, -1 when some rank could not
+    capture, else the runs per timed sample for the fastest candidate (the group's MAX)."""
     fastest = math.inf
-    if stop is None and broken is None and graph_of:
-        backend.synchronize()  # the probes' events are read here
-        for index, tokens in probes.items():
-            if index in graph_of and tokens:
-                fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens))
+    if stop is None and broken is None and samples:
+        backend.synchronize()  # the samples' events are read here
+        for tokens in samples.values():
+            if tokens:
+                fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens) / runs)
     vec = [1.0 if stop is not None else 0.0, 1.0 if broken is not None else 0.0,
            float(runs_per_sample(fastest))]
     if agree is not None:

@@ -13,6 +13,7 @@ python3 -m pytest -q -rs -p no:cacheprovider tests/unit/test_cuda_graphs.py test
   tests/unit/test_device_measure.py tests/unit/test_adaptive.py 2>&1 | tee "$OUT/graphs_pytest.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 python3 scripts/device/graph_costs.py 2>&1 | tee "$OUT/graph_costs.txt" || rc=1
+python3 scripts/device/graph_phases.py 2>&1 | tee "$OUT/graph_phases.txt" || rc=1
 {
   date -u +"%Y-%m-%dT%H:%M:%SZ"
   python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'

@@ -45,7 +45,8 @@ def test_short_kernel_timed_from_graph_replays(scale_fn):
     # a ~1-2 us kernel: samples of several runs, and per-run figures of the kernel, not of the
     # ~50 us it takes the host to launch it
     assert all(c["runs_per_sample"] > 1 for c in ok)
-    assert all(c["runs"] == 1 + 4 + c["runs_per_sample"] * 11 for c in ok)
+    # eager, >= 4 warm-up runs replayed, one untimed replay of k runs, 10 samples of k runs
+    assert all(c["runs"] - 1 - 11 * c["runs_per_sample"] >= 4 for c in ok)
     assert min(c["time_ms"] for c in ok) < 0.010
     torch.testing.assert_close(tuner(x, 2.0), 2.0 * x)
 

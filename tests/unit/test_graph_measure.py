@@ -111,9 +111,11 @@ def test_graph_mode_runs_each_candidate_eagerly_once_then_replays_its_graph():
     assert [r.runs_per_sample for r in results] == [1, 1, 1]
     # the kernel's time, without the host's launch gap that eager event pairs include
     assert [r.time_ms for r in results] == pytest.approx([1.0, 2.0, 0.5])
-    assert device.log.count(("sync",)) == 2  # after the warm-ups (probes read), after the rounds
+    # after the eager first runs (k's first guess), after the probes, after the rounds
+    assert device.log.count(("sync",)) == 3
     replays = [e for e in device.log if e[0] == "replay"]
-    assert len(replays) == 3 * 24 and [e[0] for e in device.log if e[0] in ("run", "capture")] == ["run", "capture"] * 3
+    assert len(replays) == 3 * 24
+    assert [e[0] for e in device.log if e[0] in ("run", "capture")] == ["run"] * 3 + ["capture"] * 3
     device = GraphDevice({0: 1.0, 1: 2.0, 2: 0.5}, gap=0.3)
     eager, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10)
     assert [r.time_ms for r in eager] == pytest.approx([1.3, 2.3, 0.8])  # eager: launch included
@@ -127,10 +129,12 @@ def test_short_kernels_are_timed_in_samples_of_several_runs():
     make_call, counts = host_calls(device)
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     k = _rounds.runs_per_sample(0.0010)
-    assert bug is None and k == _rounds.MAX_RUNS_PER_SAMPLE == 64
+    guess = _rounds.runs_per_sample(0.0010 + 0.005)  # the eager first run also times its launch
+    assert bug is None and k == _rounds.MAX_RUNS_PER_SAMPLE == 64 and guess == 34
     assert [r.runs_per_sample for r in results] == [k] * 3
-    assert counts == {i: 1 + 1 + k for i in range(3)}  # eager, capture of 1, capture of k
-    assert [r.runs for r in results] == [1 + 4 + k + 10 * k] * 3  # + one untimed replay of k
+    assert counts == {i: 1 + guess + k for i in range(3)}  # eager, capture of the guess, of k
+    # eager, one replay of the guess (>= 4 warm-up runs), one untimed replay of k, 10 samples
+    assert [r.runs for r in results] == [1 + guess + k + 10 * k] * 3
     assert results[1].time_ms < results[0].time_ms
     for r in results:
         assert r.time_ms == pytest.approx(costs[r.index], rel=0.03)
@@ -195,7 +199,7 @@ def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
     device = GraphDevice(costs)
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
                                       graphs=True, agree=group)
-    assert bug is None and group.seen == [[0.0, 0.0, 50.0]]
+    assert bug is None and group.seen == [[0.0, 0.0, 50.0], [0.0, 0.0, 50.0]]  # guess, then probes
     assert [r.runs_per_sample for r in results] == [60, 60]
     # another rank could not capture: every rank measures eagerly
     device = GraphDevice(costs, gap=0.001)
@@ -307,3 +311,14 @@ def test_with_one_run_per_sample_each_timed_replay_follows_its_own_config():
     device = Context({0: 1.0, 1: 1.02, 2: 0.99})
     results, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert [r.time_ms for r in results] == pytest.approx([1.0, 1.02, 0.99])
+
+
+def test_a_first_guess_close_to_the_probes_is_kept_without_capturing_again():
+    # 30 us kernels with a 5 us launch: the eager first run says 35 us (k = 6), the probes
+    # 30 us (k = 7): within 1.5x, so the graphs of 6 runs are kept (no second capture)
+    device = GraphDevice({0: 0.030, 1: 0.031}, gap=0.005)
+    make_call, counts = host_calls(device)
+    results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
+    assert [r.runs_per_sample for r in results] == [6, 6] and counts == {0: 7, 1: 7}
+    assert [e for e in device.log if e[0] == "capture"] == [("capture", 6)] * 2
+    assert [r.time_ms for r in results] == pytest.approx([0.030, 0.031])
