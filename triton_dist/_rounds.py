@@ -155,17 +155,22 @@ def measure_rounds(
     def capture(index: int, n_runs: int) -> None:
         graph_of[index] = backend.capture(calls[index], n_runs, pool)
 
-    def warm_graph(index: int) -> None:
-        """Graph mode, after the eager first run: capture ``k`` runs, then the rest of the
-        warm-up as replays (at least one), each between an event pair: the probe."""
+    def try_capture(index: int) -> None:
+        """Graph mode, after the eager first run: capture ``k`` runs (any capture error makes
+        the measurement eager: ``broken`` says why)."""
         nonlocal broken
-        if broken is None:
-            try:
-                capture(index, k)
-            except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
-                graph_of.pop(index, None)
-                broken = describe(exc)
-                backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
+        if broken is not None:
+            return
+        try:
+            capture(index, k)
+        except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
+            graph_of.pop(index, None)
+            broken = describe(exc)
+            backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
+
+    def warm_rest(index: int) -> None:
+        """The rest of the warm-up: replays of the graph (at least one), each between an event
+        pair (the probe), or eager runs when there is no graph."""
         if index not in graph_of:
             for _ in range(n_warmup - 1):
                 run(index)
@@ -223,18 +228,36 @@ def measure_rounds(
         stop, k = _agree_on_k(backend, timer, first, 1, None, stop, agree)
         if stop is not None or k == 0:
             return _report(done(), on_result), stop  # k == 0: another rank stopped
-        for index in list(calls):
-            if index in failed:
-                continue
-            try:
-                warm_graph(index)
-            except Exception as exc:  # noqa: BLE001 - classified just below
-                if not is_candidate_failure(exc):
-                    stop = exc
-                    break
-                stop = fail(index, exc)
-                if stop is not None:
-                    break
+        if k < 0:  # (no rank has captured yet; kept consistent all the same)
+            broken, k = "another rank of the group could not capture its host function", 1
+        # Alone, each capture is followed by its replays (the GPU runs them while the host
+        # captures the next). In a group, every rank captures everything first and the group
+        # agrees on falling back before anything is replayed: the host function may hold a
+        # collective, and all ranks must then run the same work (replays of k, or eager runs).
+        together = agree is not None
+        for phase in ("capture", "replay") if together else ("both",):
+            for index in list(calls):
+                if index in failed:
+                    continue
+                try:
+                    if phase != "replay":
+                        try_capture(index)
+                    if phase != "capture":
+                        warm_rest(index)
+                except Exception as exc:  # noqa: BLE001 - classified just below
+                    if not is_candidate_failure(exc):
+                        stop = exc
+                        break
+                    stop = fail(index, exc)
+                    if stop is not None:
+                        break
+            if phase == "capture":
+                stop, agreed = _agree_on_k(backend, timer, {}, 1, broken, stop, agree)
+                if stop is not None or agreed == 0:
+                    return _report(done(), on_result), stop
+                if agreed < 0:  # some rank could not capture: every rank warms up eagerly
+                    broken = broken or "another rank of the group could not capture its host function"
+                    graph_of.clear()
         guess = k
         stop, k = _agree_on_k(backend, timer, probes, guess, broken, stop, agree)
         if stop is not None or k == 0:

@@ -184,12 +184,13 @@ def test_a_failing_config_is_recorded_and_the_others_replayed():
 class Group:
     """Another rank's vector, MAX-reduced with ours (what max_reduce does over a group)."""
 
-    def __init__(self, other: list[float]) -> None:
-        self.other, self.seen = other, []
+    def __init__(self, *others: list[float]) -> None:
+        self.others, self.seen = others, []  # one vector per call (the last one repeats)
 
     def __call__(self, vec):
+        other = self.others[min(len(self.seen), len(self.others) - 1)]
         self.seen.append(list(vec))
-        return [max(a, b) for a, b in zip(vec, self.other, strict=True)]
+        return [max(a, b) for a, b in zip(vec, other, strict=True)]
 
 
 def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
@@ -199,13 +200,16 @@ def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
     device = GraphDevice(costs)
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
                                       graphs=True, agree=group)
-    assert bug is None and group.seen == [[0.0, 0.0, 50.0], [0.0, 0.0, 50.0]]  # guess, then probes
+    # the first guess, the captures (before any replay), the probes
+    assert bug is None and group.seen == [[0.0, 0.0, 50.0], [0.0, 0.0, 1.0], [0.0, 0.0, 50.0]]
     assert [r.runs_per_sample for r in results] == [60, 60]
-    # another rank could not capture: every rank measures eagerly
+    # another rank could not capture: every rank warms up and measures eagerly, and nothing was
+    # replayed before the group knew (a collective in the host function would have mismatched)
     device = GraphDevice(costs, gap=0.001)
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
-                                      graphs=True, agree=Group([0.0, 1.0, 1.0]))
-    assert [r.runs_per_sample for r in results] == [1, 1]
+                                      graphs=True, agree=Group([0.0, 0.0, 1.0], [0.0, 1.0, 1.0]))
+    assert not any(e[0] == "replay" for e in device.log) and ("capture", _rounds.runs_per_sample(0.005)) in device.log
+    assert [r.runs_per_sample for r in results] == [1, 1] and [r.runs for r in results] == [15, 15]
     assert [r.time_ms for r in results] == pytest.approx([0.005, 0.006])
     # another rank stopped on a bug: this one stops too, without a result (the tuning's MAX
     # reduction then names the failing rank)
