@@ -62,8 +62,10 @@ def test_graph_mode_in_a_group_of_two_gpus(tmp_path: Path):
         a, b = reports[0][name], reports[1][name]
         assert a["correct"] and b["correct"], (name, a, b)
         assert a["best"] == b["best"] and a["k"] == b["k"] and a["runs"] == b["runs"], (name, a, b)
-    assert reports[0]["short"]["k"][0] > 1 and not reports[0]["short"]["fell_back"]
-    assert reports[0]["long"]["k"][0] >= 1 and not reports[0]["long"]["fell_back"]
+    for name in ("short", "long"):  # graph mode held: replays (not 15 eager runs), no warning
+        report = reports[0][name]
+        assert report["runs"] != [15] and not report["fell_back"], (name, reports)
+        assert min(report["runs"]) >= 1 + 4 + 10 * report["k"][0], (name, reports)
     # rank 1 alone could not capture; both measured eagerly (15 runs each), both said why
-    assert reports[0]["fallback"]["runs"] == [15] and reports[0]["fallback"]["k"] == [1]
+    assert reports[0]["fallback"]["runs"] == [15] and reports[0]["fallback"]["k"] == [1], reports
     assert reports[0]["fallback"]["fell_back"] and reports[1]["fallback"]["fell_back"]
