@@ -329,7 +329,10 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
             error = mine.error if mine is not None and mine.error else None
             if math.isinf(reduced[j]) and error is None:
                 error = "failed on another rank of the group"
-            merged.append(CandidateResult(i, reduced[j], reduced[n + j], mine.times_ms if mine else [], error))
+            result = CandidateResult(i, reduced[j], reduced[n + j], mine.times_ms if mine else [], error)
+            if mine is not None:  # this rank's own counts (the same on every rank of the group)
+                result.runs, result.runs_per_sample = mine.runs, mine.runs_per_sample
+            merged.append(result)
         results = merged
         tlog.info("MAX over %s: %s", view.describe(),
                   ", ".join(f"{r.index}={r.time_ms:.4f}" for r in results))
