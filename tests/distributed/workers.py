@@ -53,7 +53,11 @@ def host_sleeps(n, rank_cost, cfg):
 def max_semantics_real_timer(rank, world_size):
     # wide margins: alone rank 0 picks 0, rank 1 picks 2; MAX [30, 12, 40] picks 1
     cost = {0: [2.0, 12.0, 40.0], 1: [30.0, 10.0, 2.0]}[rank]
-    return host_sleeps(7, cost, autotune_pg=dist.group.WORLD)
+    value = host_sleeps(7, cost, autotune_pg=dist.group.WORLD)
+    entry = host_sleeps.tune(7, cost, autotune_pg=dist.group.WORLD, write_cache=False)
+    # the group's entry keeps what each candidate ran (1 warm-up + 4 timed runs)
+    assert [c["runs"] for c in entry["candidates"]] == [5, 5, 5], entry["candidates"]
+    return value
 
 
 def max_semantics(rank, world_size, use_default_group=False):
