@@ -14,7 +14,7 @@ its report:
 
 CPU campaign: ``benchmarks/campaign_target.py`` (configs that sleep a known time), world size 1.
 GPU campaign: the GEMM example (``examples/gemm.py``): 30 shapes of world size 1 and 4 of world
-size 2 (``--cases`` caps the first).
+size 2, or with ``--long`` 128 and 8 (``--cases`` caps the first).
 Targets (issue 8): efficiency >= 0.9 with 2 GPUs and with 4 CPU actors; overhead <= 50 ms per case.
 """
 
@@ -37,7 +37,8 @@ from triton_dist._backends import get_backend
 HERE = Path(__file__).resolve().parent
 
 
-def campaign(kind: str, cases: int, scale: float, report_dir: Path, quick: bool) -> dict[str, Any]:
+def campaign(kind: str, cases: int, scale: float, report_dir: Path, quick: bool,
+             long: bool = False) -> dict[str, Any]:
     common_fields = {"name": "p4", "device": kind, "retries": 1, "case_timeout_s": 900,
                      "placement_timeout_s": 300, "report_dir": str(report_dir)}
     if kind == "cpu":
@@ -47,13 +48,18 @@ def campaign(kind: str, cases: int, scale: float, report_dir: Path, quick: bool)
     sizes = [256, 512] if quick else [256, 512, 1024, 2048, 4096]
     dtypes = ["float16"] if quick else ["float16", "bfloat16"]
     aspects = [(1, 1, 1)] if quick else [(1, 1, 1), (2, 1, 1), (1, 1, 4)]
+    if long:  # a pre-tuning campaign of realistic length: 120 single-GPU shapes, 8 two-GPU ones
+        sizes = [256, 512, 1024, 1536, 2048, 3072, 4096, 6144]
+        aspects = [(1, 1, 1), (2, 1, 1), (1, 1, 4), (4, 1, 1), (1, 2, 2),
+                   (1, 4, 1), (2, 2, 1), (1, 1, 2)][:8]
     shapes = [{"M": s * m, "N": s * n, "K": s * k, "dtype": d}
               for s in sizes for d in dtypes for m, n, k in aspects]
     return {**common_fields, "targets": [
         {"function": "examples.gemm:matmul", "args": "examples.gemm:make_matmul_args", "world_size": 1,
          "cases": shapes[:cases]},
         {"function": "examples.gemm:matmul", "args": "examples.gemm:make_matmul_args", "world_size": 2,
-         "cases": [{"M": s, "N": s, "K": 2 * s, "dtype": "float16"} for s in sizes[:4]]},
+         "cases": [{"M": s, "N": s, "K": 2 * s, "dtype": d} for s in sizes[:4]
+                   for d in (dtypes if long else dtypes[:1])]},
     ]}
 
 
@@ -71,6 +77,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--actors", type=int, default=None, help="CPU actors (default 4); GPUs: all of them")
     p.add_argument("--cases", type=int, default=None, help="cases (CPU default 48; GPU: all shapes)")
     p.add_argument("--scale", type=float, default=None, help="CPU: multiplies every config's cost")
+    p.add_argument("--long", action="store_true",
+                   help="GPU: a campaign of realistic length (128 GEMM shapes) instead of 34")
     args = p.parse_args(argv)
     try:
         import ray
@@ -80,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     backend = get_backend()
     kind = backend.kind
     actors = args.actors or (2 if args.quick else 4)
-    cases = args.cases or (4 if args.quick else 48 if kind == "cpu" else 100)
+    cases = args.cases or (4 if args.quick else 48 if kind == "cpu" else 1000)
     scale = args.scale or (0.1 if args.quick else 4.0)  # CPU cases of ~1.4 s: start-up amortised
     work = Path(tempfile.mkdtemp(prefix="triton-dist-p4-"))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -88,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), str(common.REPO), os.environ.get("PYTHONPATH")]))
     os.environ["TRITON_DIST_AUTOTUNE_DIR"] = str(work / "driver-cache")
     reference_s = in_process_case_s(scale) if kind == "cpu" else None
-    spec = campaign(kind, cases, scale, work / "reports", args.quick)
+    spec = campaign(kind, cases, scale, work / "reports", args.quick, args.long)
     path = work / "p4.yaml"
     path.write_text(json.dumps(spec, indent=2))  # JSON is YAML
     # address="local": a cluster of our own, even when another one runs on this machine

@@ -34,9 +34,13 @@ unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
 } >"$OUT/bench_x2_env.txt" 2>&1
 
 rc=0
-python3 benchmarks/run_all.py --out "$OUT" --only p4 --timeout 480 || rc=1
-mkdir -p "$OUT/p4_cpu"
-TRITON_DIST_DEVICE=cpu TRITON_INTERPRET=1 python3 benchmarks/run_all.py --out "$OUT/p4_cpu" --only p4 \
-  --timeout 300 -- --actors 4 || rc=1
+# P4_ARGS: extra arguments of the GPU campaign (e.g. --long); P4_CPU=0 skips the CPU campaign
+# shellcheck disable=SC2086
+python3 benchmarks/run_all.py --out "$OUT" --only p4 --timeout 480 -- ${P4_ARGS:-} || rc=1
+if [ "${P4_CPU:-1}" != 0 ]; then
+  mkdir -p "$OUT/p4_cpu"
+  TRITON_DIST_DEVICE=cpu TRITON_INTERPRET=1 python3 benchmarks/run_all.py --out "$OUT/p4_cpu" --only p4 \
+    --timeout 300 -- --actors 4 || rc=1
+fi
 echo "bench_x2.sh exit status: $rc"
 exit "$rc"
