@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -38,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
                           "(a directory every node mounts); none: only the driver's cache (default)")
     run.add_argument("--force", action="store_true", help="re-tune cases that are already in the cache")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
+    run.add_argument("--keep-gangs", type=float, default=0.0, metavar="SECONDS",
+                     help="keep the gangs alive (idle) for SECONDS after the campaign, for the next campaign "
+                          "on this cluster to reuse instead of starting its own (needs --address or "
+                          "RAY_ADDRESS: an embedded Ray ends with the campaign)")
+
+    pool = sub.add_parser("pool", help="list or stop the gangs kept by --keep-gangs")
+    pool.add_argument("action", choices=("ls", "stop"))
+    pool.add_argument("--address")
 
     validate = sub.add_parser("validate", help="check a campaign file without running it")
     validate.add_argument("campaign")
@@ -59,8 +68,10 @@ def _run(args: argparse.Namespace) -> int:
     from .spec import load_campaign
 
     campaign = load_campaign(args.campaign)
+    if args.keep_gangs < 0:
+        raise CampaignError(f"--keep-gangs must be >= 0 seconds, got {args.keep_gangs:g}")
     options = RunOptions(address=args.address, cache_dir=args.cache_dir, seed=args.seed, force=args.force,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, keep_gangs_s=args.keep_gangs)
     try:
         from tqdm.contrib.logging import logging_redirect_tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency
@@ -104,13 +115,32 @@ def _preflight(args: argparse.Namespace) -> int:
     return EXIT_OK if ok else EXIT_FAILED
 
 
+def _pool(args: argparse.Namespace) -> int:
+    from ._ray import ray_session
+    from .pool import list_pooled, stop_pooled
+
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        print("error: pass --address (or set RAY_ADDRESS): kept gangs live on a running cluster", file=sys.stderr)
+        return EXIT_INVALID
+    with ray_session(args.address) as ray:
+        if args.action == "ls":
+            rows = list_pooled(ray)
+            for row in rows:
+                print(f"{row['name']}  {row['bundles']} device(s)  {row['state']}  {row['strategy']}")
+            print(f"{len(rows)} kept gang(s)")
+        else:
+            stopped = stop_pooled(ray)
+            print(f"stopped {len(stopped)} kept gang(s)" + "".join(f"\n  {name}" for name in stopped))
+    return EXIT_OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return {"run": _run, "validate": _validate, "preflight": _preflight}[args.command](args)
+        return {"run": _run, "validate": _validate, "preflight": _preflight, "pool": _pool}[args.command](args)
     except CampaignError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

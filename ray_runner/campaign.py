@@ -41,6 +41,9 @@ class RunOptions:
     """Re-tune cases whose entry is already in the cache."""
     progress: bool = True
     write_report: bool = True
+    keep_gangs_s: float = 0.0
+    """Keep the gangs alive this long (idle) for the next campaign on the cluster to reuse
+    (:mod:`ray_runner.pool`); 0: they end with the campaign."""
 
 
 @dataclasses.dataclass
@@ -110,9 +113,15 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     with ray_session(options.address, resources=local_resources) as ray:
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
+        pool_code = None
+        if options.keep_gangs_s > 0:
+            from .pool import code_digest
+
+            pool_code = code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))
         opts = GangOptions(kind=kind, resource=resource, placement_timeout_s=campaign.placement_timeout_s,
                            rendezvous_timeout_s=min(campaign.case_timeout_s, 300.0),
-                           strategy=campaign.placement_strategy, env=campaign.env_dict())
+                           strategy=campaign.placement_strategy, env=campaign.env_dict(),
+                           pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
         queue = sch.CaseQueue(specs, campaign.retries)
         progress = Progress(len(specs), campaign.name, enabled=options.progress)
         executor = Executor(campaign, queue, opts, root, options.force, progress)

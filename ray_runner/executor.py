@@ -202,7 +202,10 @@ class Executor:
         self.stats["gang_start_s"].append(round(now - t0, 3))
         self.stats["gang_start_device_s"] += (now - t0) * gang.world_size
         self.live.append(_Live(gang, now))
-        self.progress.event("gang %d (%d ranks) ready on %s in %.1fs", gang.id, gang.world_size, gang.host, now - t0)
+        if gang.reused:
+            self.stats["gangs_reused"] = self.stats.get("gangs_reused", 0) + 1
+        self.progress.event("gang %d (%d ranks) %s on %s in %.1fs", gang.id, gang.world_size,
+                            "taken from the pool" if gang.reused else "ready", gang.host, now - t0)
 
     def _dispatch(self, live: _Live, run: sch.CaseRun, ranks: tuple[int, ...]) -> None:
         now = time.monotonic()
@@ -361,7 +364,10 @@ class Executor:
             alive = time.monotonic() - live.started
             self.stats["gang_seconds"] += alive
             self.stats["device_seconds"] += alive * live.gang.world_size
-        live.gang.kill()
+        if live.draining:  # a case failed on it: never hand such processes to another campaign
+            live.gang.kill()
+        else:
+            live.gang.release()
 
     def _shutdown(self) -> None:
         for live in list(self.live):

@@ -17,9 +17,11 @@ import dataclasses
 import itertools
 import logging
 import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from . import pool
 from ._ray import actor_resources, bundle, import_ray
 from .errors import GangStartError, describe_failure
 from .worker import CaseWorker
@@ -46,6 +48,11 @@ class GangOptions:
     rendezvous_timeout_s: float
     strategy: str = "STRICT_PACK"
     env: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    pool_code: str | None = None
+    """Keep gangs for later campaigns (:mod:`ray_runner.pool`): the code digest of the campaign;
+    None: gangs end with the campaign."""
+    pool_idle_s: float = 0.0
+    """How long a kept gang waits, idle, for another campaign before it ends itself."""
 
     def runtime_env(self) -> dict[str, Any]:
         return {"env_vars": {**self.env, "TRITON_DIST_DEVICE": self.kind}}
@@ -91,6 +98,9 @@ class Gang:
         self.nodes: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._killed = False
+        self.token = uuid.uuid4().hex  # this gang's claim on a pooled gang
+        self.pooled = False  # its actors outlive the campaign (named, detached)
+        self.reused = False  # claimed from the pool instead of started
 
     def __repr__(self) -> str:
         return f"<Gang {self.id} W={self.world_size}>"
@@ -121,10 +131,26 @@ class Gang:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         W, opts = self.world_size, self.opts
+        pg_options: dict[str, Any] = {}
+        slot = -1
+        if opts.pool_code is not None:
+            key = pool.gang_key(opts.pool_code, opts.kind, opts.resource, opts.strategy, dict(opts.env), W, self.sizes)
+            pg, actors, slot = pool.claim(ray, key, W, self.token)
+            if actors is not None:
+                with self._lock:
+                    if self._killed:
+                        raise GangStartError("gang was cancelled before it started")
+                    self.pg, self.actors, self.pooled, self.reused = pg, actors, True, True
+                self.nodes = ray.get([a.node.remote() for a in self.actors], timeout=ACTOR_START_TIMEOUT_S)
+                log.debug("gang %d (W=%d) reuses pooled gang %s", self.id, W, pool.pg_name(key, slot))
+                return
+            if slot >= 0:
+                pg_options = {"name": pool.pg_name(key, slot), "lifetime": "detached"}
         with self._lock:
             if self._killed:
                 raise GangStartError("gang was cancelled before it started")
-            self.pg = placement_group([bundle(opts.resource)] * W, strategy=opts.strategy)
+            self.pg = placement_group([bundle(opts.resource)] * W, strategy=opts.strategy, **pg_options)
+            self.pooled = bool(pg_options)
         try:
             ray.get(self.pg.ready(), timeout=opts.placement_timeout_s)
         except ray.exceptions.GetTimeoutError:
@@ -135,11 +161,17 @@ class Gang:
                 raise GangStartError("gang was cancelled while starting")
             for rank in range(W):
                 strategy = PlacementGroupSchedulingStrategy(self.pg, placement_group_bundle_index=rank)
+                named = ({"name": pool.actor_name(key, slot, rank), "namespace": pool.NAMESPACE,
+                          "lifetime": "detached"} if self.pooled else {})
                 self.actors.append(worker.options(
                     scheduling_strategy=strategy, runtime_env=opts.runtime_env(), **actor_resources(opts.resource),
+                    **named,
                 ).remote(rank, W, opts.resource))
         start_timeout = max(ACTOR_START_TIMEOUT_S, opts.placement_timeout_s)
         self.nodes = ray.get([a.node.remote() for a in self.actors], timeout=start_timeout)
+        if self.pooled:  # rank 0 holds the claim and ends the gang once idle for pool_idle_s
+            ray.get(self.actors[0].pool_setup.remote(pg_options["name"], opts.pool_idle_s, self.token),
+                    timeout=start_timeout)
         if W == 1:
             return
         # One node: loopback (works in sandboxes whose host name does not resolve); else the IP
@@ -174,6 +206,22 @@ class Gang:
                     log.debug("killing rank %d of gang %d: %s", r, self.id, exc)
 
     # ---------------------------------------------------------------- teardown
+
+    def release(self) -> None:
+        """The campaign is done with the gang: a pooled gang stays for the next campaign (its
+        claim is dropped); any other gang is killed."""
+        if not self.pooled:
+            self.kill()
+            return
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True  # for this campaign; the actors live on
+            actors = list(self.actors)
+        try:
+            actors[0].release.remote(self.token)
+        except Exception as exc:  # noqa: BLE001 - already dead: the pool's next claim cleans up
+            log.debug("releasing pooled gang %d: %s", self.id, exc)
 
     def kill(self) -> None:
         """Kill the actors and remove the placement group (idempotent, never raises)."""

@@ -19,6 +19,7 @@ import logging
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -174,6 +175,55 @@ class CaseWorker:
         self.groups: dict[int, tuple[Any, int]] = {}
         self._args_key: tuple | None = None
         self._args: tuple[tuple, dict[str, Any]] | None = None
+        # pooled gangs (ray_runner/pool.py): rank 0 holds the claim and reaps the idle gang
+        self._claim: str | None = None
+        self._seen = time.monotonic()  # the last call that did work
+        self._busy = 0
+        self._pool_idle_s = 0.0
+
+    # ------------------------------------------------------------------ pooled gangs
+
+    def pool_setup(self, pg_name: str, idle_s: float, token: str) -> None:
+        """Rank 0 of a pooled gang: hold ``token``'s claim; once unclaimed and idle for
+        ``idle_s``, remove the gang's placement group, which ends every actor of the gang."""
+        self._claim, self._pool_idle_s, self._seen = token, float(idle_s), time.monotonic()
+        threading.Thread(target=self._reap, args=(pg_name,), name="pool-reaper", daemon=True).start()
+
+    def claim(self, token: str) -> bool:
+        """Claim the gang for a campaign: False while another campaign holds it."""
+        now = time.monotonic()
+        if self._claim not in (None, token) and (self._busy or now - self._seen < self._pool_idle_s):
+            return False
+        self._claim, self._seen = token, now
+        return True
+
+    def release(self, token: str) -> None:
+        if self._claim == token:
+            self._claim, self._seen = None, time.monotonic()
+
+    def _reap(self, pg_name: str) -> None:
+        from ray.util import get_placement_group, remove_placement_group
+
+        while True:
+            time.sleep(min(1.0, max(self._pool_idle_s / 4, 0.05)))
+            idle = time.monotonic() - self._seen
+            # a claim whose campaign went silent for idle_s is as good as released
+            if not self._busy and idle > self._pool_idle_s:
+                log.info("pooled gang %s idle for %.0fs: ending it", pg_name, idle)
+                try:
+                    remove_placement_group(get_placement_group(pg_name))
+                except Exception as exc:  # noqa: BLE001 - removed already: end this actor anyway
+                    log.debug("removing %s: %s", pg_name, exc)
+                time.sleep(5.0)
+                os._exit(0)
+
+    def _enter(self) -> None:
+        self._busy += 1
+        self._seen = time.monotonic()
+
+    def _leave(self) -> None:
+        self._busy -= 1
+        self._seen = time.monotonic()
 
     def node(self) -> dict[str, Any]:
         import ray
@@ -241,9 +291,13 @@ class CaseWorker:
 
         Every rank of the case's block runs it: a builder may use ``ctx.group``."""
         entered = time.perf_counter()
-        tuner = load_target(function)
-        args, kwargs = self._case_args(builder, case, size)
-        return {**identify_case(tuner, args, kwargs), "busy_s": time.perf_counter() - entered}
+        self._enter()
+        try:
+            tuner = load_target(function)
+            args, kwargs = self._case_args(builder, case, size)
+            return {**identify_case(tuner, args, kwargs), "busy_s": time.perf_counter() - entered}
+        finally:
+            self._leave()
 
     def tune(self, function: str, builder: str, case: Mapping[str, Any], size: int = 1, *,
              known_failures: Mapping[int, str] | None = None, check_correctness: bool = True) -> dict[str, Any]:
@@ -253,6 +307,14 @@ class CaseWorker:
         ``busy_s`` in the answer is the time this call kept the rank busy (arguments + tuning):
         the driver's case time minus it is the scheduling overhead of the case."""
         entered = time.perf_counter()
+        self._enter()
+        try:
+            return self._tune(function, builder, case, size, known_failures, check_correctness, entered)
+        finally:
+            self._leave()
+
+    def _tune(self, function: str, builder: str, case: Mapping[str, Any], size: int,
+              known_failures: Mapping[int, str] | None, check_correctness: bool, entered: float) -> dict[str, Any]:
         tuner = load_target(function)
         args, kwargs = self._case_args(builder, case, size)
         group = self._context(size).group

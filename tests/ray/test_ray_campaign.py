@@ -218,3 +218,57 @@ def test_missing_devices_fail_fast_with_an_actionable_message(ray_address: str, 
     error = result.runs[0].errors[0]
     assert "was not placed within 2s" in error and "'CPU'" in error and "1 available now" in error, error
     assert result.stats["gangs_started"] == 2  # retries + 1 attempts to start, then given up
+
+
+def _wait_for(predicate, timeout_s: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return predicate()
+
+
+def test_kept_gangs_are_reused_by_the_next_campaign_and_end_when_idle(ray_address: str, tmp_path: Path) -> None:
+    import ray
+
+    from ray_runner.pool import NAMESPACE, list_pooled, stop_pooled
+
+    cache = tmp_path / "cache"
+    keep = RunOptions(cache_dir=str(cache), progress=False, keep_gangs_s=120)
+    try:
+        first = run_campaign(campaign([target(HOST, 2, [{"n": 40}])], tmp_path), keep)
+        assert first.ok and first.stats.get("gangs_reused", 0) == 0
+        kept = list_pooled(ray)
+        assert [k["bundles"] for k in kept] == [2], kept
+        listed = cli("pool", "ls", "--address", ray_address)
+        assert listed.returncode == 0 and kept[0]["name"] in listed.stdout and "1 kept gang(s)" in listed.stdout
+        assert cli("pool", "ls").returncode == 2  # no cluster named: an error, not an embedded Ray
+        rank0 = ray.get_actor(kept[0]["name"] + "-r0", namespace=NAMESPACE)
+        pid = ray.get(rank0.node.remote(), timeout=30)["pid"]
+
+        # the next campaign with the same code and gang shape claims it: no start-up
+        second = run_campaign(campaign([target(HOST, 2, [{"n": 41}])], tmp_path), keep)
+        assert second.ok and second.stats["gangs_reused"] == 1, second.stats
+        assert second.stats["gang_start_s"][0] < min(1.0, first.stats["gang_start_s"][0]), (first.stats, second.stats)
+        assert ray.get(rank0.node.remote(), timeout=30)["pid"] == pid
+        assert second.runs[0].entry["best"]["index"] == 1 and [k["name"] for k in list_pooled(ray)] == [kept[0]["name"]]
+
+        # another environment is another gang: started, and kept beside the first
+        other = campaign([target(HOST, 2, [{"n": 42}])], tmp_path, env={"TRITON_INTERPRET": "1", "OTHER": "1"})
+        third = run_campaign(other, keep)
+        assert third.ok and third.stats.get("gangs_reused", 0) == 0 and len(list_pooled(ray)) == 2
+
+        # `ray_runner pool stop` ends them all
+        assert len(stop_pooled(ray)) == 2
+        assert _wait_for(lambda: not list_pooled(ray), 30)
+
+        # a kept gang ends itself once idle for --keep-gangs seconds
+        short = RunOptions(cache_dir=str(cache), progress=False, keep_gangs_s=1.0)
+        assert run_campaign(campaign([target(HOST, 1, [{"n": 43}])], tmp_path), short).ok
+        assert len(list_pooled(ray)) == 1
+        assert _wait_for(lambda: not list_pooled(ray), 30)
+    finally:
+        stop_pooled(ray)

@@ -1,0 +1,141 @@
+"""Gangs kept alive between campaigns: ``ray_runner run --keep-gangs SECONDS``.
+
+A gang's start-up (worker processes, torch/Triton imports, device contexts, communicators) costs
+5-10 s per gang on a GPU node: a short campaign on few devices spends much of its wall there
+(docs/performance.md, P4). With ``--keep-gangs``, a campaign's gangs are named, detached Ray
+actors on a named, detached placement group; when the campaign ends they stay, and the next
+campaign on the same cluster claims them instead of starting its own, until they have been idle
+for SECONDS, when they remove their placement group (which ends them) themselves.
+
+A pooled gang is reused only by a campaign that would have started the very same gang: same
+device kind, resource, placement strategy, environment, world size and block sizes, and the same
+code: the files of every target's and builder's top-level package (or module), of triton_dist
+and of ray_runner are hashed into the pool key, because the actors keep what they imported.
+Code that a target imports from elsewhere is not covered: ``python -m ray_runner pool stop``
+after changing it. A gang is claimed by one campaign at a time (its rank 0 holds the claim);
+a gang whose case failed is killed, not kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["NAMESPACE", "PREFIX", "code_digest", "gang_key", "list_pooled", "stop_pooled"]
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "ray_runner_pool"
+PREFIX = "ray_runner-pool-"
+#: how many pooled gangs of one key may exist side by side (one per concurrent gang)
+MAX_SLOTS = 64
+#: at most this many files of one package are hashed (a huge tree is hashed by name and size)
+MAX_FILES = 5000
+
+
+def _package_files(module: str) -> list[Path]:
+    top = module.split(".")[0]
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return []
+    if spec is None:
+        return []
+    if spec.submodule_search_locations:
+        files: list[Path] = []
+        for root in spec.submodule_search_locations:
+            files.extend(sorted(Path(root).rglob("*.py")))
+        return files
+    return [Path(spec.origin)] if spec.origin and spec.origin not in ("built-in", "frozen") else []
+
+
+def code_digest(modules: Iterable[str]) -> str:
+    """A hash of the code pooled actors would run: the given modules' top-level packages (every
+    ``.py`` file), triton_dist and ray_runner."""
+    h = hashlib.sha256()
+    seen: set[Path] = set()
+    for module in sorted({*modules, "triton_dist", "ray_runner"}):
+        files = _package_files(module)
+        for i, path in enumerate(files):
+            if path in seen:
+                continue
+            seen.add(path)
+            h.update(str(path).encode())
+            try:
+                h.update(path.read_bytes() if i < MAX_FILES else str(path.stat().st_size).encode())
+            except OSError:
+                h.update(b"?")
+    return h.hexdigest()[:16]
+
+
+def gang_key(code: str, kind: str, resource: str, strategy: str, env: dict[str, str], world_size: int,
+             sizes: list[int]) -> str:
+    blob = json.dumps([code, kind, resource, strategy, sorted(env.items()), world_size, sorted(sizes)])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def pg_name(key: str, slot: int) -> str:
+    return f"{PREFIX}{key}-{slot}"
+
+
+def actor_name(key: str, slot: int, rank: int) -> str:
+    return f"{pg_name(key, slot)}-r{rank}"
+
+
+def claim(ray: Any, key: str, world_size: int, token: str, timeout_s: float = 5.0) -> tuple[Any, list[Any] | None, int]:
+    """Claim an idle pooled gang of ``key``: (placement group, actors, slot); or, when there is
+    none, (None, None, the first free slot) to create one there (-1: every slot is taken)."""
+    from ray.util import get_placement_group, remove_placement_group
+
+    for slot in range(MAX_SLOTS):
+        try:
+            pg = get_placement_group(pg_name(key, slot))
+        except ValueError:  # no such group: a new gang goes here
+            return None, None, slot
+        try:
+            actors = [ray.get_actor(actor_name(key, slot, r), namespace=NAMESPACE) for r in range(world_size)]
+        except ValueError:  # a half-formed or half-dead gang: free its slot
+            log.info("removing pooled gang %s: some of its actors are gone", pg_name(key, slot))
+            try:
+                remove_placement_group(pg)
+            except Exception as exc:  # noqa: BLE001 - another driver may have removed it
+                log.debug("removing %s: %s", pg_name(key, slot), exc)
+            continue
+        try:
+            if ray.get(actors[0].claim.remote(token), timeout=timeout_s):
+                ray.get([a.node.remote() for a in actors], timeout=timeout_s)
+                return pg, actors, slot
+        except Exception as exc:  # noqa: BLE001 - busy (a case is running) or dead: try the next slot
+            log.debug("pooled gang %s not available: %s", pg_name(key, slot), exc)
+    return None, None, -1
+
+
+def list_pooled(ray: Any) -> list[dict[str, Any]]:
+    """The pooled gangs' placement groups alive on the cluster: name, state, bundles."""
+    table = ray.util.placement_group_table()
+    rows = []
+    for info in table.values():
+        name = info.get("name") or ""
+        if name.startswith(PREFIX) and info.get("state") != "REMOVED":
+            rows.append({"name": name, "state": info.get("state"), "bundles": len(info.get("bundles") or {}),
+                         "strategy": info.get("strategy")})
+    return sorted(rows, key=lambda r: r["name"])
+
+
+def stop_pooled(ray: Any) -> list[str]:
+    """Remove every pooled gang (their actors end with their placement groups); their names."""
+    from ray.util import get_placement_group, remove_placement_group
+
+    stopped = []
+    for row in list_pooled(ray):
+        try:
+            remove_placement_group(get_placement_group(row["name"]))
+            stopped.append(row["name"])
+        except Exception as exc:  # noqa: BLE001 - already gone
+            log.debug("removing %s: %s", row["name"], exc)
+    return stopped
