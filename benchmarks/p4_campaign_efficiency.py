@@ -72,11 +72,65 @@ def in_process_case_s(scale: float) -> float:
     return time.perf_counter() - start
 
 
+def run_once(path: Path, address: str, work: Path, tag: str, keep: list[str], reference_s: float | None,
+             kind: str) -> tuple[dict[str, Any], dict[str, Any], subprocess.CompletedProcess]:
+    """Run the campaign through the CLI once and read its report into the P4 figures."""
+    start = time.perf_counter()
+    reports = work / f"reports{tag}"
+    spec = json.loads(path.read_text())
+    spec["report_dir"] = str(reports)
+    run_path = path.with_name(f"p4{tag}.yaml")
+    run_path.write_text(json.dumps(spec, indent=2))  # JSON is YAML
+    proc = subprocess.run([sys.executable, "-m", "ray_runner", "run", str(run_path), "--address", address,
+                           "--cache-dir", str(work / "cache"), "--force", "--no-progress", *keep],
+                          capture_output=True, text=True, timeout=3600, check=False, cwd=str(common.REPO))
+    driver_s = time.perf_counter() - start
+    report_path = reports / "p4.json"
+    if proc.returncode != 0 or not report_path.exists():
+        print(proc.stdout[-4000:], proc.stderr[-8000:], sep="\n")
+        raise SystemExit(f"the campaign failed (exit status {proc.returncode}); see the output above")
+    report = json.loads(report_path.read_text())
+    tuned = [c for c in report["cases"] if c["status"] == "tuned" and c["seconds"] is not None]
+    starts = report["gangs"]["start_s"]
+    devices, wall = report["devices"], report["wall_s"]
+    busy = sum(c["world_size"] * c["seconds"] for c in tuned)
+    # a gang of W ranks holds W devices while it starts (older reports: gangs of one size)
+    start_device_s = report["gangs"].get("start_device_s")
+    if start_device_s is None:
+        sizes = report["gangs"].get("sizes") or [1]
+        start_device_s = sum(starts) * (sum(sizes) / len(sizes)) if starts else 0.0
+    unexplained = devices * wall - busy - start_device_s
+    summary = {
+        "device": kind,
+        "devices": devices,
+        "cases_tuned": len(tuned),
+        "cases_total": len(report["cases"]),
+        "wall_s": wall,
+        "driver_s": driver_s,
+        "efficiency": report["efficiency"],
+        "efficiency_without_startup": busy / (devices * wall - start_device_s) if devices * wall > start_device_s else None,
+        "gangs_started": report["gangs"]["started"],
+        "gangs_reused": report["gangs"].get("reused", 0),
+        "gang_start_s_median": statistics.median(starts) if starts else None,
+        "idle_device_s_per_case": unexplained / len(tuned) if tuned else None,
+        "case_s_median": statistics.median(c["seconds"] for c in tuned) if tuned else None,
+        "in_process_case_s": reference_s,
+        "overhead_per_case_s_median": report.get("overhead_s_median"),
+        "overhead_per_case_s_max": max((c["overhead_s"] for c in tuned if c.get("overhead_s") is not None),
+                                       default=None),
+        "overhead_per_case_s": statistics.median(c["seconds"] for c in tuned) - reference_s
+        if tuned and reference_s is not None else None,
+    }
+    return summary, report, proc
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--actors", type=int, default=None, help="CPU actors (default 4); GPUs: all of them")
     p.add_argument("--cases", type=int, default=None, help="cases (CPU default 48; GPU: all shapes)")
     p.add_argument("--scale", type=float, default=None, help="CPU: multiplies every config's cost")
+    p.add_argument("--kept", action="store_true",
+                   help="run the campaign twice with --keep-gangs: the second on the gangs the first kept")
     p.add_argument("--long", action="store_true",
                    help="GPU: a campaign of realistic length (128 GEMM shapes) instead of 34")
     args = p.parse_args(argv)
@@ -104,51 +158,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if kind == "cpu":
         init["num_cpus"] = actors
     ray.init(**init)
+    keep = ["--keep-gangs", "600"] if args.kept else []
     try:
         address = ray.get_runtime_context().gcs_address
-        start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "ray_runner", "run", str(path), "--address", address,
-                               "--cache-dir", str(work / "cache"), "--force", "--no-progress"],
-                              capture_output=True, text=True, timeout=3600, check=False,
-                              cwd=str(common.REPO))
-        driver_s = time.perf_counter() - start
+        summary, report, proc = run_once(path, address, work, "", keep, reference_s, kind)
+        if args.kept:  # the same campaign again, on the gangs the first one kept
+            warm, _, _ = run_once(path, address, work, "-warm", keep, reference_s, kind)
+            summary.update({f"kept_{k}": warm[k] for k in (
+                "wall_s", "efficiency", "efficiency_without_startup", "gang_start_s_median", "gangs_reused",
+                "overhead_per_case_s_median", "idle_device_s_per_case")})
+            subprocess.run([sys.executable, "-m", "ray_runner", "pool", "stop", "--address", address],
+                           capture_output=True, text=True, timeout=120, check=False, cwd=str(common.REPO))
     finally:
         ray.shutdown()
-    report_path = work / "reports" / "p4.json"
-    if proc.returncode != 0 or not report_path.exists():
-        print(proc.stdout[-4000:], proc.stderr[-8000:], sep="\n")
-        raise SystemExit(f"the campaign failed (exit status {proc.returncode}); see the output above")
-    report = json.loads(report_path.read_text())
-    tuned = [c for c in report["cases"] if c["status"] == "tuned" and c["seconds"] is not None]
-    starts = report["gangs"]["start_s"]
-    devices, wall = report["devices"], report["wall_s"]
-    busy = sum(c["world_size"] * c["seconds"] for c in tuned)
-    # a gang of W ranks holds W devices while it starts (older reports: gangs of one size)
-    start_device_s = report["gangs"].get("start_device_s")
-    if start_device_s is None:
-        sizes = report["gangs"].get("sizes") or [1]
-        start_device_s = sum(starts) * (sum(sizes) / len(sizes)) if starts else 0.0
-    unexplained = devices * wall - busy - start_device_s
-    summary = {
-        "device": kind,
-        "devices": devices,
-        "cases_tuned": len(tuned),
-        "cases_total": len(report["cases"]),
-        "wall_s": wall,
-        "driver_s": driver_s,
-        "efficiency": report["efficiency"],
-        "efficiency_without_startup": busy / (devices * wall - start_device_s) if devices * wall > start_device_s else None,
-        "gangs_started": report["gangs"]["started"],
-        "gang_start_s_median": statistics.median(starts) if starts else None,
-        "idle_device_s_per_case": unexplained / len(tuned) if tuned else None,
-        "case_s_median": statistics.median(c["seconds"] for c in tuned) if tuned else None,
-        "in_process_case_s": reference_s,
-        "overhead_per_case_s_median": report.get("overhead_s_median"),
-        "overhead_per_case_s_max": max((c["overhead_s"] for c in tuned if c.get("overhead_s") is not None),
-                                       default=None),
-        "overhead_per_case_s": statistics.median(c["seconds"] for c in tuned) - reference_s
-        if tuned and reference_s is not None else None,
-    }
     print(common.md_table(["figure", "value"], [[k, v] for k, v in summary.items()]))
     common.write_result("p4_campaign_efficiency", args,
                         {"actors": actors if kind == "cpu" else None, "cases": cases, "scale": scale,

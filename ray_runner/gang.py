@@ -128,24 +128,41 @@ class Gang:
     def _start(self) -> None:
         ray = import_ray()
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         W, opts = self.world_size, self.opts
-        pg_options: dict[str, Any] = {}
-        slot = -1
-        if opts.pool_code is not None:
+        key, slot = "", -1
+        if opts.pool_code is None:
+            self._place(ray, placement_group, {})
+        else:
             key = pool.gang_key(opts.pool_code, opts.kind, opts.resource, opts.strategy, dict(opts.env), W, self.sizes)
-            pg, actors, slot = pool.claim(ray, key, W, self.token)
-            if actors is not None:
-                with self._lock:
-                    if self._killed:
-                        raise GangStartError("gang was cancelled before it started")
-                    self.pg, self.actors, self.pooled, self.reused = pg, actors, True, True
-                self.nodes = ray.get([a.node.remote() for a in self.actors], timeout=ACTOR_START_TIMEOUT_S)
-                log.debug("gang %d (W=%d) reuses pooled gang %s", self.id, W, pool.pg_name(key, slot))
-                return
-            if slot >= 0:
-                pg_options = {"name": pool.pg_name(key, slot), "lifetime": "detached"}
+            for _ in range(pool.MAX_SLOTS):
+                pg, actors, slot = pool.claim(ray, key, W, self.token, first_slot=slot + 1)
+                if actors is not None:
+                    with self._lock:
+                        if self._killed:
+                            raise GangStartError("gang was cancelled before it started")
+                        self.pg, self.actors, self.pooled, self.reused = pg, actors, True, True
+                    self.nodes = ray.get([a.node.remote() for a in self.actors], timeout=ACTOR_START_TIMEOUT_S)
+                    log.debug("gang %d (W=%d) reuses pooled gang %s", self.id, W, pool.pg_name(key, slot))
+                    return
+                if slot < 0:  # every slot taken: an ordinary gang
+                    self._place(ray, placement_group, {})
+                    break
+                try:
+                    self._place(ray, placement_group, {"name": pool.pg_name(key, slot), "lifetime": "detached"})
+                    break
+                except Exception as exc:
+                    if "already exists" not in str(exc):
+                        raise
+                    self.pg = None  # another driver created this slot's gang just now: the next one
+                finally:
+                    pool.formed(key, slot)
+            else:
+                raise GangStartError(f"no free pool slot for a gang of {W} (see `python -m ray_runner pool ls`)")
+        self._spawn(ray, key, slot)
+
+    def _place(self, ray: Any, placement_group: Any, pg_options: dict[str, Any]) -> None:
+        W, opts = self.world_size, self.opts
         with self._lock:
             if self._killed:
                 raise GangStartError("gang was cancelled before it started")
@@ -155,6 +172,13 @@ class Gang:
             ray.get(self.pg.ready(), timeout=opts.placement_timeout_s)
         except ray.exceptions.GetTimeoutError:
             raise GangStartError(_missing_resource_message(opts, W, ray)) from None
+
+    def _spawn(self, ray: Any, key: str, slot: int) -> None:
+        """Start the actors on the placed group and form the gang's process groups."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        W, opts = self.world_size, self.opts
+        pg_options = {"name": pool.pg_name(key, slot)} if self.pooled else {}
         worker = _worker_class()
         with self._lock:
             if self._killed:

@@ -12,7 +12,7 @@ device kind, resource, placement strategy, environment, world size and block siz
 code: the files of every target's and builder's top-level package (or module), of triton_dist
 and of ray_runner are hashed into the pool key, because the actors keep what they imported.
 Code that a target imports from elsewhere is not covered: ``python -m ray_runner pool stop``
-after changing it. A gang is claimed by one campaign at a time (its rank 0 holds the claim);
+after changing it, and after a kept gang lost an actor (its slot is then left alone, not reused). A gang is claimed by one campaign at a time (its rank 0 holds the claim);
 a gang whose case failed is killed, not kept.
 """
 
@@ -22,6 +22,7 @@ import hashlib
 import importlib.util
 import json
 import logging
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -87,24 +88,33 @@ def actor_name(key: str, slot: int, rank: int) -> str:
     return f"{pg_name(key, slot)}-r{rank}"
 
 
-def claim(ray: Any, key: str, world_size: int, token: str, timeout_s: float = 5.0) -> tuple[Any, list[Any] | None, int]:
-    """Claim an idle pooled gang of ``key``: (placement group, actors, slot); or, when there is
-    none, (None, None, the first free slot) to create one there (-1: every slot is taken)."""
-    from ray.util import get_placement_group, remove_placement_group
+_lock = threading.Lock()
+#: slots this process is creating a gang in (gangs of one key start side by side in threads)
+_forming: set[tuple[str, int]] = set()
 
-    for slot in range(MAX_SLOTS):
+
+def claim(ray: Any, key: str, world_size: int, token: str, timeout_s: float = 5.0,
+          first_slot: int = 0) -> tuple[Any, list[Any] | None, int]:
+    """Claim an idle pooled gang of ``key``: (placement group, actors, slot); or, when there is
+    none, (None, None, the first free slot), reserved in this process until :func:`formed` (the
+    caller creates the gang there); -1: every slot is taken."""
+    from ray.util import get_placement_group
+
+    for slot in range(first_slot, MAX_SLOTS):
+        with _lock:
+            if (key, slot) in _forming:
+                continue
         try:
             pg = get_placement_group(pg_name(key, slot))
         except ValueError:  # no such group: a new gang goes here
+            with _lock:
+                if (key, slot) in _forming:
+                    continue
+                _forming.add((key, slot))
             return None, None, slot
         try:
             actors = [ray.get_actor(actor_name(key, slot, r), namespace=NAMESPACE) for r in range(world_size)]
-        except ValueError:  # a half-formed or half-dead gang: free its slot
-            log.info("removing pooled gang %s: some of its actors are gone", pg_name(key, slot))
-            try:
-                remove_placement_group(pg)
-            except Exception as exc:  # noqa: BLE001 - another driver may have removed it
-                log.debug("removing %s: %s", pg_name(key, slot), exc)
+        except ValueError:  # forming in another driver, or some actor died: not ours to touch
             continue
         try:
             if ray.get(actors[0].claim.remote(token), timeout=timeout_s):
@@ -113,6 +123,12 @@ def claim(ray: Any, key: str, world_size: int, token: str, timeout_s: float = 5.
         except Exception as exc:  # noqa: BLE001 - busy (a case is running) or dead: try the next slot
             log.debug("pooled gang %s not available: %s", pg_name(key, slot), exc)
     return None, None, -1
+
+
+def formed(key: str, slot: int) -> None:
+    """The gang of ``key`` in ``slot`` exists now, or could not be created: release the slot."""
+    with _lock:
+        _forming.discard((key, slot))
 
 
 def list_pooled(ray: Any) -> list[dict[str, Any]]:

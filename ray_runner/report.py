@@ -134,6 +134,7 @@ def build_report(result: CampaignResult) -> dict[str, Any]:
         "overhead_s_median": round(statistics.median(overheads), 4) if overheads else None,
         "gangs": {
             "started": result.stats.get("gangs_started", 0),
+            "reused": result.stats.get("gangs_reused", 0),
             "sizes": result.stats.get("gang_sizes", []),
             "start_s": result.stats.get("gang_start_s", []),
             "start_device_s": round(result.stats.get("gang_start_device_s", 0.0), 3),
