@@ -38,8 +38,10 @@ every later run is a replay of that graph (a few µs of host time):
 A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
 collective that graphs do not support) makes the whole measurement fall back to eager runs, with
 a warning: candidates are never compared across the two modes. In a group (``agree``: the
-group's element-wise MAX) the ranks agree twice, after the eager first runs and after the probes, on stopping (a bug on some
-rank), on falling back and on ``k``, so that every rank replays the same work in the same order.
+group's element-wise MAX) the ranks agree three times — after the eager first runs (the first
+guess of ``k``), after capturing every candidate (before any replay: falling back) and after the
+probes (``k``) — on stopping (a bug on some rank), on falling back and on ``k``, so that every
+rank runs the same work in the same order (a collective in the host function must).
 """
 
 from __future__ import annotations
