@@ -28,11 +28,18 @@ CAMPAIGN_CONFIGMAP = "triton-dist-campaigns"
 CAMPAIGN_MOUNT = "/etc/triton-dist/campaigns"
 
 # The fixed command line (SPEC §G): subcommand -> the options it accepts.
-RAY_RUNNER_OPTIONS = {
-    "run": {"--address", "--cache-dir", "--seed", "--force"},
-    "validate": set(),
-    "preflight": {"--address", "--cache-dir"},
-}
+def _ray_runner_options() -> dict[str, set[str]]:
+    """Subcommand -> its long options, read from the CLI's own parser (no second list to drift)."""
+    import argparse
+
+    from ray_runner.__main__ import _parser
+
+    sub = next(a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: {o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+            for name, p in sub.choices.items()}
+
+
+RAY_RUNNER_OPTIONS = _ray_runner_options()
 CACHE_SUBCOMMANDS = {"ls", "show", "why", "verify", "export", "import", "prune"}
 SEED_MODES = {"none", "nodes", "shared"}
 # Campaign file format (ray_runner/spec.py validates it; the last two are its optional extras).
