@@ -272,3 +272,22 @@ def test_kept_gangs_are_reused_by_the_next_campaign_and_end_when_idle(ray_addres
         assert _wait_for(lambda: not list_pooled(ray), 30)
     finally:
         stop_pooled(ray)
+
+
+def test_a_gang_whose_case_failed_is_not_kept(ray_address: str, tmp_path: Path) -> None:
+    import ray
+
+    from ray_runner.pool import NAMESPACE, list_pooled, stop_pooled
+
+    keep = RunOptions(cache_dir=str(tmp_path / "cache"), progress=False, keep_gangs_s=120)
+    try:
+        # rank 0's process dies mid-case once: that gang is killed, the case retried on a new one
+        result = run_campaign(campaign([target(HOST, 1, [{"n": 50, "die_once": str(tmp_path / "die")}])],
+                                       tmp_path), keep)
+        assert result.ok and result.runs[0].attempts == 2, [r.errors for r in result.runs]
+        kept = list_pooled(ray)
+        assert len(kept) == 1, kept  # only the gang that finished the retry is kept
+        rank0 = ray.get_actor(kept[0]["name"] + "-r0", namespace=NAMESPACE)
+        assert ray.get(rank0.node.remote(), timeout=30)["pid"] != int((tmp_path / "die").read_text())
+    finally:
+        stop_pooled(ray)
