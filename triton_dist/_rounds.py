@@ -154,6 +154,11 @@ def measure_rounds(
                 "config marked failed.", index=index, reason=result.error)
         return None
 
+    def setback(index: int, exc: Exception) -> BaseException | None:
+        """A candidate raised: None when that is its failure (recorded; measuring goes on), else
+        what stops measuring (a bug, or a device that cannot synchronise afterwards)."""
+        return exc if not is_candidate_failure(exc) else fail(index, exc)
+
     def capture(index: int, n_runs: int) -> None:
         graph_of[index] = backend.capture(calls[index], n_runs, pool)
 
@@ -212,11 +217,8 @@ def measure_rounds(
             else:
                 for _ in range(n_warmup):
                     run(index)
-        except Exception as exc:  # noqa: BLE001 - classified just below
-            if not is_candidate_failure(exc):
-                stop = exc
-                break
-            stop = fail(index, exc)
+        except Exception as exc:  # noqa: BLE001 - classified by setback
+            stop = setback(index, exc)
             if stop is not None:
                 break
             continue
@@ -246,11 +248,8 @@ def measure_rounds(
                         try_capture(index)
                     if phase != "capture":
                         warm_rest(index)
-                except Exception as exc:  # noqa: BLE001 - classified just below
-                    if not is_candidate_failure(exc):
-                        stop = exc
-                        break
-                    stop = fail(index, exc)
+                except Exception as exc:  # noqa: BLE001 - classified by setback
+                    stop = setback(index, exc)
                     if stop is not None:
                         break
             if phase == "capture":
@@ -277,9 +276,7 @@ def measure_rounds(
                     capture(index, k)
                     replay(index)
                 except Exception as exc:  # noqa: BLE001 - a candidate failure on every rank (MAX)
-                    if not is_candidate_failure(exc):
-                        return _report(done(), on_result), exc
-                    stop = fail(index, exc)
+                    stop = setback(index, exc)
                     if stop is not None:
                         return _report(done(), on_result), stop
     elif stop is not None:
@@ -317,9 +314,7 @@ def measure_rounds(
                         timer.stop(token)
                 except Exception:  # noqa: BLE001 - fail() below reports the device state
                     pass
-                if not is_candidate_failure(exc):
-                    return _report(done(), on_result), exc
-                stop = fail(index, exc)
+                stop = setback(index, exc)
                 if stop is not None:
                     return _report(done(), on_result), stop
                 continue
