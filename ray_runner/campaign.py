@@ -103,7 +103,11 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     root = Path(options.cache_dir).expanduser() if options.cache_dir else get_settings().autotune_dir
     _check_writable(root)
     specs = campaign.cases()
-    import_ray()
+    ray_module = import_ray()
+    if options.keep_gangs_s > 0 and not (options.address or os.environ.get("RAY_ADDRESS")) \
+            and not ray_module.is_initialized():
+        log.warning("--keep-gangs has no effect here: the campaign starts an embedded Ray, which ends with it "
+                    "(pass --address of a running cluster)")
 
     local_resources = None
     if campaign.ray_resource and campaign.ray_resource not in ("CPU", "GPU"):

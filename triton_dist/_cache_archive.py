@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from . import __version__, _cache
-from ._cache_admin import HISTORY_RE, ID_RE, check_entry, entry_problem, function_dirs
+from ._cache_admin import HISTORY_RE, ID_RE, check_entry, entry_problem, iter_entries
 from .errors import CacheAdminError
 
 __all__ = ["export_archive", "import_archive"]
@@ -63,23 +63,17 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
     """Write the usable entries of ``root`` (of ``functions``, or all) into ``archive``."""
     report = ArchiveReport(str(archive), str(root))
     members: list[tuple[str, bytes, float]] = []
-    for directory in function_dirs(root, functions):
-        paths = sorted(directory.glob("*.json"))
-        if history:
-            paths += sorted((directory / "history").glob("*.json"))
-        for path in paths:
-            entry, why = _cache.load_json(path, root)
-            why = why if entry is None else entry_problem(entry, path)
-            if why is not None:
-                report.skipped.append({"path": str(path), "why": why})
-                continue
-            rel = path.relative_to(root).as_posix()
-            members.append((rel, _cache.dumps_entry(entry).encode(), path.stat().st_mtime))
-            report.written.append(rel)
-            log_path = path.with_suffix(".log")
-            if logs and path.parent == directory and log_path.is_file() and not log_path.is_symlink():
-                members.append((log_path.relative_to(root).as_posix(), log_path.read_bytes()[:MAX_LOG_BYTES],
-                                log_path.stat().st_mtime))
+    for path, entry, why in iter_entries(root, functions, history=history):
+        if entry is None:
+            report.skipped.append({"path": str(path), "why": why})
+            continue
+        rel = path.relative_to(root).as_posix()
+        members.append((rel, _cache.dumps_entry(entry).encode(), path.stat().st_mtime))
+        report.written.append(rel)
+        log_path = path.with_suffix(".log")
+        if logs and path.parent.name != "history" and log_path.is_file() and not log_path.is_symlink():
+            members.append((log_path.relative_to(root).as_posix(), log_path.read_bytes()[:MAX_LOG_BYTES],
+                            log_path.stat().st_mtime))
     manifest = {"format": ARCHIVE_FORMAT, "triton_dist": __version__, "created": _cache.utc_now(),
                 "entries": len(report.written)}
     archive = Path(archive)

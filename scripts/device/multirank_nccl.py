@@ -22,19 +22,9 @@ import torch.multiprocessing as mp
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
+from examples.scale import scale_kernel as _scale_kernel  # noqa: E402
 from triton_dist.tune import autotune  # noqa: E402
-
-
-@triton.jit
-def _scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    offs = pid * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    tl.store(y_ptr + offs, alpha * x, mask=mask)
-
 
 # launches per (rank, config): alone rank 0 picks 0, rank 1 picks 2; MAX over the group picks 1.
 # A run also has a fixed cost (allocation, first launch) of a few launches' worth, the same for

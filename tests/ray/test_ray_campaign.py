@@ -18,35 +18,20 @@ import yaml
 from ray_runner.campaign import RunOptions, run_campaign
 from ray_runner.preflight import preflight, summarize
 from ray_runner.spec import parse_campaign
+from tests.ray_local import RAY_ENV, local_ray
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
 REPO = Path(__file__).resolve().parents[2]
 HOST = ("tests.ray.ray_targets:host", "tests.ray.ray_targets:make_host_args")
 SCALE = ("examples.scale:scale", "examples.scale:make_scale_args")
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    """One local Ray for the module: 4 CPUs, so gangs of 1 and 2 ranks fit side by side.
-
-    The workers import the targets from the driver's working directory: run from the repo root.
-    """
-    import ray
-
-    cwd = os.getcwd()
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in RAY_ENV.items():
-            mp.setenv(name, value)
-        mp.setenv("TRITON_INTERPRET", "1")
-        os.chdir(REPO)
-        try:
-            ray.init(num_cpus=4, include_dashboard=False, namespace="ray-runner-tests", log_to_driver=False)
-            yield ray.get_runtime_context().gcs_address
-        finally:
-            ray.shutdown()
-            os.chdir(cwd)
+    """One local Ray for the module: 4 CPUs, so gangs of 1 and 2 ranks fit side by side."""
+    with local_ray(4, "ray-runner-tests", TRITON_INTERPRET="1") as address:
+        yield address
 
 
 def campaign(targets: list[dict[str, Any]], tmp_path: Path, **fields: Any):

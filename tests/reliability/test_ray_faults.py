@@ -23,27 +23,19 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.ray_local import RAY_ENV, local_ray
+
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 TARGETS = "tests.reliability.ray_fault_targets"
-RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
-    ray = pytest.importorskip("ray")
-    cwd = os.getcwd()
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in RAY_ENV.items():
-            mp.setenv(name, value)
-        os.chdir(REPO)  # the actors import the targets from the driver's working directory
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, namespace="reliability-tests", log_to_driver=False)
-            yield ray.get_runtime_context().gcs_address
-        finally:
-            ray.shutdown()
-            os.chdir(cwd)
+    pytest.importorskip("ray")
+    with local_ray(2, "reliability-tests") as address:
+        yield address
 
 
 def write_campaign(tmp_path: Path, name: str, function: str, cases: list[dict], retries: int = 1) -> Path:

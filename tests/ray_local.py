@@ -1,0 +1,34 @@
+"""One local Ray for a test module (shared by tests/ray and tests/reliability)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+@contextlib.contextmanager
+def local_ray(num_cpus: int, namespace: str, **env: str) -> Iterator[str]:
+    """Start Ray in this process (``num_cpus`` CPUs, ``env`` set meanwhile) and yield its address.
+
+    The actors import the targets from the driver's working directory: this runs from the repo
+    root, and goes back afterwards."""
+    import ray
+
+    cwd = os.getcwd()
+    with pytest.MonkeyPatch.context() as mp:
+        for name, value in {**RAY_ENV, **env}.items():
+            mp.setenv(name, value)
+        os.chdir(REPO)
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=namespace, log_to_driver=False)
+            yield ray.get_runtime_context().gcs_address
+        finally:
+            ray.shutdown()
+            os.chdir(cwd)
