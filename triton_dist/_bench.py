@@ -138,6 +138,7 @@ def measure_candidates(
     on_warm: Callable[[int], None] | None = None,
     graphs: bool = False,
     agree: Callable[[Sequence[float]], Sequence[float]] | None = None,
+    after_first: Callable[[int], None] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -155,13 +156,16 @@ def measure_candidates(
     ``graphs`` replays each candidate from a device graph where the backend has them (see
     :mod:`triton_dist._rounds`; ignored on the CPU and with a custom ``do_bench``); ``agree`` is
     the group's element-wise MAX, through which the ranks settle the graph decisions together.
+    ``after_first(i)`` (device backends) runs right after candidate ``i``'s first run, outside
+    any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``).
     """
     if do_bench is None and backend.interleaved:
         from ._rounds import measure_rounds
 
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
-                              known_failures=known_failures, graphs=graphs, agree=agree)
+                              known_failures=known_failures, graphs=graphs, agree=agree,
+                              after_first=after_first)
     if do_bench is None:
         def bench(call: Callable[[], Any]) -> Sequence[float]:
             return measure(call, backend, n_warmup, n_repeat)

@@ -19,13 +19,14 @@ a short kernel's event pair measures events ~0.5 µs apart. In graph mode each c
 eagerly once (compilation, the in-place guard's checks), is captured into a device graph, and
 every later run is a replay of that graph (a few µs of host time):
 
-1. warm-up: one eager run between an event pair (compilation, the in-place guard's checks);
-   after one synchronise, a first ``k`` for the fastest candidate (see 2.): right for long
-   kernels, too small for short ones (an eager run also times its launch); every candidate is
+1. warm-up: one eager run between an event pair, queued behind a sleep as long as an earlier
+   candidate's launch took (compilation; the in-place guard's checks follow after the pair,
+   ``after_first``); after one synchronise, a first ``k`` for the fastest candidate (see 2.):
+   right for long kernels, too small for short ones (events resolve ~0.5 µs); every candidate is
    captured with ``k`` runs and replayed for the rest of its warm-up (at least once), each
    replay between an event pair: the probe;
 2. after a second synchronise, the runs per timed sample ``k`` are chosen so that a sample
-   lasts about ``GRAPH_SAMPLE_S`` (200 µs) for the fastest candidate (1 from 200 µs up, at most
+   lasts about ``GRAPH_SAMPLE_S`` (1 ms) for the fastest candidate (1 from 1 ms up, at most
    64), the same ``k`` for every candidate; when the probes call for more than 1.5x the runs of
    the first guess (short kernels), the candidates are captured again and replayed once untimed;
 3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
@@ -33,7 +34,10 @@ every later run is a replay of that graph (a few µs of host time):
    candidate: a sample then never depends on which candidate ran before it (an H200 measured
    a 256 MB elementwise kernel ~0.7 % apart after a sibling config than after itself, enough to
    reverse two configs; with ``k > 1`` the sample's own runs provide that context). Graph mode
-   therefore costs 1 + (``n_warmup`` - 1) + 2 ``n_repeat`` runs per candidate for long kernels.
+   therefore costs 1 + (``n_warmup`` - 1) + 2 ``n_repeat`` runs per candidate for kernels of
+   1 ms and more, and about ``n_repeat`` ms of device time per candidate below (at most
+   ``n_repeat`` x 64 runs): several times the eager schedule's for kernels of 15 µs to 1 ms,
+   which ``adaptive=True`` cuts by stopping configs that are clearly slower.
 
 A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
 collective that graphs do not support) makes the whole measurement fall back to eager runs, with
@@ -61,12 +65,16 @@ __all__ = ["GRAPH_SAMPLE_S", "measure_rounds", "runs_per_sample"]
 log = logging.getLogger(__name__)
 
 #: graph mode: a timed sample holds enough back-to-back runs of the candidate to last about this
-#: long on the fastest candidate. Timing events resolve ~0.5 µs (a 2 µs kernel timed alone is
-#: mostly quantisation), and a 35 µs kernel varies by ~2 % from run to run on an H200, which
-#: with 10 samples of one run leaves a standard error of ~0.6 %: configs 0.5 % apart then fall
-#: within pick_best's tie window and the earlier one wins. Samples of ~200 µs bring that under
-#: 0.3 % for every kernel length, at up to ~10x the device time of one run per sample.
-GRAPH_SAMPLE_S = 200e-6
+#: long on the fastest candidate (at most MAX_RUNS_PER_SAMPLE). A sample pays a fixed cost that
+#: its runs do not pay in a real workload: the graph's launch, the first run's ramp-up and the
+#: last one's drain, and two event timestamps (~0.5 µs resolution). On an H200 that cost is
+#: 2-4 µs and depends on the config by ~1 µs, and it jitters (standard deviation 0.65 µs for a
+#: sample of 200 µs): samples of 200 µs read a 35 µs and a 130 µs elementwise kernel 1-2 %
+#: slow, unevenly across configs, and reversed configs 0.3-0.6 % apart that the oracle's 5 ms
+#: bursts rank reproducibly; samples of 1 ms agreed with it within 0.3 % (probe_context.py,
+#: docs/performance.md). Timing events resolve ~0.5 µs, so short kernels need many runs per
+#: sample anyway.
+GRAPH_SAMPLE_S = 1e-3
 #: at most this many runs per timed sample (a capture calls the host function this often)
 MAX_RUNS_PER_SAMPLE = 64
 #: graph mode: capture again only when the probes call for more than this many times the runs of
@@ -74,6 +82,10 @@ MAX_RUNS_PER_SAMPLE = 64
 RECAPTURE_ABOVE = 1.5
 #: host time assumed for one replay with its event pair before one was measured (keep-ahead)
 REPLAY_HOST_S = 15e-6
+#: host time assumed for launching an eager run before one was measured (keep-ahead), and the
+#: most assumed from a measured one (an earlier candidate's first run may have compiled)
+EAGER_HOST_S = 30e-6
+MAX_EAGER_HOST_S = 1e-3
 
 Agree = Callable[[Sequence[float]], Sequence[float]]
 
@@ -98,6 +110,7 @@ def measure_rounds(
     known_failures: Mapping[int, str] | None,
     graphs: bool = False,
     agree: Agree | None = None,
+    after_first: Callable[[int], None] | None = None,
 ) -> tuple[list[Any], BaseException | None]:
     from ._bench import CandidateResult, describe, is_candidate_failure, summarize
 
@@ -160,6 +173,9 @@ def measure_rounds(
         return exc if not is_candidate_failure(exc) else fail(index, exc)
 
     def capture(index: int, n_runs: int) -> None:
+        nonlocal pool
+        if not graph_of:  # a pool lives as long as one of its graphs: a failure may have ended it
+            pool = backend.graph_pool()
         graph_of[index] = backend.capture(calls[index], n_runs, pool)
 
     def try_capture(index: int) -> None:
@@ -196,8 +212,6 @@ def measure_rounds(
     marks = [("start", clock())]  # phase ends, for the debug line below
     backend.warm_up()
     timer = backend.run_timer()
-    if use_graphs:
-        pool = backend.graph_pool()
     marks.append(("device warm-up", clock()))
 
     # warm-ups, candidate by candidate (compilation, the in-place guard's first-run checks)
@@ -211,12 +225,19 @@ def measure_rounds(
         runs[index] = 0
         try:
             if use_graphs:  # compiles and warms allocations before any capture; timed: k's first guess
+                # queued behind a sleep as long as the host took to launch an earlier candidate
+                # (the same host function), so that the pair times the kernel, not its launch
+                timer.keep_ahead(min(min(per_run.values(), default=EAGER_HOST_S), MAX_EAGER_HOST_S), 1)
                 token = timer.start()
                 run(index)
                 first[index] = [timer.stop(token)]
+                if after_first is not None:  # the in-place guard's checks: after the pair
+                    after_first(index)
             else:
-                for _ in range(n_warmup):
+                for n in range(n_warmup):
                     run(index)
+                    if n == 0 and after_first is not None:
+                        after_first(index)
         except Exception as exc:  # noqa: BLE001 - classified by setback
             stop = setback(index, exc)
             if stop is not None:
@@ -284,6 +305,8 @@ def measure_rounds(
     marks.append(("settle + recapture", clock()))
     # timed rounds; the starting candidate rotates so that none is always first after a pause
     prime = bool(graph_of) and k == 1
+    # no warm-up run (eager, n_warmup = 0): the first run's checks follow the first timed run
+    late_checks = after_first is not None and not use_graphs and n_warmup == 0
     tokens: dict[int, list[Any]] = {i: [] for i in calls}
     per_sample = 0.0  # host time per sample of the last round, timer included (measured)
     for round_no in range(n_repeat):
@@ -319,6 +342,8 @@ def measure_rounds(
                     return _report(done(), on_result), stop
                 continue
             tokens[index].append(timer.stop(token))
+            if round_no == 0 and late_checks:
+                after_first(index)
         per_sample = (clock() - round_start) / len(live)
     marks.append(("rounds queued", clock()))
     backend.synchronize()

@@ -187,6 +187,7 @@ class RunGuard:
         """positions (in argument order) of the tensors the host function mutated"""
         self._reference: tuple[int, Any, dict[int, Any]] | None = None
         self._pending: dict[int, tuple[Any, dict[int, Any]]] = {}
+        self._unchecked: dict[int, Any] = {}  # deferred first-run checks: index -> its result
         if restore:
             self._snapshot(args, kwargs)
 
@@ -213,22 +214,42 @@ class RunGuard:
     def active(self) -> bool:
         return bool(self._tensors) or self.check
 
-    def wrap(self, index: int, call: Callable[[], Any]) -> Callable[[], Any]:
-        """``call`` with restore-before and (first run only) detect/check-after."""
+    def wrap(self, index: int, call: Callable[[], Any], *, defer: bool = False) -> Callable[[], Any]:
+        """``call`` with restore-before and (first run only) detect/check-after.
+
+        ``defer``: the first run's checks (a content comparison, which synchronises the device)
+        wait for :meth:`check_first`, so that a measurement can close the first run's event
+        pair before them; any later run of any wrapped call performs checks still pending
+        first, so that no run ever starts from an argument another run mutated unnoticed."""
         if not self.active:
             return call
         first = True
 
         def run() -> Any:
             nonlocal first
+            if self._unchecked:
+                self._check_pending()
             self._restore()
             result = call()
             if first:
                 first = False
-                self._after_first(index, result)
+                if defer:
+                    self._unchecked[index] = result
+                else:
+                    self._after_first(index, result)
             return result
 
         return run
+
+    def check_first(self, index: int) -> None:
+        """The deferred checks of candidate ``index``'s first run, if still pending
+        (:class:`WrongResultError` with ``check``)."""
+        if index in self._unchecked:
+            self._after_first(index, self._unchecked.pop(index))
+
+    def _check_pending(self) -> None:
+        for index in list(self._unchecked):
+            self.check_first(index)
 
     def _restore(self) -> None:
         if not self._tensors:
@@ -244,12 +265,18 @@ class RunGuard:
                 self._versions[pos] = t._version
 
     def _after_first(self, index: int, result: Any) -> None:
+        self._detect(index)
+        self._check(index, result)
+
+    def _detect(self, index: int) -> None:
         for pos, t in enumerate(self._tensors):
             if pos not in self.mutated and (t._version != self._versions[pos]
                                             or not _unchanged(t, self._snapshots[pos])):
                 self.mutated.add(pos)
                 log.debug("%s: candidate %d mutates tensor argument %d; it is restored before "
                           "every later run", self.name, index, pos)
+
+    def _check(self, index: int, result: Any) -> None:
         if not self.check:
             return
         states = {pos: self._tensors[pos].detach().clone() for pos in self.mutated}
@@ -268,6 +295,14 @@ class RunGuard:
 
     def done(self, index: int, ok: bool) -> None:
         """Candidate ``index`` finished measuring; the first that succeeded is the reference."""
+        if ok:
+            self.check_first(index)
+        elif index in self._unchecked:  # its first run ran: what it mutated is restored later
+            del self._unchecked[index]
+            try:
+                self._detect(index)
+            except Exception:  # noqa: BLE001 - a device it broke: restore_all reports that
+                log.debug("%s: could not compare the arguments after failed candidate %d", self.name, index)
         pending = self._pending.pop(index, None)
         if pending is not None and ok and self._reference is None:
             self._reference = (index, *pending)
@@ -276,6 +311,9 @@ class RunGuard:
         """Put every mutated argument back as the caller passed it."""
         self._pending.clear()
         try:
+            for index in list(self._unchecked):  # measuring stopped before these were checked:
+                self._unchecked.pop(index)  # find what they mutated, to restore it below
+                self._detect(index)
             self._restore()
         except Exception as exc:  # noqa: BLE001 - e.g. a device left unusable by a candidate:
             # the error that explains it (DeviceStateError) must reach the caller, not this one

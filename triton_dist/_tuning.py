@@ -296,9 +296,14 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
         measure = functools.partial(measure_adaptive, note=tlog.info, reduce=group_max)
     if target.graphs:  # the ranks settle falling back and the runs per sample together
         measure = functools.partial(measure, graphs=True, agree=group_max)
+    # measured in rounds (devices): the first run's checks, which synchronise, run after its event
+    # pair has closed (graph mode times it), through after_first
+    defer = backend.interleaved and target.do_bench is None
+    if defer:
+        measure = functools.partial(measure, after_first=guard.check_first)
     with guard:  # leaving it puts mutated arguments back for the final call
         results, bug = measure(
-            lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite)), to_measure, backend,
+            lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite), defer=defer), to_measure, backend,
             n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench,
             on_result=lambda r: (guard.done(r.index, r.ok), report(r)),
             # interleaved (device) measurement: the first config whose warm-up passed is the

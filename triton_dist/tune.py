@@ -260,8 +260,9 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             triton_dist/_adaptive.py). Off by default: every candidate gets the full schedule.
         graphs: on a device with graphs (CUDA, NPU), run each candidate eagerly once, capture it
             into a device graph and replay that for the other runs, timing samples of enough
-            runs to last ~200 µs: kernel time without the host's launch cost, for kernels too
-            short for the host to keep the device busy (triton_dist/_rounds.py). The host
+            runs to last ~1 ms (at most 64): kernel time without the host's launch cost, for
+            kernels too short for the host to keep the device busy, and samples long enough
+            that a graph launch's own cost does not rank configs (triton_dist/_rounds.py). The host
             function must be capturable (no synchronisation, no host reads of device tensors);
             if it is not, tuning falls back to eager runs with a warning. Off by default; no
             effect on the CPU or with ``do_bench``.

@@ -229,3 +229,41 @@ def test_read_only_arguments_holding_nan_are_not_taken_for_mutated(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "copy_", counting_copy)
     nan_sum(torch.tensor([1.0, float("nan"), 2.0]))
     assert copies["n"] == 0
+
+
+def test_deferred_first_run_checks_run_when_asked_before_any_other_run_or_at_the_end():
+    # RunGuard.wrap(..., defer=True): device measurement closes the first run's event pair before
+    # the guard compares arguments (a synchronisation); nothing may run on unnoticed mutations.
+    from triton_dist._safety import RunGuard
+    from triton_dist.errors import WrongResultError
+
+    def bump(x):  # writes through raw memory: the version counter does not move
+        x.numpy()[:] += 1.0
+        return x.sum().clone()
+
+    def read(x):
+        return x.sum().clone()
+
+    x = torch.ones(4)
+    with RunGuard((x,), {}, check=True) as guard:
+        first = guard.wrap(0, lambda: read(x), defer=True)
+        wrong = guard.wrap(1, lambda: read(x) * 2, defer=True)
+        first()
+        guard.check_first(0)
+        guard.done(0, True)  # the reference
+        wrong()  # no comparison yet
+        with pytest.raises(WrongResultError, match="wrong result"):
+            guard.check_first(1)
+    x = torch.ones(4)
+    with RunGuard((x,), {}) as guard:
+        mutating = guard.wrap(0, lambda: bump(x), defer=True)
+        reading = guard.wrap(1, lambda: read(x), defer=True)
+        mutating()
+        assert float(x.sum()) == 8.0 and not guard.mutated
+        assert float(reading()) == 4.0  # the pending check ran first: x was restored
+        assert guard.mutated == {0}
+    assert torch.equal(x, torch.ones(4))
+    x = torch.ones(4)
+    with RunGuard((x,), {}) as guard:  # measuring stopped before the check: found on leaving
+        guard.wrap(0, lambda: bump(x), defer=True)()
+    assert torch.equal(x, torch.ones(4))

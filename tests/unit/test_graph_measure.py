@@ -102,7 +102,7 @@ def host_calls(device: GraphDevice, capture_error: set[int] | None = None):
 
 
 def test_graph_mode_runs_each_candidate_eagerly_once_then_replays_its_graph():
-    device = GraphDevice({0: 1.0, 1: 2.0, 2: 0.5}, gap=0.3)
+    device = GraphDevice({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
     make_call, counts = host_calls(device)
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None
@@ -110,27 +110,27 @@ def test_graph_mode_runs_each_candidate_eagerly_once_then_replays_its_graph():
     assert [r.runs for r in results] == [25, 25, 25]  # 1 eager + 4 replayed warm-ups + 10 x (primer + timed)
     assert [r.runs_per_sample for r in results] == [1, 1, 1]
     # the kernel's time, without the host's launch gap that eager event pairs include
-    assert [r.time_ms for r in results] == pytest.approx([1.0, 2.0, 0.5])
+    assert [r.time_ms for r in results] == pytest.approx([2.0, 4.0, 1.0])
     # after the eager first runs (k's first guess), after the probes, after the rounds
     assert device.log.count(("sync",)) == 3
     replays = [e for e in device.log if e[0] == "replay"]
     assert len(replays) == 3 * 24
     assert [e[0] for e in device.log if e[0] in ("run", "capture")] == ["run"] * 3 + ["capture"] * 3
-    device = GraphDevice({0: 1.0, 1: 2.0, 2: 0.5}, gap=0.3)
+    device = GraphDevice({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
     eager, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10)
-    assert [r.time_ms for r in eager] == pytest.approx([1.3, 2.3, 0.8])  # eager: launch included
+    assert [r.time_ms for r in eager] == pytest.approx([2.3, 4.3, 1.3])  # eager: launch included
 
 
 def test_short_kernels_are_timed_in_samples_of_several_runs():
     # 1 and 1.1 us kernels, events resolving 0.5 us: one run per event pair cannot tell them
     # apart; samples of k runs can.
     costs = {0: 0.0011, 1: 0.0010, 2: 0.0040}
-    device = GraphDevice(costs, gap=0.005, resolution=0.0005)
+    device = GraphDevice(costs, gap=0.05, resolution=0.0005)
     make_call, counts = host_calls(device)
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     k = _rounds.runs_per_sample(0.0010)
-    guess = _rounds.runs_per_sample(0.0010 + 0.005)  # the eager first run also times its launch
-    assert bug is None and k == _rounds.MAX_RUNS_PER_SAMPLE == 64 and guess == 34
+    guess = _rounds.runs_per_sample(0.0010 + 0.05)  # this eager first run also timed its launch
+    assert bug is None and k == _rounds.MAX_RUNS_PER_SAMPLE == 64 and guess == 20
     assert [r.runs_per_sample for r in results] == [k] * 3
     assert counts == {i: 1 + guess + k for i in range(3)}  # eager, capture of the guess, of k
     # eager, one replay of the guess (>= 4 warm-up runs), one untimed replay of k, 10 samples
@@ -141,16 +141,17 @@ def test_short_kernels_are_timed_in_samples_of_several_runs():
     assert ("capture", k) in device.log
 
 
-def test_runs_per_sample():
-    assert _rounds.runs_per_sample(0.300) == 1 and _rounds.runs_per_sample(0.200) == 1
-    assert _rounds.runs_per_sample(0.150) == 2 and _rounds.runs_per_sample(0.035) == 6
-    assert _rounds.runs_per_sample(0.005) == 40
+def test_runs_per_sample():  # samples of ~1 ms, at most 64 runs
+    assert _rounds.runs_per_sample(1.5) == 1 and _rounds.runs_per_sample(1.0) == 1
+    assert _rounds.runs_per_sample(0.6) == 2 and _rounds.runs_per_sample(0.035) == 29
+    assert _rounds.runs_per_sample(0.134) == 8 and _rounds.runs_per_sample(0.020) == 50
+    assert _rounds.runs_per_sample(0.005) == 64
     assert _rounds.runs_per_sample(1e-6) == _rounds.MAX_RUNS_PER_SAMPLE
     assert _rounds.runs_per_sample(math.inf) == 1 and _rounds.runs_per_sample(0.0) == 1
 
 
 def test_a_host_function_that_cannot_be_captured_falls_back_to_eager_runs_for_every_candidate(caplog):
-    device = GraphDevice({0: 1.0, 1: 2.0, 2: 0.5}, gap=0.3)
+    device = GraphDevice({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
     make_call, counts = host_calls(device, capture_error={1})
     with caplog.at_level(logging.WARNING, logger="triton_dist._rounds"):
         results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
@@ -159,11 +160,11 @@ def test_a_host_function_that_cannot_be_captured_falls_back_to_eager_runs_for_ev
     # config 0 was warmed by replays before config 1 broke the capture; all are timed eagerly
     assert [r.runs for r in results] == [15, 15, 15]
     assert counts == {0: 2 + 10, 1: 2 + 4 + 10, 2: 15}
-    assert [r.time_ms for r in results] == pytest.approx([1.3, 2.3, 0.8])  # never mixed modes
+    assert [r.time_ms for r in results] == pytest.approx([2.3, 4.3, 1.3])  # never mixed modes
 
 
 def test_a_failing_config_is_recorded_and_the_others_replayed():
-    device = GraphDevice({0: 1.0, 1: 2.0, 2: 0.5})
+    device = GraphDevice({0: 2.0, 1: 4.0, 2: 1.0})
     counts: Counter = Counter()
 
     def make_call(index: int):
@@ -178,7 +179,7 @@ def test_a_failing_config_is_recorded_and_the_others_replayed():
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None and [r.ok for r in results] == [True, True, False]
     assert "out of resources" in results[2].error and counts[2] == 1
-    assert [r.time_ms for r in results[:2]] == pytest.approx([1.0, 2.0])
+    assert [r.time_ms for r in results[:2]] == pytest.approx([2.0, 4.0])
 
 
 class Group:
@@ -194,7 +195,7 @@ class Group:
 
 
 def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
-    costs = {0: 0.004, 1: 0.005}
+    costs = {0: 0.020, 1: 0.025}
     # another rank measured a faster device: its k (60) is used here too
     group = Group([0.0, 0.0, 60.0])
     device = GraphDevice(costs)
@@ -208,9 +209,9 @@ def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
     device = GraphDevice(costs, gap=0.001)
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
                                       graphs=True, agree=Group([0.0, 0.0, 1.0], [0.0, 1.0, 1.0]))
-    assert not any(e[0] == "replay" for e in device.log) and ("capture", _rounds.runs_per_sample(0.005)) in device.log
+    assert not any(e[0] == "replay" for e in device.log) and ("capture", _rounds.runs_per_sample(0.021)) in device.log
     assert [r.runs_per_sample for r in results] == [1, 1] and [r.runs for r in results] == [15, 15]
-    assert [r.time_ms for r in results] == pytest.approx([0.005, 0.006])
+    assert [r.time_ms for r in results] == pytest.approx([0.021, 0.026])
     # another rank stopped on a bug: this one stops too, without a result (the tuning's MAX
     # reduction then names the failing rank)
     device = GraphDevice(costs)
@@ -312,17 +313,83 @@ def test_with_one_run_per_sample_each_timed_replay_follows_its_own_config():
                 self.clock += 0.05 * self.costs[index]
             self.last = index
 
-    device = Context({0: 1.0, 1: 1.02, 2: 0.99})
+    device = Context({0: 2.0, 1: 2.04, 2: 1.98})  # >= 1 ms: one run per sample
     results, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
-    assert [r.time_ms for r in results] == pytest.approx([1.0, 1.02, 0.99])
+    assert [r.runs_per_sample for r in results] == [1, 1, 1]
+    assert [r.time_ms for r in results] == pytest.approx([2.0, 2.04, 1.98])
 
 
 def test_a_first_guess_close_to_the_probes_is_kept_without_capturing_again():
-    # 30 us kernels with a 5 us launch: the eager first run says 35 us (k = 6), the probes
-    # 30 us (k = 7): within 1.5x, so the graphs of 6 runs are kept (no second capture)
+    # 30 us kernels with a 5 us launch: the eager first run says 35 us (k = 29), the probes
+    # 30 us (k = 34): within 1.5x, so the graphs of 29 runs are kept (no second capture)
     device = GraphDevice({0: 0.030, 1: 0.031}, gap=0.005)
     make_call, counts = host_calls(device)
     results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
-    assert [r.runs_per_sample for r in results] == [6, 6] and counts == {0: 7, 1: 7}
-    assert [e for e in device.log if e[0] == "capture"] == [("capture", 6)] * 2
+    assert [r.runs_per_sample for r in results] == [29, 29] and counts == {0: 30, 1: 30}
+    assert [e for e in device.log if e[0] == "capture"] == [("capture", 29)] * 2
     assert [r.time_ms for r in results] == pytest.approx([0.030, 0.031])
+
+
+def test_the_first_runs_checks_come_after_its_event_pair_and_before_the_capture():
+    # The in-place guard's first-run comparison synchronises and runs device work (~a kernel's
+    # length for a large elementwise one): inside the first run's event pair it made the first
+    # guess of k too small, and every candidate was captured twice.
+    device = GraphDevice({0: 0.030, 1: 0.031})
+    make_call, counts = host_calls(device)
+
+    def after_first(index: int) -> None:
+        device.log.append(("checked", index))
+        device.clock += 0.1  # the comparison's device work
+
+    results, bug = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True,
+                                      after_first=after_first)
+    assert bug is None and [r.runs_per_sample for r in results] == [34, 34]
+    assert [e for e in device.log if e[0] in ("run", "checked", "capture")] == [
+        ("run", 0), ("checked", 0), ("run", 1), ("checked", 1), ("capture", 34), ("capture", 34)]
+    assert counts == {0: 35, 1: 35}  # one eager run, one capture: no second capture
+    # eager rounds: right after each candidate's first warm-up run, once
+    device = GraphDevice({0: 0.030, 1: 0.031})
+    checked: list[int] = []
+    measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=3, n_repeat=2, after_first=checked.append)
+    assert checked == [0, 1]
+    device = GraphDevice({0: 0.030, 1: 0.031})  # no warm-up: after the first timed run
+    checked.clear()
+    measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=0, n_repeat=2, after_first=checked.append)
+    assert checked == [0, 1]
+
+
+def test_a_mutation_by_one_config_is_restored_before_the_next_configs_first_run(monkeypatch):
+    # Deferred checks (graph mode times the first run without them): config 1 writes x through
+    # raw memory (numpy, as a Triton kernel does: no version counter moves) and config 2, which
+    # reads x, must still see the caller's values. With check_correctness, config 1 (its effect
+    # on x differs from config 0's) and config 2 (another result) fail.
+    import torch
+
+    device = GraphDevice({0: 3.0, 1: 1.0, 2: 2.0}, gap=5.0)
+    monkeypatch.setattr(_tuning, "get_backend", lambda: device)
+    monkeypatch.setattr(device, "hardware", lambda: {"device": "sim", "name": "simulated"})
+    seen: list[float] = []
+
+    def host(x, *, c):
+        device.run(c)
+        total = float(x.sum())
+        if c == 1:
+            x.numpy()[:] += 1.0
+        if c == 2:
+            seen.append(total)
+        return torch.tensor(total * (2 if c == 2 else 1))
+
+    for check in (False, True):
+        x = torch.ones(4)
+        seen.clear()
+        tuner = autotune([{"c": i} for i in range(3)], lambda x: tuple(x.shape), graphs=True,
+                         check_correctness=check)(host)
+        entry = tuner.tune(x, force=True, write_cache=False)
+        assert seen and set(seen) == {4.0}  # every run of config 2 started from the caller's x
+        assert torch.equal(x, torch.ones(4))
+        errors = {c["index"]: c["error"] for c in entry["candidates"]}
+        if not check:
+            assert errors == {0: None, 1: None, 2: None} and entry["best"]["index"] == 1
+        else:
+            assert errors[0] is None and "mutated tensor argument 0" in errors[1]
+            assert "wrong result" in errors[2] and entry["best"]["index"] == 0
