@@ -139,6 +139,7 @@ def measure_candidates(
     graphs: bool = False,
     agree: Callable[[Sequence[float]], Sequence[float]] | None = None,
     after_first: Callable[[int], None] | None = None,
+    settle: Callable[[], None] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -157,7 +158,8 @@ def measure_candidates(
     :mod:`triton_dist._rounds`; ignored on the CPU and with a custom ``do_bench``); ``agree`` is
     the group's element-wise MAX, through which the ranks settle the graph decisions together.
     ``after_first(i)`` (device backends) runs right after candidate ``i``'s first run, outside
-    any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``).
+    any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``);
+    in graph mode ``settle()`` follows the first runs' synchronisation (``RunGuard.settle``).
     """
     if do_bench is None and backend.interleaved:
         from ._rounds import measure_rounds
@@ -165,7 +167,7 @@ def measure_candidates(
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
                               known_failures=known_failures, graphs=graphs, agree=agree,
-                              after_first=after_first)
+                              after_first=after_first, settle=settle)
     if do_bench is None:
         def bench(call: Callable[[], Any]) -> Sequence[float]:
             return measure(call, backend, n_warmup, n_repeat)

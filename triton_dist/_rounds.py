@@ -21,7 +21,8 @@ every later run is a replay of that graph (a few µs of host time):
 
 1. warm-up: one eager run between an event pair, queued behind a sleep as long as an earlier
    candidate's launch took (compilation; the in-place guard's checks follow after the pair,
-   ``after_first``); after one synchronise, a first ``k`` for the fastest candidate (see 2.):
+   ``after_first``, which may queue them on the device: ``settle`` reads them after the
+   synchronise); after one synchronise, a first ``k`` for the fastest candidate (see 2.):
    right for long kernels, too small for short ones (events resolve ~0.5 µs); every candidate is
    captured with ``k`` runs and replayed for the rest of its warm-up (at least once), each
    replay between an event pair: the probe;
@@ -111,6 +112,7 @@ def measure_rounds(
     graphs: bool = False,
     agree: Agree | None = None,
     after_first: Callable[[int], None] | None = None,
+    settle: Callable[[], None] | None = None,
 ) -> tuple[list[Any], BaseException | None]:
     from ._bench import CandidateResult, describe, is_candidate_failure, summarize
 
@@ -253,6 +255,8 @@ def measure_rounds(
         stop, k = _agree_on_k(backend, timer, first, 1, None, stop, agree)
         if stop is not None or k == 0:
             return _report(done(), on_result), stop  # k == 0: another rank stopped
+        if settle is not None:  # what the first runs' queued checks found, before any capture
+            settle()
         if k < 0:  # (no rank has captured yet; kept consistent all the same)
             broken, k = "another rank of the group could not capture its host function", 1
         # Alone, each capture is followed by its replays (the GPU runs them while the host

@@ -177,9 +177,14 @@ class RunGuard:
     leaving it restores every mutated argument once more."""
 
     def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
-                 name: str = "the tuned function") -> None:
+                 name: str = "the tuned function", queue: bool = False) -> None:
         self.check = check
         self.name = name
+        self.queue = queue
+        """deferred first-run checks go to the device without a synchronisation where they can
+        (no ``check``; contiguous tensors on a device): :meth:`settle` reads what they found"""
+        self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
+        self._flagged: set[int] = set()  # positions with a detection queued, not yet read
         self._tensors: list[Any] = []
         self._snapshots: list[Any] = []
         self._versions: list[int] = []
@@ -229,6 +234,8 @@ class RunGuard:
             nonlocal first
             if self._unchecked:
                 self._check_pending()
+            if self._flagged and not first:  # a later run must know what to restore before it
+                self.settle()
             self._restore()
             result = call()
             if first:
@@ -243,9 +250,56 @@ class RunGuard:
 
     def check_first(self, index: int) -> None:
         """The deferred checks of candidate ``index``'s first run, if still pending
-        (:class:`WrongResultError` with ``check``)."""
+        (:class:`WrongResultError` with ``check``). With ``queue``, the comparison of each
+        argument not known to be mutated is queued on the device instead, undoing what the run
+        changed (``_restore_kernel``): the next candidate's first run starts from the caller's
+        values without a synchronisation; :meth:`settle` must run before any other run."""
         if index in self._unchecked:
-            self._after_first(index, self._unchecked.pop(index))
+            result = self._unchecked.pop(index)
+            if not self._queued_detection(index):
+                self._after_first(index, result)
+
+    def _queued_detection(self, index: int) -> bool:
+        if not self.queue or self.check:
+            return False
+        from . import _restore_kernel
+
+        todo = []
+        for pos, t in enumerate(self._tensors):
+            if pos in self.mutated:
+                continue
+            if t._version != self._versions[pos]:  # a torch in-place op: restored before the next run
+                self.mutated.add(pos)
+                continue
+            todo.append(pos)
+        if not all(_restore_kernel.runs_on(self._tensors[p]) for p in todo):
+            return False
+        import torch
+
+        try:
+            for pos in todo:
+                t = self._tensors[pos]
+                if pos not in self._flags:
+                    self._flags[pos] = torch.zeros(1, dtype=torch.int32, device=t.device)
+                _restore_kernel.restore_changed(t, self._snapshots[pos], self._flags[pos])
+                self._flagged.add(pos)
+        except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here
+            self.queue = False
+            log.warning("%s: comparing the arguments on the device failed (%s: %s); comparing "
+                        "them after a synchronisation instead", self.name, type(exc).__name__, str(exc)[:200])
+            return False
+        return True
+
+    def settle(self) -> None:
+        """Read the detections :meth:`check_first` queued (one synchronisation): the arguments
+        they found changed are restored before every later run."""
+        for pos in sorted(self._flagged):
+            if int(self._flags[pos].item()):
+                self.mutated.add(pos)
+                log.debug("%s: a candidate mutates tensor argument %d; it is restored before every "
+                          "later run", self.name, pos)
+            self._flags[pos].zero_()
+        self._flagged.clear()
 
     def _check_pending(self) -> None:
         for index in list(self._unchecked):
@@ -311,6 +365,7 @@ class RunGuard:
         """Put every mutated argument back as the caller passed it."""
         self._pending.clear()
         try:
+            self.settle()
             for index in list(self._unchecked):  # measuring stopped before these were checked:
                 self._unchecked.pop(index)  # find what they mutated, to restore it below
                 self._detect(index)
@@ -328,6 +383,7 @@ class RunGuard:
     def __exit__(self, *exc: object) -> None:
         self.restore_all()
         self._snapshots, self._tensors, self._reference = [], [], None
+        self._flags, self._flagged = {}, set()
 
 
 # ---------------------------------------------------------------------------- time limit

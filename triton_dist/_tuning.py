@@ -288,19 +288,22 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
         tlog.info("reusing the timings of %d config(s) from entry %s; measuring %s (the old best, "
                   "config %d, again for a fair comparison)", len(reuse.results), reuse.source_path,
                   to_measure, reuse.best)
+    # measured in rounds (devices): the first run's checks, which synchronise, run after its event
+    # pair has closed (graph mode times it), through after_first; in graph mode they are queued
+    # on the device and read after the first runs' synchronisation (settle)
+    defer = backend.interleaved and target.do_bench is None
+    queue = defer and target.graphs and backend.graphs
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
-                             check=target.check_correctness, name=target.qualname)
+                             check=target.check_correctness, name=target.qualname, queue=queue)
     group_max = None if view is None else (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s))
     measure: Callable[..., tuple[list[CandidateResult], BaseException | None]] = measure_candidates
     if target.adaptive:  # drop decisions on MAX-reduced figures: every rank drops the same configs
         measure = functools.partial(measure_adaptive, note=tlog.info, reduce=group_max)
     if target.graphs:  # the ranks settle falling back and the runs per sample together
         measure = functools.partial(measure, graphs=True, agree=group_max)
-    # measured in rounds (devices): the first run's checks, which synchronise, run after its event
-    # pair has closed (graph mode times it), through after_first
-    defer = backend.interleaved and target.do_bench is None
     if defer:
-        measure = functools.partial(measure, after_first=guard.check_first)
+        measure = functools.partial(measure, after_first=guard.check_first,
+                                    settle=guard.settle if queue else None)
     with guard:  # leaving it puts mutated arguments back for the final call
         results, bug = measure(
             lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite), defer=defer), to_measure, backend,

@@ -267,3 +267,49 @@ def test_deferred_first_run_checks_run_when_asked_before_any_other_run_or_at_the
     with RunGuard((x,), {}) as guard:  # measuring stopped before the check: found on leaving
         guard.wrap(0, lambda: bump(x), defer=True)()
     assert torch.equal(x, torch.ones(4))
+
+
+def test_queued_first_run_checks_undo_mutations_on_the_device_and_settle_later(monkeypatch):
+    # RunGuard(queue=True), graph mode: each first run is followed by a device pass that undoes
+    # what it changed (no synchronisation, no host comparison); settle() reads what was found.
+    from triton_dist import _restore_kernel, _safety
+    from triton_dist._safety import RunGuard
+
+    if not _restore_kernel.runs_on(torch.zeros(1)):
+        pytest.skip("needs TRITON_INTERPRET=1 on the CPU (scripts/env.sh sets it)")
+
+    def no_host_comparison(*_a, **_k):
+        raise AssertionError("compared on the host")
+
+    def bump(x):
+        x.numpy()[:] += 1.0
+        return None
+
+    x, y = torch.ones(4), torch.zeros(3)
+    with RunGuard((x, y), {}, queue=True) as guard:
+        monkeypatch.setattr(_safety, "_unchanged", no_host_comparison)
+        seen = []
+        mutating = guard.wrap(0, lambda: bump(x), defer=True)
+        reading = guard.wrap(1, lambda: seen.append(float(x.sum())), defer=True)
+        mutating()
+        guard.check_first(0)
+        assert float(x.sum()) == 4.0 and not guard.mutated  # undone on the device, not yet known
+        reading()
+        guard.check_first(1)
+        assert seen == [4.0]
+        guard.settle()
+        assert guard.mutated == {0}  # x; y untouched
+        mutating()  # a later run: x restored before it, as with the synchronous checks
+        assert float(x.sum()) == 8.0
+        mutating()
+        assert float(x.sum()) == 8.0
+        monkeypatch.undo()
+    assert torch.equal(x, torch.ones(4)) and torch.equal(y, torch.zeros(3))
+    x = torch.ones(4)
+    with RunGuard((x,), {}, queue=True) as guard:  # a later run before settle() settles first
+        run = guard.wrap(0, lambda: bump(x), defer=True)
+        run()
+        guard.check_first(0)
+        run()
+        assert guard.mutated == {0} and float(x.sum()) == 8.0
+    assert torch.equal(x, torch.ones(4))

@@ -93,3 +93,41 @@ def test_graphs_are_freed_after_tuning(scale_fn):
     tuner.tune(x, 2.0, force=True, write_cache=False)
     torch.cuda.synchronize()
     assert torch.cuda.memory_allocated() - before <= x.numel() * x.element_size()
+
+
+def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisation(monkeypatch):
+    # Graph mode queues the in-place guard's first-run checks on the GPU (_restore_kernel): the
+    # in-place config's write is undone before the next config's first run, found after the
+    # first runs' synchronisation, and restored before every later run and after tuning.
+    import triton
+
+    from examples.scale import key_fn, scale_kernel
+    from triton_dist import _restore_kernel
+    from triton_dist.tune import autotune
+
+    sums: list = []  # config 2's view of x: its first (eager) run's is sums[0]
+
+    def host(x, alpha, *, BLOCK, inplace):
+        if BLOCK == 4096:
+            sums.append(x.sum())
+        y = x if inplace else torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK)
+        return y.clone() if inplace else y
+
+    queued: list[int] = []
+    real = _restore_kernel.restore_changed
+    monkeypatch.setattr(_restore_kernel, "restore_changed", lambda *a: (queued.append(1), real(*a)))
+    x = torch.randn(2**20, device="cuda")
+    before = x.clone()
+    space = [{"BLOCK": 1024, "inplace": False}, {"BLOCK": 1024, "inplace": True}, {"BLOCK": 4096, "inplace": False}]
+    tuner = autotune(space, key_fn, graphs=True, check_correctness=False)(host)
+    entry = tuner.tune(x, 2.0, force=True, write_cache=False)
+    assert entry["measurement"]["graphs"] is True and len(queued) == 3
+    assert torch.equal(x, before)  # restored after tuning, bit for bit
+    torch.testing.assert_close(sums[0], before.sum())  # config 2 started from the caller's x
+    ok = [c for c in entry["candidates"] if c["time_ms"] is not None]
+    assert len(ok) == 3 and all(c["runs_per_sample"] > 1 for c in ok)
+    # without the guard, config 2 would have started from what config 1 left
+    sums.clear()
+    autotune(space, key_fn, graphs=True, restore_inplace=False)(host).tune(x, 2.0, force=True, write_cache=False)
+    torch.testing.assert_close(sums[0], 2.0 * before.sum())

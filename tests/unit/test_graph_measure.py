@@ -379,9 +379,15 @@ def test_a_mutation_by_one_config_is_restored_before_the_next_configs_first_run(
             seen.append(total)
         return torch.tensor(total * (2 if c == 2 else 1))
 
+    from triton_dist import _restore_kernel
+
+    queued: list[int] = []
+    real = _restore_kernel.restore_changed
+    monkeypatch.setattr(_restore_kernel, "restore_changed", lambda *a: (queued.append(1), real(*a)))
     for check in (False, True):
         x = torch.ones(4)
         seen.clear()
+        queued.clear()
         tuner = autotune([{"c": i} for i in range(3)], lambda x: tuple(x.shape), graphs=True,
                          check_correctness=check)(host)
         entry = tuner.tune(x, force=True, write_cache=False)
@@ -390,6 +396,10 @@ def test_a_mutation_by_one_config_is_restored_before_the_next_configs_first_run(
         errors = {c["index"]: c["error"] for c in entry["candidates"]}
         if not check:
             assert errors == {0: None, 1: None, 2: None} and entry["best"]["index"] == 1
+            # the first runs' checks were queued on the device (TRITON_INTERPRET=1 runs the
+            # kernel on these CPU tensors): one pass per first run, x not yet known mutated
+            assert len(queued) == (3 if _restore_kernel.runs_on(x) else 0)
         else:
             assert errors[0] is None and "mutated tensor argument 0" in errors[1]
             assert "wrong result" in errors[2] and entry["best"]["index"] == 0
+            assert not queued  # results are compared on the host: nothing queued

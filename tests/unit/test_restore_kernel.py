@@ -1,0 +1,50 @@
+"""triton_dist._restore_kernel: the one-pass "find and undo a mutation" kernel of the in-place
+guard's graph-mode checks, run here under Triton's interpreter on CPU tensors (the GPU runs it
+in tests/unit/test_cuda_graphs.py through graph-mode tunings)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from triton_dist import _restore_kernel
+
+pytestmark = pytest.mark.skipif(not _restore_kernel.runs_on(torch.zeros(1)),
+                                reason="needs TRITON_INTERPRET=1 on the CPU (scripts/env.sh sets it)")
+
+
+def _bits_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
+
+
+@pytest.mark.parametrize("dtype, n", [(torch.float32, 10_000), (torch.float16, 3), (torch.int8, 7),
+                                      (torch.bfloat16, 4097)])
+def test_changed_bytes_are_put_back_and_flagged(dtype, n):
+    snapshot = (torch.arange(n) % 100).to(dtype)
+    t = snapshot.clone()
+    flag = torch.zeros(1, dtype=torch.int32)
+    _restore_kernel.restore_changed(t, snapshot, flag)
+    assert int(flag) == 0 and _bits_equal(t, snapshot)  # untouched: nothing written, no flag
+    t[n // 2] += 1
+    t[-1] -= 3
+    _restore_kernel.restore_changed(t, snapshot, flag)
+    assert int(flag) == 1 and _bits_equal(t, snapshot)
+
+
+def test_bytes_not_values_nan_payloads_and_signed_zeros():
+    snapshot = torch.tensor([math.nan, 0.0, 1.0, -2.0])
+    t = snapshot.clone()
+    flag = torch.zeros(1, dtype=torch.int32)
+    _restore_kernel.restore_changed(t, snapshot, flag)
+    assert int(flag) == 0  # NaN == NaN bit for bit: not a change
+    t[1] = -0.0  # equal as a value, another bit pattern: a write, put back
+    _restore_kernel.restore_changed(t, snapshot, flag)
+    assert int(flag) == 1 and _bits_equal(t, snapshot)
+
+
+def test_only_contiguous_tensors_on_a_kernel_device():
+    assert not _restore_kernel.runs_on(torch.zeros(4, 4).t())
+    with pytest.raises(ValueError, match="restore_changed"):
+        _restore_kernel.restore_changed(torch.zeros(4), torch.zeros(5), torch.zeros(1, dtype=torch.int32))

@@ -1,0 +1,84 @@
+"""One device pass that finds and undoes a mutation: where a tensor's bytes differ from its
+snapshot's, copy the snapshot's back, and raise a flag.
+
+The in-place guard (``_safety.RunGuard``) must learn, after each candidate's first run, whether it
+changed a tensor argument, and the next candidate must start from the caller's values. Comparing
+with ``torch.equal`` reads both tensors and then synchronises the device, once per candidate; in
+graph mode (``autotune(..., graphs=True)``) the first runs of all candidates otherwise flow
+without a synchronisation until the runs per sample are agreed. This kernel reads both tensors
+once, as the comparison does, writes only the bytes that differ (none, for an argument the
+candidate did not touch), and leaves the answer on the device, read after the synchronisation
+that comes anyway. Bytes, not values: NaN payloads and signed zeros are compared exactly, and a
+tensor that only looks equal is put back bit for bit.
+
+Triton is imported on first use only; on the CPU the kernel runs under ``TRITON_INTERPRET=1``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+__all__ = ["restore_changed", "runs_on"]
+
+#: elements (int32 words, or bytes for sizes not a multiple of 4) per program
+BLOCK = 4096
+
+_kernel: Any = None
+
+
+def runs_on(t: Any) -> bool:
+    """Whether :func:`restore_changed` can run on tensor ``t`` (contiguous, on a device Triton
+    compiles for, or on the CPU under Triton's interpreter)."""
+    if not t.is_contiguous():
+        return False
+    kind = t.device.type
+    return kind in ("cuda", "npu") or (kind == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
+
+
+def _words(t: Any) -> Any:
+    import torch
+
+    flat = t.detach().reshape(-1).view(torch.uint8)
+    if flat.numel() % 4 == 0 and flat.data_ptr() % 4 == 0:
+        return flat.view(torch.int32)
+    return flat
+
+
+def _compiled() -> Any:
+    global _kernel
+    if _kernel is None:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def restore_changed_kernel(dst, src, flag, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            mask = offs < n
+            a = tl.load(dst + offs, mask=mask, other=0)
+            b = tl.load(src + offs, mask=mask, other=0)
+            differs = a != b
+            tl.store(dst + offs, b, mask=differs)
+            changed = tl.max(differs.to(tl.int32), axis=0)
+            if changed > 0:
+                tl.atomic_max(flag, changed)
+
+        _kernel = restore_changed_kernel
+    return _kernel
+
+
+def restore_changed(dst: Any, src: Any, flag: Any) -> None:
+    """Copy ``src``'s bytes into ``dst`` where they differ and set ``flag`` (a one-element int32
+    tensor on the same device) to 1 if any did; queued on the current stream, no
+    synchronisation. ``dst`` and ``src``: contiguous, same dtype and shape (:func:`runs_on`)."""
+    import torch
+    import triton
+
+    a, b = _words(dst), _words(src)
+    if a.dtype != b.dtype:  # one of them not 4-byte aligned: compare bytes
+        a, b = a.view(torch.uint8), b.view(torch.uint8)
+    if a.numel() != b.numel():
+        raise ValueError(f"restore_changed: {tuple(dst.shape)}/{dst.dtype} vs {tuple(src.shape)}/{src.dtype}")
+    n = a.numel()
+    if n:
+        _compiled()[(triton.cdiv(n, BLOCK),)](a, b, flag, n, BLOCK=BLOCK)
