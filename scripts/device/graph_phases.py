@@ -1,5 +1,5 @@
 """Where the wall of one tuning goes (P2), eager and graphs=True, for examples/scale.py's kernel at
-2^24 and 2^26 elements: the measurement's phases (triton_dist._rounds debug line) and the whole
+2^24 and 2^26 elements (and with ``--gemm`` examples/gemm.py at 2048^2): the measurement's phases (triton_dist._rounds debug line) and the whole
 ``tune()`` around it. Prints lines; run on the GPU machine."""
 
 from __future__ import annotations
@@ -29,18 +29,25 @@ def main() -> None:
     import triton
 
     space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)} for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]
-    for n in (2**24, 2**26):
-        x = torch.randn(n, device="cuda")
+    cases = [(f"n=2^{n.bit_length() - 1}", host, space, key_fn, None, (torch.randn(n, device="cuda"), 2.0))
+             for n in (2**24, 2**26)]
+    if "--gemm" in sys.argv:  # examples/gemm.py at 2048^2 fp16 (P2's GEMM case)
+        from examples import gemm
+
+        g = torch.Generator(device="cpu").manual_seed(2048)
+        a, b = (torch.randn(2048, 2048, generator=g).to(torch.float16).cuda() for _ in range(2))
+        cases.append(("gemm 2048", gemm.matmul.fn, gemm.configs(), gemm.key_fn, gemm.prune_fn, (a, b)))
+    for label, fn, configs, key, prune, args in cases:
         for name, options in (("eager", {}), ("graphs", {"graphs": True}),
                               ("graphs, restore_inplace=False", {"graphs": True, "restore_inplace": False})):
-            tuner = autotune(space, key_fn, **options)(host)
-            tuner.tune(x, 2.0, force=True, write_cache=False)  # compiles
+            tuner = autotune(configs, key, prune, **options)(fn)
+            tuner.tune(*args, force=True, write_cache=False)  # compiles
             for _ in range(2):
                 torch.cuda.synchronize()
                 start = time.perf_counter()
-                tuner.tune(x, 2.0, force=True, write_cache=False)
+                tuner.tune(*args, force=True, write_cache=False)
                 torch.cuda.synchronize()
-                print(f"n=2^{n.bit_length() - 1} {name}: tune() {1e3 * (time.perf_counter() - start):.2f} ms")
+                print(f"{label} {name}: tune() {1e3 * (time.perf_counter() - start):.2f} ms")
 
 
 if __name__ == "__main__":
