@@ -131,3 +131,29 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     sums.clear()
     autotune(space, key_fn, graphs=True, restore_inplace=False)(host).tune(x, 2.0, force=True, write_cache=False)
     torch.testing.assert_close(sums[0], 2.0 * before.sum())
+
+
+def test_a_sample_of_k_runs_is_one_captured_call_replayed_k_times_in_one_launch():
+    # cuda_compose: the host function is captured once and the graph holds k copies of it
+    from triton_dist._backends import get_backend
+    from triton_dist._backends.cuda_compose import ComposedGraph
+
+    backend = get_backend()
+    buf = torch.zeros(1, device="cuda")
+    calls: list[int] = []
+
+    def fn():
+        calls.append(1)
+        buf.add_(1.0)
+
+    graph = backend.capture(fn, 7, backend.graph_pool())
+    assert isinstance(graph, ComposedGraph) and calls == [1]
+    graph.replay()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert buf.item() == 14.0
+    one = backend.capture(fn, 1, backend.graph_pool())  # one run: a plain torch graph
+    assert not isinstance(one, ComposedGraph) and calls == [1, 1]
+    one.replay()
+    torch.cuda.synchronize()
+    assert buf.item() == 15.0

@@ -79,6 +79,7 @@ class CudaBackend(Backend):
         self._timers: dict[int, _CudaRunTimer] = {}
         self._last_busy = -float("inf")
         self._capture_streams: dict[int, Any] = {}
+        self._compose = True  # graphs of k runs from one captured call (cuda_compose)
 
     def graph_pool(self) -> Any:
         import torch
@@ -91,6 +92,15 @@ class CudaBackend(Backend):
         stream = self._capture_streams.get(torch.cuda.current_device())
         if stream is None:
             stream = self._capture_streams.setdefault(torch.cuda.current_device(), torch.cuda.Stream())
+        if runs > 1 and self._compose:  # one captured call, replayed `runs` times per launch
+            from . import cuda_compose
+
+            try:
+                return cuda_compose.compose(
+                    lambda graph_cls: capture_graph(torch.cuda, graph_cls, stream, fn, 1, pool, self.device()), runs)
+            except cuda_compose.Unavailable as exc:
+                self._compose = False
+                log.info("graph mode captures every run of a sample: %s", exc)
         return capture_graph(torch.cuda, torch.cuda.CUDAGraph, stream, fn, runs, pool, self.device())
 
     def run_timer(self) -> EventRunTimer:
