@@ -125,4 +125,10 @@ def compose(capture_one: Callable[[Any], Any], runs: int) -> ComposedGraph:
     def graph_cls() -> Any:
         return torch.cuda.CUDAGraph(keep_graph=True)
 
-    return ComposedGraph(capture_one(graph_cls), runs)
+    captured = capture_one(graph_cls)  # the host function's own capture errors propagate
+    try:
+        return ComposedGraph(captured, runs)
+    except Unavailable:
+        raise
+    except (AttributeError, RuntimeError, TypeError, ValueError) as exc:  # e.g. no raw_cuda_graph()
+        raise Unavailable(f"cannot compose the captured graph: {type(exc).__name__}: {exc}") from exc
