@@ -11,7 +11,9 @@ candidate did not touch), and leaves the answer on the device, read after the sy
 that comes anyway. Bytes, not values: NaN payloads and signed zeros are compared exactly, and a
 tensor that only looks equal is put back bit for bit.
 
-Triton is imported on first use only; on the CPU the kernel runs under ``TRITON_INTERPRET=1``.
+Triton is imported on first use only; the kernel is compiled by the first graph-mode tuning of a
+process that guards a tensor (Triton's cache keeps it for later processes); on the CPU it runs
+under ``TRITON_INTERPRET=1``.
 """
 
 from __future__ import annotations
