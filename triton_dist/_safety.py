@@ -177,12 +177,12 @@ class RunGuard:
     leaving it restores every mutated argument once more."""
 
     def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
-                 name: str = "the tuned function", queue: bool = False) -> None:
+                 name: str = "the tuned function", queue: str | None = None) -> None:
         self.check = check
         self.name = name
         self.queue = queue
-        """deferred first-run checks go to the device without a synchronisation where they can
-        (no ``check``; contiguous tensors on a device): :meth:`settle` reads what they found"""
+        """a device type (the backend's): deferred first-run checks of contiguous tensors on it go
+        to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
         self._flagged: set[int] = set()  # positions with a detection queued, not yet read
         self._tensors: list[Any] = []
@@ -272,7 +272,7 @@ class RunGuard:
                 self.mutated.add(pos)
                 continue
             todo.append(pos)
-        if not all(_restore_kernel.runs_on(self._tensors[p]) for p in todo):
+        if not all(_restore_kernel.runs_on(self._tensors[p], self.queue) for p in todo):
             return False
         import torch
 
@@ -284,7 +284,7 @@ class RunGuard:
                 _restore_kernel.restore_changed(t, self._snapshots[pos], self._flags[pos])
                 self._flagged.add(pos)
         except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here
-            self.queue = False
+            self.queue = None
             log.warning("%s: comparing the arguments on the device failed (%s: %s); comparing "
                         "them after a synchronisation instead", self.name, type(exc).__name__, str(exc)[:200])
             return False

@@ -292,7 +292,7 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
     # pair has closed (graph mode times it), through after_first; in graph mode they are queued
     # on the device and read after the first runs' synchronisation (settle)
     defer = backend.interleaved and target.do_bench is None
-    queue = defer and target.graphs and backend.graphs
+    queue = backend.device().type if defer and target.graphs and backend.graphs else None
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
                              check=target.check_correctness, name=target.qualname, queue=queue)
     group_max = None if view is None else (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s))

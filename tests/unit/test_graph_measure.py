@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections import Counter
 from typing import Any
 
@@ -396,9 +397,11 @@ def test_a_mutation_by_one_config_is_restored_before_the_next_configs_first_run(
         errors = {c["index"]: c["error"] for c in entry["candidates"]}
         if not check:
             assert errors == {0: None, 1: None, 2: None} and entry["best"]["index"] == 1
-            # the first runs' checks were queued on the device (TRITON_INTERPRET=1 runs the
-            # kernel on these CPU tensors): one pass per first run, x not yet known mutated
-            assert len(queued) == (3 if _restore_kernel.runs_on(x) else 0)
+            # the first runs' checks were queued on the device: one pass per first run, x not
+            # yet known mutated (TRITON_INTERPRET=1 runs the kernel on these CPU tensors; without
+            # it, as on the GPU machine, the first launch fails and the guard compares after a
+            # synchronisation instead, with the same outcome)
+            assert len(queued) == (3 if os.environ.get("TRITON_INTERPRET") == "1" else 1)
         else:
             assert errors[0] is None and "mutated tensor argument 0" in errors[1]
             assert "wrong result" in errors[2] and entry["best"]["index"] == 0

@@ -67,7 +67,6 @@ class ComposedGraph:
         self._torch_graph = torch_graph
         self._graph = ctypes.c_void_p()
         self._exec = ctypes.c_void_p()
-        self.runs = runs
         raw = ctypes.c_void_p(int(torch_graph.raw_cuda_graph()))
         _check(lib.cuGraphCreate(ctypes.byref(self._graph), 0), "cuGraphCreate")
         try:
