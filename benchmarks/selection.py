@@ -130,6 +130,6 @@ def argmin_choice(measured: list[tuple[int, float, float]]) -> int:
 
 
 def pick_best_choice(measured: list[tuple[int, float, float]]) -> int:
-    from triton_dist._bench import CandidateResult
+    from triton_dist._measure.bench import CandidateResult
 
     return pick_best([CandidateResult(i, t, s) for i, t, s in measured])[0]

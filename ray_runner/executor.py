@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from triton_dist import _cache
+from triton_dist._store import files as _cache
 
 from . import scheduler as sch
 from ._ray import cluster_capacity, import_ray

@@ -26,9 +26,10 @@ log = logging.getLogger(__name__)
 
 def check_node(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir: str | None) -> dict[str, Any]:
     """On one node: one row per (case, rank): hit or the reason for the miss."""
-    from triton_dist import _cache, _tuning
+    from triton_dist import _tuning
     from triton_dist._backends import get_backend
-    from triton_dist._fingerprint import hardware_info
+    from triton_dist._store import files as _cache
+    from triton_dist._store.fingerprint import hardware_info
     from triton_dist.settings import get_settings
 
     from .errors import describe_failure

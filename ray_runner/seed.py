@@ -7,7 +7,7 @@
   else that node's ``TRITON_DIST_AUTOTUNE_DIR`` (or ``~/.triton_dist/autotune``) as its Ray
   worker processes see it.
 
-Every write goes through ``triton_dist._cache.write_entry`` (temporary file + rename, under the
+Every write goes through ``triton_dist._store.files.write_entry`` (temporary file + rename, under the
 entry's lock); an identical entry already in place is left alone, so seeding again adds no
 history.
 """
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_dist import _cache
+from triton_dist._store import files as _cache
 
 __all__ = ["seed_nodes", "write_entries"]
 

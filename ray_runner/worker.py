@@ -102,9 +102,10 @@ def build_args(builder_path: str, case: Mapping[str, Any], ctx: CaseContext) -> 
 
 def identify_case(tuner: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Where this call's cache entry lives, computed exactly as ``_tuning.resolve`` does."""
-    from triton_dist import _cache, _tuning
+    from triton_dist import _tuning
     from triton_dist._backends import get_backend
-    from triton_dist._fingerprint import hardware_info, software_versions
+    from triton_dist._store import files as _cache
+    from triton_dist._store.fingerprint import hardware_info, software_versions
 
     backend = get_backend()
     key_text = _tuning._stable_key(tuner.key_fn(*args, **kwargs))

@@ -39,8 +39,9 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _forget_backends() -> None:
-    from triton_dist import _backends, _fingerprint
+    from triton_dist import _backends
     from triton_dist._backends import npu
+    from triton_dist._store import fingerprint as _fingerprint
 
     _backends._instances.clear()
     _fingerprint._hardware.clear()

@@ -15,8 +15,8 @@ import socket
 from collections.abc import Sequence
 from typing import Any
 
-from ._backends import Backend
-from .errors import RankDisagreementError, RankFailureError
+from triton_dist._backends import Backend
+from triton_dist.errors import RankDisagreementError, RankFailureError
 
 __all__ = ["GroupView", "agree", "max_reduce", "resolve_group"]
 
@@ -37,7 +37,7 @@ class GroupView:
 def resolve_group(pg: Any) -> GroupView | None:
     """``pg`` as a view, or the project's world group when ``pg`` is None; None: one process."""
     if pg is None:
-        from .dist import get_world_group
+        from triton_dist.dist import get_world_group
 
         pg = get_world_group()
         if pg is None:

@@ -16,15 +16,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cache, _reuse, _safety
-from ._adaptive import measure_adaptive
-from ._backends import Backend, get_backend
-from ._bench import CandidateResult, DoBench, describe, measure_candidates
-from ._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
-from ._entry import build_entry, measurement_info, pick_best
-from ._fingerprint import hardware_info, software_versions
-from ._logging import TuningLog
-from .errors import (
+from triton_dist._backends import Backend, get_backend
+from triton_dist._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
+from triton_dist._logging import TuningLog
+from triton_dist._measure import guard as _safety
+from triton_dist._measure.adaptive import measure_adaptive
+from triton_dist._measure.bench import CandidateResult, DoBench, describe, measure_candidates
+from triton_dist._store import files as _cache
+from triton_dist._store import reuse as _reuse
+from triton_dist._store.entry import build_entry, measurement_info, pick_best
+from triton_dist._store.fingerprint import hardware_info, software_versions
+from triton_dist.errors import (
     CacheMissError,
     KeyFunctionError,
     NoValidConfigError,
@@ -32,7 +34,7 @@ from .errors import (
     RankFailureError,
     TritonDistWarning,
 )
-from .settings import Settings, get_settings
+from triton_dist.settings import Settings, get_settings
 
 __all__ = ["Outcome", "TuneTarget", "pick_best", "resolve"]
 
@@ -253,7 +255,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
 def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, settings: Settings,
              why: str) -> str:
     """The lookup's reason, made specific by the miss diagnosis (which component differs)."""
-    from ._diagnose import explain_miss  # only on a cache-only miss
+    from triton_dist._store.diagnose import explain_miss  # only on a cache-only miss
 
     hw = hardware_info(backend)
     try:

@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from .errors import TritonDistWarning, TunerActiveError
+from triton_dist.errors import TritonDistWarning, TunerActiveError
 
 __all__ = ["ContextualAutoTuner", "contextual_autotune"]
 
@@ -82,7 +82,7 @@ class ContextualAutoTuner(Generic[R]):
         return self if obj is None else functools.partial(self.__call__, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
-        from ._contextual import Session
+        from triton_dist._contextual.session import Session
 
         with _activated(self):
             session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat)
@@ -121,7 +121,7 @@ def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _takeover(session: Any) -> Iterator[None]:
-    from ._triton_compat import Takeover
+    from triton_dist._contextual.triton_compat import Takeover
 
     takeover = Takeover(session.handle)
     try:

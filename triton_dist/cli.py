@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .errors import CacheAdminError, TritonDistError
+from triton_dist.errors import CacheAdminError, TritonDistError
 
 __all__ = ["build_parser", "main"]
 
@@ -88,7 +88,7 @@ def _root(args: argparse.Namespace) -> Path:
     directory = getattr(args, "dir", None)
     if directory is not None:
         return Path(directory).expanduser()
-    from .settings import get_settings
+    from triton_dist.settings import get_settings
 
     return get_settings().autotune_dir
 
@@ -99,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    from . import _cache_commands
+    from triton_dist._cli import commands as _cache_commands
 
     as_json = bool(getattr(args, "json", False))
     try:

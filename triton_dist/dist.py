@@ -14,7 +14,7 @@ import datetime
 import os
 from typing import Any
 
-from ._backends import get_backend
+from triton_dist._backends import get_backend
 
 __all__ = ["get_world_group", "init_distributed", "set_world_group"]
 

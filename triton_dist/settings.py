@@ -12,7 +12,7 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from .errors import SettingsError
+from triton_dist.errors import SettingsError
 
 __all__ = ["DEVICE_KINDS", "ENV_VARS", "Settings", "get_settings", "override"]
 

@@ -14,10 +14,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _tuning
-from ._bench import DoBench
-from ._fingerprint import source_hash
-from .errors import ConfigSpaceError, DuplicateArgumentError, KeyFunctionError, TritonDistWarning
+from triton_dist import _tuning
+from triton_dist._measure.bench import DoBench
+from triton_dist._store.fingerprint import source_hash
+from triton_dist.errors import (
+    ConfigSpaceError,
+    DuplicateArgumentError,
+    KeyFunctionError,
+    TritonDistWarning,
+)
 
 __all__ = ["AutoTuner", "autotune"]
 
@@ -257,12 +262,12 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             buffers (each candidate then runs on what the previous runs left behind).
         adaptive: stop timing candidates that are clearly slower than the best (a few screening
             runs each, then the full ``n_repeat`` timed runs only for the contenders; see
-            triton_dist/_adaptive.py). Off by default: every candidate gets the full schedule.
+            triton_dist/_measure/adaptive.py). Off by default: every candidate gets the full schedule.
         graphs: on a device with graphs (CUDA, NPU), run each candidate eagerly once, capture it
             into a device graph and replay that for the other runs, timing samples of enough
             runs to last ~1 ms (at most 64): kernel time without the host's launch cost, for
             kernels too short for the host to keep the device busy, and samples long enough
-            that a graph launch's own cost does not rank configs (triton_dist/_rounds.py). The host
+            that a graph launch's own cost does not rank configs (triton_dist/_measure/rounds.py). The host
             function must be capturable (no synchronisation, no host reads of device tensors);
             if it is not, tuning falls back to eager runs with a warning. Off by default; no
             effect on the CPU or with ``do_bench``.

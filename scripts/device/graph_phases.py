@@ -1,5 +1,5 @@
 """Where the wall of one tuning goes (P2), eager and graphs=True, for examples/scale.py's kernel at
-2^24 and 2^26 elements (and with ``--gemm`` examples/gemm.py at 2048^2): the measurement's phases (triton_dist._rounds debug line) and the whole
+2^24 and 2^26 elements (and with ``--gemm`` examples/gemm.py at 2048^2): the measurement's phases (triton_dist._measure.rounds debug line) and the whole
 ``tune()`` around it. Prints lines; run on the GPU machine."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def host(x, alpha, *, cfg):
 
 def main() -> None:
     logging.basicConfig(stream=sys.stdout, format="%(message)s")
-    logging.getLogger("triton_dist._rounds").setLevel(logging.DEBUG)
+    logging.getLogger("triton_dist._measure.rounds").setLevel(logging.DEBUG)
     import triton
 
     space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)} for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]

@@ -27,9 +27,10 @@ import torch
 import triton
 
 from examples import gemm, scale
-from triton_dist import _rounds, _safety
 from triton_dist._backends import cuda as cuda_backend
 from triton_dist._backends import get_backend
+from triton_dist._measure import guard as _safety
+from triton_dist._measure import rounds as _rounds
 from triton_dist.tune import autotune
 
 
@@ -209,7 +210,7 @@ def main() -> None:
     logging.basicConfig(stream=sys.stdout, format="%(message)s")
     micro()
     labelled()
-    logging.getLogger("triton_dist._rounds").setLevel(logging.DEBUG)
+    logging.getLogger("triton_dist._measure.rounds").setLevel(logging.DEBUG)
     ew_space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)} for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]
     for n in (2**24, 2**26):
         x = torch.randn(n, device="cuda")

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
-from triton_dist import _cache  # noqa: E402
+from triton_dist._store import files as _cache  # noqa: E402
 from triton_dist.tune import autotune  # noqa: E402
 
 SPACE = [{"block": b} for b in (1, 2, 4, 8)]
@@ -58,7 +58,7 @@ def token(entry: dict) -> str:
 def writer(wid: int, root: Path, writes: int, tune: bool, out: Path) -> None:
     from triton_dist import _tuning
     from triton_dist._backends import get_backend
-    from triton_dist._bench import CandidateResult
+    from triton_dist._measure.bench import CandidateResult
 
     rng = random.Random(wid)
     backend = get_backend()

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
-from triton_dist import _cache  # noqa: E402
+from triton_dist._store import files as _cache  # noqa: E402
 
 KEYS = 3
 POINTS = ("locked", "history-linked", "temp-partial", "before-fsync", "before-replace", "after-replace")
@@ -115,7 +115,7 @@ def reader(root: Path, fn_dir: Path, stop: Path, out: Path) -> None:
 
 def make_template(root: Path, out: Path) -> tuple[object, list[tuple]]:
     """A real entry of a really tuned function, and its variants for KEYS keys."""
-    from triton_dist import _cache as cache
+    from triton_dist._store import files as cache
     from triton_dist.tune import autotune
 
     @autotune([{"b": 1}, {"b": 2}, {"b": 3}], lambda n: ("n", n), n_warmup=1, n_repeat=2)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_dist._cache import dumps_entry
+from triton_dist._store.files import dumps_entry
 
 from .helpers import KERNEL_MODULE, entries, load, run_python, write_module
 from .test_commands import SHAPE_KEY, run, run_json

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from triton_dist import cli
-from triton_dist._cache import dumps_entry
+from triton_dist._store.files import dumps_entry
 
 from .helpers import KERNEL_MODULE, entries, load, run_cli
 
@@ -141,7 +141,7 @@ def test_why_with_a_function_name_imports_what_its_entries_record_or_nothing(see
 def test_the_diagnosis_api_that_preflight_calls(seeded):
     import sys
 
-    from triton_dist._diagnose import diagnose
+    from triton_dist._store.diagnose import diagnose
 
     scale = sys.modules["kmod"].scale
     assert diagnose(scale, ((256,), "torch.float32")).hit

@@ -308,8 +308,8 @@ def test_interpreter_numpy_scalar_failure_names_its_cause():
     # Triton 3.6's interpreter under NumPy >= 2.4 fails every such launch with this error
     from triton.runtime.errors import InterpreterError
 
-    from triton_dist._bench import describe
-    from triton_dist._triton_compat import known_issue
+    from triton_dist._contextual.triton_compat import known_issue
+    from triton_dist._measure.bench import describe
 
     scalar = InterpreterError(repr(TypeError("only 0-dimensional arrays can be converted to Python scalars")))
     assert "numpy<2.4" in known_issue(describe(scalar)) and "#9171" in known_issue(describe(scalar))

@@ -56,7 +56,7 @@ def main() -> None:
         dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                                 device_id=torch.device("cuda", rank))
         warnings = Warnings()
-        logging.getLogger("triton_dist._rounds").addHandler(warnings)
+        logging.getLogger("triton_dist._measure.rounds").addHandler(warnings)
         for name, n, sync_on in (("short", 2**16, -1), ("long", 2**24, -1), ("fallback", 2**16, 1)):
             warnings.lines.clear()
             tuner = autotune(SPACE, key_fn, graphs=True)(host)

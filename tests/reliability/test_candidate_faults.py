@@ -20,7 +20,7 @@ from triton.runtime.errors import OutOfResources
 
 from triton_dist import _tuning
 from triton_dist._backends.base import Backend
-from triton_dist._bench import measure_candidates
+from triton_dist._measure.bench import measure_candidates
 from triton_dist.errors import DeviceStateError, TritonDistWarning
 from triton_dist.settings import override
 from triton_dist.tune import autotune

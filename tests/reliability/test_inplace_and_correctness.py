@@ -235,7 +235,7 @@ def test_read_only_arguments_holding_nan_are_not_taken_for_mutated(monkeypatch):
 def test_deferred_first_run_checks_run_when_asked_before_any_other_run_or_at_the_end():
     # RunGuard.wrap(..., defer=True): device measurement closes the first run's event pair before
     # the guard compares arguments (a synchronisation); nothing may run on unnoticed mutations.
-    from triton_dist._safety import RunGuard
+    from triton_dist._measure.guard import RunGuard
     from triton_dist.errors import WrongResultError
 
     def bump(x):  # writes through raw memory: the version counter does not move
@@ -273,8 +273,8 @@ def test_deferred_first_run_checks_run_when_asked_before_any_other_run_or_at_the
 def test_queued_first_run_checks_undo_mutations_on_the_device_and_settle_later(monkeypatch):
     # RunGuard(queue=<device type>), graph mode: each first run is followed by a device pass that undoes
     # what it changed (no synchronisation, no host comparison); settle() reads what was found.
-    from triton_dist import _safety
-    from triton_dist._safety import RunGuard
+    from triton_dist._measure import guard as _safety
+    from triton_dist._measure.guard import RunGuard
 
     if os.environ.get("TRITON_INTERPRET") != "1":
         pytest.skip("needs TRITON_INTERPRET=1 on the CPU (scripts/env.sh sets it)")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from triton_dist._adaptive import clearly_slower, spread
+from triton_dist._measure.adaptive import clearly_slower, spread
 from triton_dist.tune import autotune
 
 SPACE = [{"c": c} for c in range(5)]

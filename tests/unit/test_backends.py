@@ -96,7 +96,7 @@ def test_cpu_timer_measures_each_run():
 
 
 def test_hardware_digest_is_stable_and_names_the_device():
-    from triton_dist._fingerprint import hardware_info
+    from triton_dist._store.fingerprint import hardware_info
 
     backend = CpuBackend()
     first = hardware_info(backend)

@@ -75,7 +75,7 @@ def test_mid_kernel_samples_of_several_runs(scale_fn):
 def test_a_host_function_that_syncs_falls_back_to_eager_runs(scale_fn, caplog):
     x = torch.randn(2**16, device="cuda")
     tuner = scale_fn(graphs=True)
-    with caplog.at_level(logging.WARNING, logger="triton_dist._rounds"):
+    with caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"):
         entry = tuner.tune(x, 2.0, sync=True, force=True, write_cache=False)
     assert "measuring without graphs" in caplog.text
     assert all(c["runs"] == 15 and "runs_per_sample" not in c for c in entry["candidates"])
@@ -102,7 +102,7 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     import triton
 
     from examples.scale import key_fn, scale_kernel
-    from triton_dist import _restore_kernel
+    from triton_dist._measure import restore_kernel as _restore_kernel
     from triton_dist.tune import autotune
 
     sums: list = []  # config 2's view of x: its first (eager) run's is sums[0]

@@ -1,4 +1,4 @@
-"""Interleaved device measurement (triton_dist._rounds) with a simulated device backend.
+"""Interleaved device measurement (triton_dist._measure.rounds) with a simulated device backend.
 
 The simulated device keeps a log of what the host did (runs, event records, synchronisations,
 keep-ahead requests) and a device clock: each run advances it by the config's cost times a drift
@@ -16,7 +16,7 @@ import pytest
 
 from triton_dist import _tuning
 from triton_dist._backends.base import Backend, EventRunTimer
-from triton_dist._bench import measure_candidates
+from triton_dist._measure.bench import measure_candidates
 from triton_dist.errors import DeviceStateError, WrongResultError
 from triton_dist.tune import autotune
 

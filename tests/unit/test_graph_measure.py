@@ -1,4 +1,4 @@
-"""Graph mode of interleaved measurement (``autotune(..., graphs=True)``, triton_dist._rounds)
+"""Graph mode of interleaved measurement (``autotune(..., graphs=True)``, triton_dist._measure.rounds)
 on a simulated device with graphs; the real CUDA path runs in tests/unit/test_cuda_graphs.py on
 the GPU machine.
 
@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from tests.unit.test_device_measure import SimDevice, SimEvent
-from triton_dist import _rounds, _tuning
+from triton_dist import _tuning
 from triton_dist._backends.base import EventRunTimer
-from triton_dist._bench import measure_candidates
+from triton_dist._measure import rounds as _rounds
+from triton_dist._measure.bench import measure_candidates
 from triton_dist.tune import autotune
 
 
@@ -154,7 +155,7 @@ def test_runs_per_sample():  # samples of ~1 ms, at most 64 runs
 def test_a_host_function_that_cannot_be_captured_falls_back_to_eager_runs_for_every_candidate(caplog):
     device = GraphDevice({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
     make_call, counts = host_calls(device, capture_error={1})
-    with caplog.at_level(logging.WARNING, logger="triton_dist._rounds"):
+    with caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"):
         results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None and all(r.ok for r in results)
     assert "measuring without graphs" in caplog.text and "not permitted when stream is capturing" in caplog.text
@@ -380,7 +381,7 @@ def test_a_mutation_by_one_config_is_restored_before_the_next_configs_first_run(
             seen.append(total)
         return torch.tensor(total * (2 if c == 2 else 1))
 
-    from triton_dist import _restore_kernel
+    from triton_dist._measure import restore_kernel as _restore_kernel
 
     queued: list[int] = []
     real = _restore_kernel.restore_changed

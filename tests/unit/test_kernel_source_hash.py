@@ -40,7 +40,7 @@ def _load(path, name):
 
 
 def test_kernel_edit_changes_the_source_hash(tmp_path):
-    from triton_dist._fingerprint import source_hash
+    from triton_dist._store.fingerprint import source_hash
 
     path = tmp_path / "kmod.py"
     path.write_text(MODULE)

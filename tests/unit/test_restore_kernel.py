@@ -1,4 +1,4 @@
-"""triton_dist._restore_kernel: the one-pass "find and undo a mutation" kernel of the in-place
+"""triton_dist._measure.restore_kernel: the one-pass "find and undo a mutation" kernel of the in-place
 guard's graph-mode checks, run here under Triton's interpreter on CPU tensors (the GPU runs it
 in tests/unit/test_cuda_graphs.py through graph-mode tunings)."""
 
@@ -10,7 +10,7 @@ import os
 import pytest
 import torch
 
-from triton_dist import _restore_kernel
+from triton_dist._measure import restore_kernel as _restore_kernel
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1",
                                 reason="needs TRITON_INTERPRET=1 on the CPU (scripts/env.sh sets it)")

@@ -6,12 +6,12 @@ naming the variable.
 
 from __future__ import annotations
 
-from ..errors import DeviceUnavailableError
-from ..settings import DEVICE, get_settings
-from .base import Backend
-from .cpu import CpuBackend
-from .cuda import CudaBackend
-from .npu import NpuBackend
+from triton_dist._backends.base import Backend
+from triton_dist._backends.cpu import CpuBackend
+from triton_dist._backends.cuda import CudaBackend
+from triton_dist._backends.npu import NpuBackend
+from triton_dist.errors import DeviceUnavailableError
+from triton_dist.settings import DEVICE, get_settings
 
 __all__ = ["BACKENDS", "Backend", "backend_for", "get_backend"]
 

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend
+from triton_dist._backends.base import Backend
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend, EventRunTimer, capture_graph
+from triton_dist._backends.base import Backend, EventRunTimer, capture_graph
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class CudaBackend(Backend):
         if stream is None:
             stream = self._capture_streams.setdefault(torch.cuda.current_device(), torch.cuda.Stream())
         if runs > 1 and self._compose:  # one captured call, replayed `runs` times per launch
-            from . import cuda_compose
+            from triton_dist._backends import cuda_compose
 
             try:
                 return cuda_compose.compose(

@@ -1,6 +1,6 @@
 """A CUDA graph of ``k`` runs built from a capture of one: ``k`` child-graph nodes in a chain.
 
-Graph mode (``autotune(..., graphs=True)``, ``triton_dist._rounds``) times samples of ``k`` back to
+Graph mode (``autotune(..., graphs=True)``, ``triton_dist._measure.rounds``) times samples of ``k`` back to
 back runs (~1 ms). Capturing them calls the host function ``k`` times, ~30-80 µs of Python each
 on an H200 host: for a GEMM host function of 41 µs kernels, capturing 33 runs per config took
 longer than the GPU took to replay the previous config's, and the capture phase of a tuning

@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from .base import Backend, EventRunTimer, capture_graph
+from triton_dist._backends.base import Backend, EventRunTimer, capture_graph
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,7 +52,7 @@ class NpuBackend(Backend):
         # torch_npu.npu.NPUGraph mirrors torch.cuda.CUDAGraph (capture_begin(pool,
         # capture_error_mode) / capture_end / replay). Whether triton-ascend kernels can be
         # captured depends on the CANN version; a failed capture makes the tuning fall back to
-        # eager runs (triton_dist/_rounds.py), so graphs=True is safe to ask for.
+        # eager runs (triton_dist/_measure/rounds.py), so graphs=True is safe to ask for.
         npu = self._npu()
         if self._capture_stream is None:
             self._capture_stream = npu.Stream()
@@ -73,7 +73,7 @@ class NpuBackend(Backend):
     def _npu(self) -> Any:
         module, reason = _import_torch_npu()
         if module is None:
-            from ..errors import DeviceUnavailableError
+            from triton_dist.errors import DeviceUnavailableError
 
             raise DeviceUnavailableError(f"NPU backend unusable: {reason}")
         import torch

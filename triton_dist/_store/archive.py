@@ -7,7 +7,7 @@ Import never executes code and never extracts: each member is read into memory f
 stream and checked (a regular file, a relative path of the layout above without ``..``, within
 the size limits; an entry of the right schema whose id matches its source hash, hardware digest
 and key and its file name). Any refused member refuses the whole archive before anything is
-written. Entries then go in through :func:`triton_dist._cache.write_entry`, atomically and under
+written. Entries then go in through :func:`triton_dist._store.files.write_entry`, atomically and under
 the per-entry lock (the entry they replace becomes history, as after a re-tuning).
 """
 
@@ -25,9 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from . import __version__, _cache
-from ._cache_admin import HISTORY_RE, ID_RE, check_entry, entry_problem, iter_entries
-from .errors import CacheAdminError
+from triton_dist import __version__
+from triton_dist._store import files as _cache
+from triton_dist._store.admin import HISTORY_RE, ID_RE, check_entry, entry_problem, iter_entries
+from triton_dist.errors import CacheAdminError
 
 __all__ = ["export_archive", "import_archive"]
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ._bench import candidate_failure_types
+from triton_dist._measure.bench import candidate_failure_types
 
 __all__ = [
     "Takeover",

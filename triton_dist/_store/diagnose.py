@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cache
+from triton_dist._store import files as _cache
 
 __all__ = ["Diagnosis", "Difference", "diagnose", "explain_miss", "scan_function_dir",
            "versions_differ"]
@@ -132,7 +132,7 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
              hardware_digest: str | None, hardware: dict[str, Any] | None,
              versions: dict[str, str] | None, space: Sequence[Any] | None, version_check: bool,
              cache_only: bool) -> list[Difference]:
-    from ._reuse import config_key  # late: _reuse imports this module
+    from triton_dist._store.reuse import config_key  # late: _reuse imports this module
 
     diffs: list[Difference] = []
     if entry["key"] != key_text:
@@ -251,10 +251,10 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
 def diagnose(tuner: Any, key: Any, root: Path | str | None = None) -> Diagnosis:
     """:func:`explain_miss` for an ``AutoTuner`` and a key (the key object, or its repr text),
     with this process's hardware, software versions and settings."""
-    from ._backends import get_backend
-    from ._fingerprint import hardware_info, software_versions
-    from ._reuse import body_hash
-    from .settings import get_settings
+    from triton_dist._backends import get_backend
+    from triton_dist._store.fingerprint import hardware_info, software_versions
+    from triton_dist._store.reuse import body_hash
+    from triton_dist.settings import get_settings
 
     settings = get_settings()
     backend = get_backend()

@@ -23,13 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import _triton_compat as compat
-from ._backends import get_backend
-from ._bench import describe
-from ._distributed import GroupView, agree, max_reduce, resolve_group
-from ._logging import TuningLog
-from .errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
-from .settings import get_settings
+from triton_dist._backends import get_backend
+from triton_dist._contextual import triton_compat as compat
+from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
+from triton_dist._logging import TuningLog
+from triton_dist._measure.bench import describe
+from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
+from triton_dist.settings import get_settings
 
 __all__ = ["LOG_DIR", "NO_VALID_CONFIG", "Session"]
 

@@ -14,9 +14,9 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._backends import Backend
-from ._safety import run_limited
-from .errors import DeviceStateError, TritonDistError
+from triton_dist._backends import Backend
+from triton_dist._measure.guard import run_limited
+from triton_dist.errors import DeviceStateError, TritonDistError
 
 __all__ = [
     "CandidateResult",
@@ -151,18 +151,18 @@ def measure_candidates(
     candidates to a reason and records them as failed without running them.
 
     Device backends (``backend.interleaved``: CUDA, NPU) measure in rounds, see
-    :mod:`triton_dist._rounds`: same runs per candidate, results reported at the end, in
+    :mod:`triton_dist._measure.rounds`: same runs per candidate, results reported at the end, in
     ``indices`` order; ``on_warm(i)`` is called when candidate ``i`` has finished its warm-up
     runs (only there: one after the other, ``on_result`` follows each candidate's runs).
     ``graphs`` replays each candidate from a device graph where the backend has them (see
-    :mod:`triton_dist._rounds`; ignored on the CPU and with a custom ``do_bench``); ``agree`` is
+    :mod:`triton_dist._measure.rounds`; ignored on the CPU and with a custom ``do_bench``); ``agree`` is
     the group's element-wise MAX, through which the ranks settle the graph decisions together.
     ``after_first(i)`` (device backends) runs right after candidate ``i``'s first run, outside
     any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``);
     in graph mode ``settle()`` follows the first runs' synchronisation (``RunGuard.settle``).
     """
     if do_bench is None and backend.interleaved:
-        from ._rounds import measure_rounds
+        from triton_dist._measure.rounds import measure_rounds
 
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,

@@ -30,8 +30,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ._backends import Backend
-from ._bench import CandidateResult, measure_candidates, summarize
+from triton_dist._backends import Backend
+from triton_dist._measure.bench import CandidateResult, measure_candidates, summarize
 
 __all__ = ["clearly_slower", "measure_adaptive", "spread"]
 
@@ -96,7 +96,7 @@ def measure_adaptive(
     z: float = DEFAULT_Z,
     **options: Any,
 ) -> tuple[list[CandidateResult], BaseException | None]:
-    """:func:`~triton_dist._bench.measure_candidates` with the adaptive schedule of the module
+    """:func:`~triton_dist._measure.bench.measure_candidates` with the adaptive schedule of the module
     docstring: same arguments (``options`` are passed on to it: ``do_bench``, time limits, known
     failures) and same results. ``reduce`` is the group's element-wise MAX (None for one
     process); ``note`` receives lines for the tuning log. ``on_result`` sees each candidate after

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from . import _cache
-from ._fingerprint import digest
-from .errors import CacheAdminError
+from triton_dist._store import files as _cache
+from triton_dist._store.fingerprint import digest
+from triton_dist.errors import CacheAdminError
 
 __all__ = ["Finding", "check_entry", "entry_problem", "find_entry", "list_entries", "prune", "verify"]
 

@@ -6,7 +6,7 @@ thermal throttling) bias whichever candidate happens to be measured first or las
 on an H200 saw the same config measured up to 12% apart depending on when it ran. In rounds, every
 candidate sees the same device states, and the GPU never waits for the host between candidates.
 
-The contract of :func:`triton_dist._bench.measure_candidates` is unchanged: each candidate gets
+The contract of :func:`triton_dist._measure.bench.measure_candidates` is unchanged: each candidate gets
 exactly ``n_warmup`` untimed runs (all of them before any timed run, candidate by candidate, so
 that the in-place guard's first-run checks see a reference) then ``n_repeat`` timed runs; a
 candidate that fails is recorded as failed and leaves the later rounds; a bug stops measuring; a
@@ -58,8 +58,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ._backends import Backend
-from .errors import CandidateTimeoutError, DeviceStateError
+from triton_dist._backends import Backend
+from triton_dist.errors import CandidateTimeoutError, DeviceStateError
 
 __all__ = ["GRAPH_SAMPLE_S", "measure_rounds", "runs_per_sample"]
 
@@ -114,7 +114,12 @@ def measure_rounds(
     after_first: Callable[[int], None] | None = None,
     settle: Callable[[], None] | None = None,
 ) -> tuple[list[Any], BaseException | None]:
-    from ._bench import CandidateResult, describe, is_candidate_failure, summarize
+    from triton_dist._measure.bench import (
+        CandidateResult,
+        describe,
+        is_candidate_failure,
+        summarize,
+    )
 
     clock = time.perf_counter
     failed: dict[int, CandidateResult] = {}

@@ -21,8 +21,8 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ._results import MAX_DEPTH, capture, compare
-from .errors import CandidateTimeoutError, TritonDistWarning, WrongResultError
+from triton_dist._measure.compare import MAX_DEPTH, capture, compare
+from triton_dist.errors import CandidateTimeoutError, TritonDistWarning, WrongResultError
 
 __all__ = ["RunGuard", "run_limited"]
 
@@ -144,7 +144,7 @@ class RunGuard:
     def _queued_detection(self, index: int) -> bool:
         if not self.queue or self.check:
             return False
-        from . import _restore_kernel
+        from triton_dist._measure import restore_kernel as _restore_kernel
 
         todo = []
         for pos, t in enumerate(self._tensors):

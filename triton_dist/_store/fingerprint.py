@@ -11,7 +11,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
-from ._backends import Backend
+from triton_dist._backends import Backend
 
 __all__ = ["digest", "hardware_info", "software_versions", "source_hash"]
 
@@ -95,7 +95,7 @@ def software_versions(backend: Backend) -> dict[str, str]:
     if versions is None:
         import torch
 
-        from . import __version__
+        from triton_dist import __version__
 
         triton_version = _version("triton") or _version("triton-ascend") or "none"
         versions = {

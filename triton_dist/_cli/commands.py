@@ -13,9 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import _cache, _cache_admin, _cache_archive, _diagnose
-from ._cache_render import render_age, render_config, render_ms, shorten, table
-from .errors import CacheAdminError, TritonDistError
+from triton_dist._cli.render import render_age, render_config, render_ms, shorten, table
+from triton_dist._store import admin as _cache_admin
+from triton_dist._store import archive as _cache_archive
+from triton_dist._store import diagnose as _diagnose
+from triton_dist._store import files as _cache
+from triton_dist.errors import CacheAdminError, TritonDistError
 
 __all__ = ["COMMANDS", "emit"]
 
@@ -122,7 +125,7 @@ def _key_text(text: str) -> str:
 
 
 def _load_tuner(spec: str) -> Any:
-    from .tune import AutoTuner
+    from triton_dist.tune import AutoTuner
 
     module_name, _, attr = spec.rpartition(":")
     if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` does
@@ -176,10 +179,10 @@ def _guess_tuner(root: Path, name: str, key_text: str) -> tuple[Any | None, str 
 
 
 def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
-    from ._backends import get_backend
-    from ._fingerprint import hardware_info, software_versions
-    from ._reuse import body_hash
-    from .settings import get_settings
+    from triton_dist._backends import get_backend
+    from triton_dist._store.fingerprint import hardware_info, software_versions
+    from triton_dist._store.reuse import body_hash
+    from triton_dist.settings import get_settings
 
     settings = get_settings()
     backend = get_backend()
@@ -257,8 +260,8 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         if args.hardware:
             keep = args.hardware
         else:
-            from ._backends import get_backend
-            from ._fingerprint import hardware_info
+            from triton_dist._backends import get_backend
+            from triton_dist._store.fingerprint import hardware_info
 
             keep = hardware_info(get_backend())["digest"]
     elif args.hardware:

@@ -10,14 +10,15 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _cache, _reuse
-from ._backends import Backend
-from ._bench import CandidateResult
-from ._distributed import GroupView
-from ._fingerprint import hardware_info, software_versions
+from triton_dist._backends import Backend
+from triton_dist._distributed import GroupView
+from triton_dist._measure.bench import CandidateResult
+from triton_dist._store import files as _cache
+from triton_dist._store import reuse as _reuse
+from triton_dist._store.fingerprint import hardware_info, software_versions
 
 if TYPE_CHECKING:
-    from ._tuning import TuneTarget
+    from triton_dist._tuning import TuneTarget
 
 __all__ = ["MAX_TIE_TOLERANCE", "build_entry", "measurement_info", "pick_best"]
 

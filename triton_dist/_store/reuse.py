@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _cache
-from ._bench import CandidateResult
-from ._diagnose import scan_function_dir, versions_differ
-from ._fingerprint import _kernel_sources
+from triton_dist._measure.bench import CandidateResult
+from triton_dist._store import files as _cache
+from triton_dist._store.diagnose import scan_function_dir, versions_differ
+from triton_dist._store.fingerprint import _kernel_sources
 
 __all__ = ["Reuse", "body_hash", "config_key", "find_reusable", "unmeasured"]
 

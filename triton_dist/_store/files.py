@@ -30,7 +30,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from .errors import TritonDistWarning
+from triton_dist.errors import TritonDistWarning
 
 __all__ = [
     "SCHEMA_VERSION",
