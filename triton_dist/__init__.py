@@ -42,4 +42,5 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    # Only the public names: helpers of this module (importlib, Any) are not part of the API.
+    return sorted(__all__)
