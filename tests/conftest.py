@@ -6,6 +6,9 @@
   tmp dir, so no test reads or writes ``~/.triton_dist`` (HOME is never changed).
 - ``fresh_backends`` (opt-in) forgets the detected device backend and its cached probes, for
   tests that change ``TRITON_DIST_DEVICE`` or fake a device module.
+- Marks by layer: every test under ``tests/ray/`` is marked ``ray`` and under ``tests/gpu/``
+  ``gpu``, so that ``pytest -m "not ray and not slow"`` is the fast development subset
+  (docs/development.md); CI runs everything.
 """
 
 from __future__ import annotations
@@ -28,6 +31,20 @@ def _no_accelerator() -> bool:
 
 if "TRITON_INTERPRET" not in os.environ and _no_accelerator():
     os.environ["TRITON_INTERPRET"] = "1"
+
+
+_LAYER_MARKS = {"ray": "ray", "gpu": "gpu"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    for item in items:
+        try:
+            layer = item.path.relative_to(tests).parts[0]
+        except ValueError:
+            continue
+        if layer in _LAYER_MARKS:
+            item.add_marker(_LAYER_MARKS[layer])
 
 
 @pytest.fixture(autouse=True)

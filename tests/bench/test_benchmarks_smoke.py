@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
 SCRIPTS = ["p1_hot_path", "p2_tuning_efficiency", "p3_selection_quality", "p5_first_call", "p6_adaptive"]

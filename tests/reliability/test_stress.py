@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow
+
 STRESS = Path(__file__).resolve().parents[2] / "scripts" / "stress"
 PROCS = int(os.environ.get("TD_STRESS_PROCS", "4"))
 WRITES = int(os.environ.get("TD_STRESS_WRITES", "25"))
