@@ -2,6 +2,7 @@
 
 Settings are read when a tuning decision is made (a miss), never at import and never on the
 cached-call hot path. Tests override them with :func:`override` instead of touching ``HOME``.
+A boolean variable reads 1/true/on/yes and 0/false/off/no in any case (:func:`parse_bool`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from triton_dist.errors import SettingsError
 
-__all__ = ["DEVICE_KINDS", "ENV_VARS", "Settings", "get_settings", "override"]
+__all__ = ["DEVICE_KINDS", "ENV_VARS", "Settings", "get_settings", "override", "parse_bool"]
 
 AUTOTUNE_DIR = "TRITON_DIST_AUTOTUNE_DIR"
 DEVICE = "TRITON_DIST_DEVICE"
@@ -32,9 +33,9 @@ DEVICE_KINDS = ("npu", "cuda", "cpu")
 ENV_VARS: Mapping[str, str] = {
     AUTOTUNE_DIR: "cache root (default ~/.triton_dist/autotune); entries under <root>/<function_name>/",
     DEVICE: "cpu, cuda or npu (default: detected, NPU > CUDA > CPU)",
-    ALWAYS_TUNE: "1: re-tune even when a cache entry exists (0 or unset: use the cache)",
-    VERSION_CHECK: "1: a software-version mismatch is a cache miss (0 or unset: a warning)",
-    CACHE_ONLY: "1: a miss runs config_space[0] without tuning; strict: a miss is an error",
+    ALWAYS_TUNE: "1 (true/on/yes): re-tune even when a cache entry exists (0/false/off/no or unset: use the cache)",
+    VERSION_CHECK: "1 (true/on/yes): a software-version mismatch is a cache miss (0/false/off/no or unset: a warning)",
+    CACHE_ONLY: "1 (true/on/yes): a miss runs config_space[0] without tuning; strict: a miss is an error",
     AGREE_TIMEOUT: "seconds the ranks of a group wait for each other before failing (default 300)",
     CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out (CPU threads only; default: off)",
 }
@@ -60,13 +61,29 @@ class Settings:
     """``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``: opt-in per-candidate time limit."""
 
 
+#: the spellings of a boolean value, case-insensitive: upstream Triton-distributed accepts
+#: on/off and true/false as well as 1/0 (issue 18 item 4), and yes/no is common in manifests
+TRUE_WORDS = ("1", "true", "on", "yes")
+FALSE_WORDS = ("0", "false", "off", "no")
+_BOOL_HELP = "1/true/on/yes to enable, 0/false/off/no (any case) or unset to disable"
+
+
+def parse_bool(raw: str) -> bool | None:
+    """True, False, or None when ``raw`` is not a boolean spelling (empty is False)."""
+    word = raw.strip().lower()
+    if word == "" or word in FALSE_WORDS:
+        return False
+    if word in TRUE_WORDS:
+        return True
+    return None
+
+
 def _flag(env: Mapping[str, str], name: str) -> bool:
     raw = env.get(name, "").strip()
-    if raw in ("", "0"):
-        return False
-    if raw == "1":
-        return True
-    raise SettingsError(f"{name}={raw!r} is not valid: set it to 1 to enable, or 0 / unset it to disable.")
+    value = parse_bool(raw)
+    if value is None:
+        raise SettingsError(f"{name}={raw!r} is not valid: set it to {_BOOL_HELP}.")
+    return value
 
 
 def _positive_float(env: Mapping[str, str], name: str, default: float | None) -> float | None:
@@ -88,11 +105,14 @@ def _parse(env: Mapping[str, str]) -> Settings:
     if device is not None and device not in DEVICE_KINDS:
         raise SettingsError(f"{DEVICE}={env[DEVICE]!r} is not valid: use cpu, cuda or npu, or unset it to detect.")
     cache_only_raw = env.get(CACHE_ONLY, "").strip()
-    cache_only = {"": "off", "0": "off", "1": "default", "strict": "strict"}.get(cache_only_raw)
+    as_bool = parse_bool(cache_only_raw)
+    cache_only = "strict" if cache_only_raw.lower() == "strict" else \
+        None if as_bool is None else "default" if as_bool else "off"
     if cache_only is None:
         raise SettingsError(
-            f"{CACHE_ONLY}={cache_only_raw!r} is not valid: use 1 (a miss runs config_space[0]), "
-            "strict (a miss is an error), or 0 / unset it to tune on a miss."
+            f"{CACHE_ONLY}={cache_only_raw!r} is not valid: use 1/true/on/yes (a miss runs "
+            "config_space[0]), strict (a miss is an error), or 0/false/off/no (any case) / unset "
+            "it to tune on a miss."
         )
     return Settings(
         autotune_dir=Path(root).expanduser() if root else Path.home() / ".triton_dist" / "autotune",

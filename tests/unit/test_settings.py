@@ -44,23 +44,29 @@ def test_cache_root_moves_and_expands_the_user(clean_env, tmp_path):
     assert get_settings().autotune_dir == Path.home() / "somewhere"
 
 
+TRUE_SPELLINGS = ["1", "true", "on", "yes", "True", "TRUE", "On", "YES", " 1 ", " true\t"]
+FALSE_SPELLINGS = ["0", "false", "off", "no", "False", "OFF", "No", "", " 0 "]
+FIELD = {"TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune", "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check"}
+
+
 @pytest.mark.parametrize("name", FLAGS)
-@pytest.mark.parametrize(("value", "expected"), [("1", True), ("0", False), ("", False), (" 1 ", True)])
-def test_flags_accept_1_and_0(clean_env, name, value, expected):
+@pytest.mark.parametrize(("value", "expected"), [(v, True) for v in TRUE_SPELLINGS]
+                         + [(v, False) for v in FALSE_SPELLINGS])
+def test_flags_accept_every_boolean_spelling_in_any_case(clean_env, name, value, expected):
+    # issue 18 item 4: upstream's TRITON_DIST_AUTOTUNE_VERSION_CHECK=true must not raise
     clean_env.setenv(name, value)
-    field = {"TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "always_tune",
-             "TRITON_DIST_AUTOTUNE_VERSION_CHECK": "version_check"}[name]
-    assert getattr(get_settings(), field) is expected
+    assert getattr(get_settings(), FIELD[name]) is expected
 
 
 @pytest.mark.parametrize("name", FLAGS)
-@pytest.mark.parametrize("value", ["true", "yes", "on", "2", "-1", "True"])
-def test_flags_refuse_anything_else_naming_the_variable(clean_env, name, value):
+@pytest.mark.parametrize("value", ["2", "-1", "enable", "y", "t", "truee", "1.0"])
+def test_flags_refuse_anything_else_naming_the_variable_and_the_spellings(clean_env, name, value):
     clean_env.setenv(name, value)
     with pytest.raises(SettingsError, match=name) as info:
         get_settings()
     assert isinstance(info.value, ValueError)
     assert repr(value) in str(info.value)
+    assert "true" in str(info.value) and "off" in str(info.value)
 
 
 @pytest.mark.parametrize(("value", "expected"), [("cpu", "cpu"), ("CUDA", "cuda"), ("npu", "npu"), ("", None)])
@@ -69,7 +75,10 @@ def test_device_values(clean_env, value, expected):
     assert get_settings().device == expected
 
 
-@pytest.mark.parametrize(("value", "expected"), [("", "off"), ("0", "off"), ("1", "default"), ("strict", "strict")])
+@pytest.mark.parametrize(("value", "expected"), [
+    ("", "off"), ("0", "off"), ("1", "default"), ("strict", "strict"), ("STRICT", "strict"),
+    ("true", "default"), ("Yes", "default"), ("on", "default"), ("false", "off"), ("NO", "off"), ("off", "off"),
+])
 def test_cache_only_values(clean_env, value, expected):
     clean_env.setenv("TRITON_DIST_AUTOTUNE_CACHE_ONLY", value)
     assert get_settings().cache_only == expected
@@ -77,7 +86,8 @@ def test_cache_only_values(clean_env, value, expected):
 
 @pytest.mark.parametrize(("name", "value"), [
     ("TRITON_DIST_DEVICE", "gpu"),
-    ("TRITON_DIST_AUTOTUNE_CACHE_ONLY", "yes"),
+    ("TRITON_DIST_AUTOTUNE_CACHE_ONLY", "2"),
+    ("TRITON_DIST_AUTOTUNE_CACHE_ONLY", "strictly"),
     ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "soon"),
     ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "-3"),
     ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "inf"),
