@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist import _tuning
+from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._measure.bench import DoBench
 from triton_dist._store.fingerprint import source_hash
 from triton_dist.errors import (
@@ -24,7 +25,7 @@ from triton_dist.errors import (
     TritonDistWarning,
 )
 
-__all__ = ["AutoTuner", "autotune"]
+__all__ = ["AutoTuner", "autotune", "to_hashable"]
 
 #: keyword-only call controls, consumed by the tuner and never passed to the host function
 _CONTROLS = frozenset({"autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg"})
@@ -132,14 +133,22 @@ class AutoTuner:
     # are told apart in _miss.
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
-            key = self.key_fn(*args)
+            try:  # free on 3.11+ while nothing raises
+                key = self.key_fn(*args)
+            except TypeError as exc:
+                self._key_failed(exc, args, kwargs)
+                raise
             try:
                 best = self._best[key]
             except (KeyError, TypeError):
                 best = self._miss(key, args, kwargs, False, False, None)
             return self.fn(*args, **best)
         if self._reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
-            key = self.key_fn(*args, **kwargs)
+            try:
+                key = self.key_fn(*args, **kwargs)
+            except TypeError as exc:
+                self._key_failed(exc, args, kwargs)
+                raise
             try:
                 best = self._best[key]
             except (KeyError, TypeError):
@@ -151,7 +160,7 @@ class AutoTuner:
         pg = kwargs.pop("autotune_pg", None)
         if not autotune:
             return self._call(self.config_space[0], args, kwargs, overwrite)
-        key = self.key_fn(*args, **kwargs)
+        key = self._key(args, kwargs)
         try:
             best = self._best[key]
         except (KeyError, TypeError):
@@ -159,6 +168,20 @@ class AutoTuner:
         if kwargs and not self._fields.isdisjoint(kwargs):
             return self._call(best, args, kwargs, overwrite)
         return self.fn(*args, **kwargs, **best)
+
+    def _key(self, args: tuple, kwargs: dict) -> Any:
+        try:
+            return self.key_fn(*args, **kwargs)
+        except TypeError as exc:
+            self._key_failed(exc, args, kwargs)
+            raise
+
+    def _key_failed(self, exc: TypeError, args: tuple, kwargs: dict) -> None:
+        """Raise a KeyFunctionError if key_fn's signature cannot take the call (issue 18 item 6);
+        return (the caller re-raises ``exc``) when the TypeError came from inside key_fn."""
+        error = key_fn_error(self.key_fn, self.fn, self.target.qualname, args, kwargs)
+        if error is not None:
+            raise error from exc
 
     def _call(self, config: dict[str, Any], args: tuple, kwargs: dict, overwrite: bool) -> Any:
         clash = self._check_overwrite(config, kwargs, overwrite)
@@ -210,7 +233,7 @@ class AutoTuner:
         ``known_failures`` ({index: reason}) records candidates as failed without running them
         (a retry after one of them left the device unusable).
         """
-        key = self.key_fn(*args, **kwargs)
+        key = self._key(args, kwargs)
         hash(key)
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
                                   force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
@@ -222,7 +245,7 @@ class AutoTuner:
 
     def best_config(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
         """The in-memory best config for these arguments' key, or None if not decided yet."""
-        return self._best.get(self.key_fn(*args, **kwargs))
+        return self._best.get(self._key(args, kwargs))
 
     def clear(self) -> None:
         """Forget the in-memory decisions (the disk cache stays)."""

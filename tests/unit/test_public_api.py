@@ -26,7 +26,7 @@ def test_package_exports_are_pinned():
 
 
 def test_tune_exports_are_pinned():
-    assert tune.__all__ == ["AutoTuner", "autotune"]
+    assert tune.__all__ == ["AutoTuner", "autotune", "to_hashable"]
     import inspect
 
     params = inspect.signature(tune.autotune).parameters
