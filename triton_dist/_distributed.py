@@ -11,14 +11,19 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+import logging
 import socket
-from collections.abc import Sequence
+import warnings
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist.errors import RankDisagreementError, RankFailureError
+from triton_dist.errors import RankDisagreementError, RankFailureError, TritonDistWarning
 
-__all__ = ["GroupView", "agree", "max_reduce", "resolve_group"]
+__all__ = ["GroupView", "agree", "max_reduce", "resolve_group", "warn_if_ungrouped"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +63,51 @@ def resolve_group(pg: Any) -> GroupView | None:
     size = dist.get_world_size(pg)
     ranks = tuple(dist.get_process_group_ranks(pg)) if hasattr(dist, "get_process_group_ranks") else tuple(range(size))
     return GroupView(pg, rank, size, ranks)
+
+
+#: the decorated functions already warned about tuning alone in a multi-rank job
+_warned_alone: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def warn_if_ungrouped(fn: Callable[..., Any], qualname: str) -> None:
+    """Warn once per function when it tunes alone although torch.distributed has several ranks.
+
+    The rule (the seed's, SPEC §A; issue 18 item 2): ``autotune_pg`` if passed, else the group
+    registered by :mod:`triton_dist.dist`, else this process alone. A group is never adopted
+    implicitly: a function that only some ranks call (a pipeline stage, rank-0 evaluation) would
+    wait for the others. So the one risky case, several ranks and no group, is said out loud:
+    such ranks may each pick a different config and diverge numerically.
+    """
+    try:
+        if fn in _warned_alone:
+            return
+    except TypeError:  # not weak-referenceable: warn every miss rather than never
+        pass
+    from triton_dist.dist import default_group_chosen
+
+    if default_group_chosen():  # a registered group, or set_world_group(None): alone on purpose
+        return
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    size = dist.get_world_size()
+    if size <= 1:
+        return
+    try:
+        _warned_alone.add(fn)
+    except TypeError:
+        pass
+    message = (
+        f"{qualname} tunes in this process alone, although torch.distributed has {size} ranks: "
+        "no autotune_pg= was passed and no default tuning group is registered, so each rank may "
+        "pick a different config, and ranks running different configs can diverge numerically. "
+        "Pass autotune_pg=<group> on the call, or register a default group once after "
+        "init_process_group: triton_dist.dist.set_world_group(torch.distributed.group.WORLD) "
+        "(triton_dist.dist.init_distributed() does it for you). Said once per function."
+    )
+    log.warning("%s", message)
+    warnings.warn(message, TritonDistWarning, stacklevel=5)
 
 
 def _h63(text: str) -> int:

@@ -17,7 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._backends import Backend, get_backend
-from triton_dist._distributed import GroupView, agree, host_id, max_reduce, resolve_group, writers
+from triton_dist._distributed import (
+    GroupView,
+    agree,
+    host_id,
+    max_reduce,
+    resolve_group,
+    warn_if_ungrouped,
+    writers,
+)
 from triton_dist._logging import TuningLog
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
@@ -180,6 +188,8 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     settings = get_settings()
     backend = get_backend()
     view = resolve_group(pg)
+    if view is None:
+        warn_if_ungrouped(target.fn, target.qualname)
     root = Path(root) if root is not None else settings.autotune_dir
 
     local_error: BaseException | None = None

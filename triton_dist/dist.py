@@ -1,11 +1,20 @@
 """The project's distributed initialisation: what ``autotune_pg=None`` falls back to.
 
+The rule for a call without ``autotune_pg`` (the seed's; issue 18 item 2):
+
+1. the group registered here — by ``init_distributed()`` or ``set_world_group(group)`` — if any;
+2. else the process tunes alone. A group made elsewhere (a plain
+   ``torch.distributed.init_process_group``) is never adopted implicitly, because a function
+   that only some ranks call would then wait for the others; instead, when torch.distributed
+   has more than one rank, the first miss of each function warns (``TritonDistWarning``) that
+   it tunes alone and names the two fixes: ``autotune_pg=`` on the call, or registering a
+   default group once (``set_world_group(torch.distributed.group.WORLD)``, or
+   ``init_distributed()``, which is idempotent and registers WORLD of an existing group).
+   ``set_world_group(None)`` says "tune alone" deliberately and silences that warning.
+
 ``init_distributed()`` initialises torch.distributed with the current device's backend
 (gloo / nccl / hccl) from the usual ``RANK``/``WORLD_SIZE``/``MASTER_ADDR`` variables (or
 explicit arguments), binds the process to its local device, and registers the world group.
-``get_world_group()`` returns that group, or None when the project did not initialise one: a
-process group created elsewhere is only used when it is passed as ``autotune_pg`` or registered
-with ``set_world_group``.
 """
 
 from __future__ import annotations
@@ -16,20 +25,27 @@ from typing import Any
 
 from triton_dist._backends import get_backend
 
-__all__ = ["get_world_group", "init_distributed", "set_world_group"]
+__all__ = ["default_group_chosen", "get_world_group", "init_distributed", "set_world_group"]
 
-_world_group: Any = None
+_UNSET: Any = object()
+_world_group: Any = _UNSET
 
 
 def set_world_group(group: Any) -> None:
-    """Register ``group`` (or None to clear) as the default tuning group of this process."""
+    """Register ``group`` as the default tuning group of this process; None: tune alone on
+    purpose (calls without ``autotune_pg`` do not warn about it)."""
     global _world_group
     _world_group = group
 
 
+def default_group_chosen() -> bool:
+    """True once :func:`set_world_group` or :func:`init_distributed` has run in this process."""
+    return _world_group is not _UNSET
+
+
 def get_world_group() -> Any:
     """The registered world group, or None (single-process tuning)."""
-    if _world_group is None:
+    if _world_group is None or _world_group is _UNSET:
         return None
     import torch.distributed as dist
 

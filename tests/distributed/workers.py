@@ -150,3 +150,44 @@ def host_bug_on_rank0(n, rank_cost, cfg):
 
 def bug_on_one_rank(rank, world_size):
     return host_bug_on_rank0(2, None, autotune_pg=dist.group.WORLD)
+
+
+# ---------------------------------------------------------------- no autotune_pg (issue 18 item 2)
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}, {"cfg": 2}], key_fn=_key, n_warmup=1, n_repeat=4,
+          do_bench=_rank_cost_bench)
+def host_twin(n, rank_cost, cfg):
+    _COST_NOW[:] = rank_cost
+    return n * 10 + cfg
+
+
+def _tuning_warnings(calls):
+    import warnings
+
+    from triton_dist.errors import TritonDistWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = [call() for call in calls]
+    return values, [str(w.message) for w in caught if issubclass(w.category, TritonDistWarning)]
+
+
+def alone_without_a_group(rank, world_size):
+    """Plain init_process_group, no autotune_pg, nothing registered: each rank tunes alone."""
+    cost = COST_MS[rank]
+    values, messages = _tuning_warnings([
+        lambda: host(7, cost), lambda: host(8, cost), lambda: host(7, cost), lambda: host_twin(7, cost)])
+    return {"values": values, "messages": messages}
+
+
+def registered_then_alone_by_choice(rank, world_size):
+    """init_distributed() after a plain init_process_group registers WORLD (the group tunes);
+    set_world_group(None) then tunes alone on purpose, without a warning."""
+    from triton_dist.dist import init_distributed, set_world_group
+
+    cost = COST_MS[rank]
+    init_distributed()  # torch.distributed is already up: registers WORLD only
+    grouped, messages = _tuning_warnings([lambda: host(7, cost)])
+    set_world_group(None)
+    alone, more = _tuning_warnings([lambda: host_twin(7, cost)])
+    return {"grouped": grouped, "alone": alone, "messages": messages + more}
