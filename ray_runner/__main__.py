@@ -23,21 +23,37 @@ log = logging.getLogger("ray_runner")
 EXIT_OK, EXIT_FAILED, EXIT_INVALID, EXIT_INFRA = 0, 1, 2, 3
 
 
+CAMPAIGN_HELP = "campaign YAML file (fields: docs/campaigns.md)"
+ADDRESS_HELP = "Ray address (auto, host:port, ray://host:port); default: RAY_ADDRESS, else an embedded local Ray"
+
+
+def prog_name() -> str:
+    """How this program was started: the ``ray-runner`` console script or ``python -m``."""
+    return "ray-runner" if os.path.basename(sys.argv[0] or "").startswith("ray-runner") else "python -m ray_runner"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m ray_runner",
-                                     description="Pre-tune autotuned functions on Ray and seed the caches.")
+    parser = argparse.ArgumentParser(prog=prog_name(),
+                                     description="Pre-tune autotuned functions on Ray and seed the caches.",
+                                     epilog="Exit status: 0 done; 1 a case failed, a node was not seeded, or "
+                                            "preflight found a miss; 2 invalid campaign file or command line; "
+                                            "3 the cluster cannot run it.")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run a campaign")
-    run.add_argument("campaign", help="campaign YAML file")
-    run.add_argument("--address", help="Ray address (auto, host:port); default: RAY_ADDRESS or a local Ray")
+    run.add_argument("campaign", help=CAMPAIGN_HELP)
+    run.add_argument("--address", help=ADDRESS_HELP)
     run.add_argument("--cache-dir", help="where merged entries are written (default: TRITON_DIST_AUTOTUNE_DIR "
                                          "or ~/.triton_dist/autotune); with --seed nodes, also every node's root")
     run.add_argument("--seed", choices=("none", "nodes", "shared"), default="none",
                      help="nodes: write the entries into every alive node's cache; shared: into --cache-dir "
                           "(a directory every node mounts); none: only the driver's cache (default)")
     run.add_argument("--force", action="store_true", help="re-tune cases that are already in the cache")
+    run.add_argument("--report-dir", metavar="DIR",
+                     help="where the report (JSON, Markdown, plot) goes; default: the campaign's report_dir, "
+                          "relative to the driver's working directory (under `ray job submit`, Ray's copy of "
+                          "--working-dir: pass an absolute DIR there)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     run.add_argument("--keep-gangs", type=float, default=0.0, metavar="SECONDS",
                      help="keep the gangs alive (idle) for SECONDS after the campaign, for the next campaign "
@@ -45,16 +61,18 @@ def _parser() -> argparse.ArgumentParser:
                           "RAY_ADDRESS: an embedded Ray ends with the campaign)")
 
     pool = sub.add_parser("pool", help="list or stop the gangs kept by --keep-gangs")
-    pool.add_argument("action", choices=("ls", "stop"))
-    pool.add_argument("--address")
+    pool.add_argument("action", choices=("ls", "stop"),
+                      help="ls: list the kept gangs and their state; stop: end them and free their devices")
+    pool.add_argument("--address", help="Ray address of the cluster that keeps them (default: RAY_ADDRESS; required)")
 
     validate = sub.add_parser("validate", help="check a campaign file without running it")
-    validate.add_argument("campaign")
+    validate.add_argument("campaign", help=CAMPAIGN_HELP + "; checks every field (and prints the cases it expands to)")
 
     pre = sub.add_parser("preflight", help="check that every rank of every node will hit the cache")
-    pre.add_argument("campaign")
-    pre.add_argument("--address")
-    pre.add_argument("--cache-dir")
+    pre.add_argument("campaign", help=CAMPAIGN_HELP + "; every case is checked on every node")
+    pre.add_argument("--address", help=ADDRESS_HELP)
+    pre.add_argument("--cache-dir", help="the cache root to check on every node (default: each node's "
+                                         "TRITON_DIST_AUTOTUNE_DIR, else ~/.triton_dist/autotune)")
     return parser
 
 
@@ -71,7 +89,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.keep_gangs < 0:
         raise CampaignError(f"--keep-gangs must be >= 0 seconds, got {args.keep_gangs:g}")
     options = RunOptions(address=args.address, cache_dir=args.cache_dir, seed=args.seed, force=args.force,
-                         progress=not args.no_progress, keep_gangs_s=args.keep_gangs)
+                         progress=not args.no_progress, keep_gangs_s=args.keep_gangs, report_dir=args.report_dir)
     try:
         from tqdm.contrib.logging import logging_redirect_tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency
@@ -83,7 +101,10 @@ def _run(args: argparse.Namespace) -> int:
     for run in result.runs:
         counts[run.status] = counts.get(run.status, 0) + 1
     print(f"campaign {campaign.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-          + f" in {result.wall_s:.1f}s; entries in {result.root}")
+          + f" in {result.wall_s:.1f}s")
+    # under `ray job submit` the driver runs on the head, in Ray's copy of the working directory,
+    # with the head's environment: say exactly where things went (issue 18 item 8)
+    print(f"cache root: {result.root} (from {result.root_source}, on {result.driver_host})")
     for path in result.report_paths.values():
         print(f"report: {path}")
     for run in result.failed:

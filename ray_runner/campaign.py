@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -44,6 +45,8 @@ class RunOptions:
     keep_gangs_s: float = 0.0
     """Keep the gangs alive this long (idle) for the next campaign on the cluster to reuse
     (:mod:`ray_runner.pool`); 0: they end with the campaign."""
+    report_dir: str | None = None
+    """Where the report goes; None: the campaign's ``report_dir``."""
 
 
 @dataclasses.dataclass
@@ -58,6 +61,10 @@ class CampaignResult:
     stats: dict[str, Any]
     seeded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     report_paths: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Absolute paths of the report files, by kind (json, markdown, plot)."""
+    root_source: str = "TRITON_DIST_AUTOTUNE_DIR"
+    """Where ``root`` came from: --cache-dir, TRITON_DIST_AUTOTUNE_DIR, or the default."""
+    driver_host: str = dataclasses.field(default_factory=socket.gethostname)
 
     @property
     def failed(self) -> list[sch.CaseRun]:
@@ -101,6 +108,9 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
         raise InfrastructureError("--seed shared writes into one directory that every node mounts: "
                                   "pass it as --cache-dir DIR.")
     root = Path(options.cache_dir).expanduser() if options.cache_dir else get_settings().autotune_dir
+    root = root.absolute()
+    root_source = "--cache-dir" if options.cache_dir else \
+        "TRITON_DIST_AUTOTUNE_DIR" if os.environ.get("TRITON_DIST_AUTOTUNE_DIR", "").strip() else "the default"
     _check_writable(root)
     specs = campaign.cases()
     ray_module = import_ray()
@@ -139,12 +149,12 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             progress.close()
         wall = time.monotonic() - start
         result = CampaignResult(campaign, queue.runs, kind, resource, str(root), wall,
-                                dict(executor.capacity), executor.stats)
+                                dict(executor.capacity), executor.stats, root_source=root_source)
         entries = [r.entry for r in queue.runs if r.status in (sch.TUNED, sch.CACHED) and r.entry]
         if options.seed == "nodes":
             result.seeded = seed_nodes(entries, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s))
         elif options.seed == "shared":
             result.seeded = [{"root": str(root), "written": len(entries), "unchanged": 0, "errors": []}]
     if options.write_report:
-        result.report_paths = write_report(result)
+        result.report_paths = write_report(result, options.report_dir)
     return result

@@ -206,10 +206,11 @@ def plot(report: dict[str, Any], path: Path) -> bool:
     return True
 
 
-def write_report(result: CampaignResult) -> dict[str, str]:
-    """Write ``<report_dir>/<name>.json`` and ``.md`` (and ``.png`` with matplotlib)."""
+def write_report(result: CampaignResult, report_dir: str | None = None) -> dict[str, str]:
+    """Write ``<report_dir>/<name>.json`` and ``.md`` (and ``.png`` with matplotlib); returns
+    their absolute paths. ``report_dir`` overrides the campaign's (``--report-dir``)."""
     report = build_report(result)
-    directory = Path(result.campaign.report_dir).expanduser()
+    directory = Path(report_dir or result.campaign.report_dir).expanduser().absolute()
     paths: dict[str, str] = {}
     try:
         directory.mkdir(parents=True, exist_ok=True)
@@ -220,6 +221,8 @@ def write_report(result: CampaignResult) -> dict[str, str]:
         md_path.write_text(markdown(report), encoding="utf-8")
         paths["markdown"] = str(md_path)
         png_path = directory / f"{result.campaign.name}.png"
+        # an older run's plot must not sit next to this report (e.g. every case failed now)
+        png_path.unlink(missing_ok=True)
         if plot(report, png_path):
             paths["plot"] = str(png_path)
     except OSError as exc:  # the cache is what matters; a report that cannot be saved is a warning

@@ -1,6 +1,9 @@
-"""`ray job submit --working-dir . -- python -m ray_runner run examples/campaigns/cpu.yaml`
-against a real head started with `ray start --head`: the job succeeds and the head's cache is
-seeded with every case of the README's campaign."""
+"""The README's "Pre-tune on a running Ray cluster": `ray job submit --working-dir .
+--runtime-env-json '{"env_vars": {"TRITON_DIST_AUTOTUNE_DIR": ...}}' -- python -m ray_runner run
+examples/campaigns/cpu.yaml --seed nodes --report-dir DIR` against a real head started with
+`ray start --head` from the venv: the job succeeds, the cache root it uses is the job's (not the
+head's), every case of the campaign is seeded there, and the report is where --report-dir says,
+at the absolute paths the job prints."""
 
 from __future__ import annotations
 
@@ -31,13 +34,15 @@ def free_port() -> int:
 def test_job_submit_runs_the_cpu_campaign_and_seeds_the_node(tmp_path: Path) -> None:
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    root = tmp_path / "head-cache"
+    head_root = tmp_path / "head-cache"  # the head's own environment: the job must not use it
+    root = tmp_path / "job-cache"
+    reports = tmp_path / "reports"
     temp_dir = tempfile.mkdtemp(prefix="rj", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
     dashboard = free_port()
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-           # the head's processes, and so the job's driver and workers, see this cache root and
-           # this Python (the entrypoint's `python`)
-           "TRITON_DIST_AUTOTUNE_DIR": str(root), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+           # started from the venv: the head's processes, and so the job's entrypoint `python` and
+           # its actors, run this Python (README: "source .venv/bin/activate" before `ray start`)
+           "TRITON_DIST_AUTOTUNE_DIR": str(head_root), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
     log = open(tmp_path / "head.log", "w")  # noqa: SIM115 - closed in finally
     # --block keeps `ray start` in the foreground: terminating it stops exactly this head (a
@@ -64,14 +69,22 @@ def test_job_submit_runs_the_cpu_campaign_and_seeds_the_node(tmp_path: Path) -> 
         sid = f"cpu-campaign-{os.getpid()}"
         submit = subprocess.run(
             [str(BIN / "ray"), "job", "submit", "--address", address, "--working-dir", ".", "--submission-id", sid,
+             "--runtime-env-json", json.dumps({"env_vars": {"TRITON_DIST_AUTOTUNE_DIR": str(root)}}),
              "--", "python", "-m", "ray_runner", "run", "examples/campaigns/cpu.yaml", "--seed", "nodes",
-             "--no-progress"],
+             "--no-progress", "--report-dir", str(reports)],
             cwd=REPO, env=env, capture_output=True, text=True, timeout=360)
         info = client.get_job_info(sid)
         logs = client.get_job_logs(sid)
         assert info.status == JobStatus.SUCCEEDED, f"{info.status}: {info.message}\n{logs[-4000:]}"
         assert info.driver_exit_code == 0 and submit.returncode == 0
         assert "campaign cpu: 7 tuned" in logs, logs[-3000:]
+        # the job says which cache root it used, and where the report is, as absolute paths
+        assert f"cache root: {root} (from TRITON_DIST_AUTOTUNE_DIR, on {socket.gethostname()})" in logs, logs[-3000:]
+        for name in ("cpu.json", "cpu.md"):
+            assert f"report: {reports / name}" in logs
+        report = json.loads((reports / "cpu.json").read_text())
+        assert report["counts"] == {"tuned": 7} and report["cache_dir"] == str(root)
+        assert not head_root.exists()  # runtime_env's value reached the driver and every actor
 
         entries = [json.loads(p.read_text()) for p in (root / "scale").glob("*.json")]
         assert len(entries) == 7  # 5 single-rank cases, 2 of two ranks: every case seeded on the node

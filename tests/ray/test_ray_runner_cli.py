@@ -1,0 +1,92 @@
+"""The ``ray_runner`` command line's texts and the report's files, without starting Ray
+(issue 18 items 8 and 12): help for every argument, the program's own name, absolute report
+paths, ``--report-dir``, and no stale plot next to a fresh report."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from ray_runner.__main__ import main
+from ray_runner.campaign import CampaignResult
+from ray_runner.report import write_report
+from ray_runner.scheduler import FAILED, TUNED, CaseQueue
+from ray_runner.spec import load_campaign
+
+REPO = Path(__file__).resolve().parents[2]
+CPU = REPO / "examples" / "campaigns" / "cpu.yaml"
+
+
+def _help(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    with pytest.raises(SystemExit) as info:
+        main([*argv, "--help"])
+    assert info.value.code == 0
+    return capsys.readouterr().out
+
+
+def _described(text: str, name: str) -> str:
+    """The help line(s) of argument ``name``: what follows it, up to the next argument."""
+    lines = text.splitlines()
+    first = lines.index("positional arguments:")  # past the usage lines
+    start = next(i for i, line in enumerate(lines) if i > first and line.strip().startswith(name))
+    body = [lines[start].strip()[len(name):].strip()]
+    for line in lines[start + 1:]:
+        if not line.startswith(" " * 10) or not line.strip():
+            break
+        body.append(line.strip())
+    return " ".join(b for b in body if b)
+
+
+@pytest.mark.parametrize(("command", "arguments"), [
+    ("validate", ["campaign"]),
+    ("preflight", ["campaign", "--address ADDRESS", "--cache-dir CACHE_DIR"]),
+    ("pool", ["{ls,stop}", "--address ADDRESS"]),
+    ("run", ["campaign", "--address ADDRESS", "--cache-dir CACHE_DIR", "--report-dir DIR"]),
+])
+def test_every_argument_has_a_help_text(capsys, command, arguments):
+    text = _help(capsys, command)
+    for name in arguments:
+        described = _described(text, name)
+        assert len(described) > 15, f"{command} {name}: {described!r}"
+    if "campaign" in arguments:
+        assert "docs/campaigns.md" in _described(text, "campaign")
+
+
+@pytest.mark.parametrize(("argv0", "prog"), [("/opt/venv/bin/ray-runner", "ray-runner"),
+                                             (str(REPO / "ray_runner" / "__main__.py"), "python -m ray_runner")])
+def test_the_help_names_the_program_as_it_was_started(capsys, monkeypatch, argv0, prog):
+    monkeypatch.setattr(sys, "argv", [argv0])
+    assert _help(capsys).startswith(f"usage: {prog} ")
+
+
+def _result(statuses: list[str], root: Path) -> CampaignResult:
+    campaign = load_campaign(str(CPU))
+    queue = CaseQueue(campaign.cases(), campaign.retries)
+    for run, status in zip(queue.runs, statuses + [FAILED] * len(queue.runs), strict=False):
+        run.status, run.attempts, run.seconds = status, 1, 0.5
+        if status == TUNED:
+            run.entry = {"best": {"index": 1, "config": {"cfg": 1}, "time_ms": 1.0}, "default_time_ms": 2.0}
+        else:
+            run.errors = ["RuntimeError: boom"]
+    return CampaignResult(campaign, queue.runs, "cpu", "CPU", str(root), 3.0, {"node": 2}, {})
+
+
+def test_report_dir_is_absolute_and_a_failed_campaign_leaves_no_stale_plot(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    good = write_report(_result([TUNED, TUNED], tmp_path / "cache"), "out/reports")
+    assert set(good) == {"json", "markdown", "plot"}
+    for path in good.values():
+        assert os.path.isabs(path) and Path(path).is_file()
+        assert Path(path).parent == tmp_path / "out" / "reports"
+    # the same campaign again, every case failing: a fresh report and no plot of the old run
+    bad = write_report(_result([], tmp_path / "cache"), "out/reports")
+    assert set(bad) == {"json", "markdown"}
+    assert not (tmp_path / "out" / "reports" / "cpu.png").exists()
+    assert json.loads(Path(bad["json"]).read_text())["counts"] == {FAILED: 7}
+    # without --report-dir: the campaign's report_dir, relative to the working directory
+    default = write_report(_result([TUNED], tmp_path / "cache"))
+    assert Path(default["json"]) == tmp_path / "reports" / "cpu.json"
