@@ -18,7 +18,7 @@ import triton
 import triton.language as tl
 
 import triton_dist.tune
-from triton_dist._cache import key_repr
+from triton_dist._store.files import key_repr
 from triton_dist.errors import KeyFunctionError
 from triton_dist.tune import autotune, to_hashable
 
