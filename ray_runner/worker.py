@@ -119,7 +119,7 @@ def identify_case(tuner: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, 
         "digest": digest,
         "id": _cache.entry_id(source, digest, key_text),
         "versions": software_versions(backend),
-        "space": [_cache.encode_config(c) for c in tuner.config_space],
+        "space": list(tuner.target.encoded),  # as decorated (a host function may mutate its configs)
     }
 
 

@@ -72,6 +72,11 @@ class TuneTarget:
     """stop timing clearly slower candidates early (``_adaptive.measure_adaptive``)"""
     graphs: bool = False
     """replay candidates from device graphs (``_rounds``; CUDA, NPU)"""
+    encoded: Sequence[dict[str, Any]] = ()
+    """each config's JSON encoding taken at decoration time: what identifies it in the cache. A
+    host function that mutates its config object (upstream's split-K path sets
+    ``config.num_stages = 1``) must not make its cached best look foreign in the next process
+    (issue 18 item 3)."""
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -156,10 +161,10 @@ def _lookup(target: TuneTarget, path: Path, root: Path, key_text: str, backend: 
             return None, message + " and TRITON_DIST_AUTOTUNE_VERSION_CHECK=1"
         warnings.warn(message + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
                       TritonDistWarning, stacklevel=5)
-    index = _cache.find_config(entry["best"]["config"], target.config_space)
+    index = _cache.find_config(entry["best"]["config"], target.encoded)
     if index is None:
         return None, _warn_miss(path, "the cached best config is no longer in config_space")
-    new = _reuse.unmeasured(entry, target.config_space)
+    new = _reuse.unmeasured(entry, target.encoded)
     if new and settings.cache_only == "off":
         # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
         # measure the new configs, reusing this entry's timings (see _reuse)
@@ -210,7 +215,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
             kept = _prune(target, args, kwargs, key_text)
             if not (force or settings.always_tune):
                 reuse = _reuse.find_reusable(
-                    root, target.name, target.config_space, kept, key_text, target.source_hash(),
+                    root, target.name, target.encoded, kept, key_text, target.source_hash(),
                     _reuse.body_hash(target.fn), hw["digest"], software_versions(backend),
                     measurement_info(target, backend))
     except (KeyFunctionError, PruneError, OSError) as exc:
@@ -271,7 +276,7 @@ def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, se
     try:
         diag = explain_miss(root, target.name, key_text, target.source_hash(), hw["digest"],
                             software_versions(backend),
-                            [_cache.encode_config(c) for c in target.config_space],
+                            list(target.encoded),
                             body_hash=_reuse.body_hash(target.fn), hardware=hw,
                             version_check=settings.version_check, cache_only=True)
     except OSError as exc:

@@ -10,7 +10,12 @@ with ``key_fn=lambda *args, **kwargs: (to_hashable(args[0]), to_hashable(args[1]
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,6 +28,8 @@ from triton_dist.errors import KeyFunctionError
 from triton_dist.tune import autotune, to_hashable
 
 from .helpers import entries
+
+REPO = Path(__file__).resolve().parents[2]
 
 # ------------------------------------------------------------------ to_hashable
 
@@ -202,3 +209,83 @@ def test_a_type_error_inside_key_fn_stays_the_users():
     with pytest.raises(TypeError, match="has no len") as info:
         tuned(3)
     assert not isinstance(info.value, KeyFunctionError)
+
+
+# ------------------------------------------------------------------ a host function that mutates its config
+
+SPLITK_MODULE = textwrap.dedent('''
+    import torch
+    import triton
+    import triton.language as tl
+
+    import triton_dist.tune
+    from triton_dist.tune import to_hashable
+
+    LAUNCHED = []
+
+
+    @triton.jit
+    def _scale(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offsets < n
+        tl.store(y_ptr + offsets, 2.0 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+    def key_fn_splitk(A, *args, **kwargs):
+        return to_hashable(A), kwargs.get("split_k"), kwargs.get("split_k_algo")
+
+
+    @triton_dist.tune.autotune(
+        config_space=[{"config": triton.Config({"BLOCK": b}, num_stages=3, num_warps=4)} for b in (32, 64, 128)],
+        key_fn=key_fn_splitk, n_warmup=1, n_repeat=2)
+    def splitk(A, split_k=4, split_k_algo=2, config=None):
+        config.num_stages = 1  # what upstream's split-K GEMM does to the config it is given
+        y = torch.empty_like(A)
+        _scale[(triton.cdiv(A.numel(), config.kwargs["BLOCK"]),)](A, y, A.numel(), **config.all_kwargs())
+        LAUNCHED.append(config.kwargs["BLOCK"])
+        return y
+''')
+
+SPLITK_RUNNER = textwrap.dedent('''
+    import json
+    import warnings
+
+    import torch
+
+    import splitk_module
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        x = torch.arange(256, dtype=torch.float32)
+        ok = bool(torch.equal(splitk_module.splitk(x, split_k=4, split_k_algo=2), 2 * x))
+    print(json.dumps({"ok": ok, "launched": splitk_module.LAUNCHED,
+                      "warnings": [str(w.message) for w in caught]}))
+''')
+
+
+def _run_module(tmp_path, cache_dir):
+    pythonpath = os.pathsep.join(filter(None, [str(tmp_path), str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache_dir), "PYTHONPATH": pythonpath,
+           "PYTHONDONTWRITEBYTECODE": "1", "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, str(tmp_path / "runner.py")], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=150)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.timeout(300)
+def test_a_host_function_that_mutates_its_config_hits_in_the_next_process(tmp_path, cache_dir):
+    (tmp_path / "splitk_module.py").write_text(SPLITK_MODULE)
+    (tmp_path / "runner.py").write_text(SPLITK_RUNNER)
+    first = _run_module(tmp_path, cache_dir)
+    assert first["ok"] and len(first["launched"]) == 3 * 3 + 1  # tuned: 3 configs x (1 + 2 runs), the call
+    (path,) = entries(cache_dir, "splitk")
+    entry = json.loads(path.read_text())
+    # the entry records the configs as decorated (num_stages=3), not as the function left them
+    assert {c["config"]["config"]["triton.Config"]["num_stages"] for c in entry["candidates"]} == {3}
+
+    second = _run_module(tmp_path, cache_dir)
+    assert second["ok"]
+    assert second["launched"] == [first["launched"][-1]]  # a hit: only the real call, with the cached best
+    assert not [w for w in second["warnings"] if "ignoring cache file" in w or "config_space" in w], second
+    assert entries(cache_dir, "splitk") == [path]

@@ -202,7 +202,7 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         target = tuner.target
         diag = _diagnose.explain_miss(
             root, target.name, key_text, target.source_hash(), digest, software_versions(backend),
-            [_cache.encode_config(c) for c in target.config_space], body_hash=body_hash(target.fn), **common)
+            list(target.encoded), body_hash=body_hash(target.fn), **common)
     else:
         name = args.function.rpartition(".")[2]
         diag = _diagnose.explain_miss(root, name, key_text, None, digest,

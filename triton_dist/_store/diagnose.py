@@ -264,6 +264,6 @@ def diagnose(tuner: Any, key: Any, root: Path | str | None = None) -> Diagnosis:
     return explain_miss(
         root if root is not None else settings.autotune_dir, target.name, key_text,
         target.source_hash(), hw["digest"], software_versions(backend),
-        [_cache.encode_config(c) for c in target.config_space], body_hash=body_hash(target.fn),
+        list(target.encoded), body_hash=body_hash(target.fn),
         hardware=hw, version_check=settings.version_check, cache_only=settings.cache_only != "off",
     )

@@ -56,11 +56,11 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
     hw = hardware_info(backend)
     measured = {r.index: r for r in results}
     candidates = []
-    for index, config in enumerate(target.config_space):
+    for index, config in enumerate(target.encoded):  # as decorated, not as the function left it
         r = measured.get(index)
         candidates.append({
             "index": index,
-            "config": _cache.encode_config(config),
+            "config": config,
             "pruned": r is None,
             "time_ms": _cache.json_safe_time(r.time_ms) if r else None,
             "sem_ms": r.sem_ms if r else None,
@@ -84,7 +84,7 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
         "world_size": view.size if view else 1,
         "measurement": measurement_info(target, backend),
         "candidates": candidates,
-        "best": {"index": best, "config": _cache.encode_config(target.config_space[best]),
+        "best": {"index": best, "config": target.encoded[best],
                  "time_ms": best_result.time_ms},
         "default_time_ms": _cache.json_safe_time(default.time_ms) if default else None,
         "margin": margin if math.isfinite(margin) else None,

@@ -84,10 +84,11 @@ def encode_config(config: dict[str, Any]) -> dict[str, Any]:
     return {str(k): encode_value(v) for k, v in config.items()}
 
 
-def find_config(encoded: Any, config_space: Sequence[dict[str, Any]]) -> int | None:
-    """Index of the config of the current space whose encoding equals ``encoded``."""
-    for index, config in enumerate(config_space):
-        if encode_config(config) == encoded:
+def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]]) -> int | None:
+    """Index of the config whose encoding (taken at decoration time: ``TuneTarget.encoded``)
+    equals ``encoded``."""
+    for index, config in enumerate(encoded_space):
+        if config == encoded:
             return index
     return None
 

@@ -71,11 +71,10 @@ def config_key(encoded: Any) -> str:
     return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
 
 
-def unmeasured(entry: dict[str, Any], config_space: Sequence[dict[str, Any]]) -> list[int]:
-    """Indices of the configs of ``config_space`` that ``entry`` has no candidate row for."""
+def unmeasured(entry: dict[str, Any], encoded_space: Sequence[dict[str, Any]]) -> list[int]:
+    """Indices of the (encoded) configs that ``entry`` has no candidate row for."""
     seen = {config_key(c.get("config")) for c in entry.get("candidates", []) if isinstance(c, dict)}
-    return [i for i, c in enumerate(config_space)
-            if config_key(_cache.encode_config(c)) not in seen]
+    return [i for i, c in enumerate(encoded_space) if config_key(c) not in seen]
 
 
 @dataclasses.dataclass
@@ -130,7 +129,7 @@ def _plan(entry: dict[str, Any], path: Path, space: Sequence[dict[str, Any]],
           kept: Sequence[int]) -> Reuse | None:
     index_of: dict[str, int] = {}
     for i, config in enumerate(space):
-        index_of.setdefault(config_key(_cache.encode_config(config)), i)
+        index_of.setdefault(config_key(config), i)
     best = index_of.get(config_key(entry["best"].get("config")))
     best_time = entry["best"].get("time_ms")
     if (best is None or best not in kept or not isinstance(best_time, (int, float))
@@ -155,7 +154,7 @@ def _plan(entry: dict[str, Any], path: Path, space: Sequence[dict[str, Any]],
                  float(best_time), results)
 
 
-def find_reusable(root: Path, name: str, config_space: Sequence[dict[str, Any]], kept: Sequence[int],
+def find_reusable(root: Path, name: str, encoded_space: Sequence[dict[str, Any]], kept: Sequence[int],
                   key_text: str, source_hash: str, body: str | None, hardware_digest: str,
                   versions: dict[str, str], measurement: dict[str, Any]) -> Reuse | None:
     """The newest entry of ``<root>/<name>/`` whose timings may be reused (module docstring)."""
@@ -171,7 +170,7 @@ def find_reusable(root: Path, name: str, config_space: Sequence[dict[str, Any]],
             continue
         usable.append((str(entry.get("created", "")), path, entry))
     for _, path, entry in sorted(usable, key=lambda t: t[0], reverse=True):
-        plan = _plan(entry, path, config_space, kept)
+        plan = _plan(entry, path, encoded_space, kept)
         if plan is not None:
             return plan
     return None
