@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,10 +33,16 @@ def _common() -> argparse.ArgumentParser:
     return common
 
 
+def prog_name() -> str:
+    """How this program was started: the ``triton-dist-cache`` script or ``python -m``."""
+    started = os.path.basename(sys.argv[0] or "")
+    return "triton-dist-cache" if started.startswith("triton-dist-cache") else "python -m triton_dist.cache"
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
-        prog="python -m triton_dist.cache", parents=[common],
+        prog=prog_name(), parents=[common],
         description="Inspect and manage the triton_dist autotune disk cache.",
         epilog="Exit status: 0 done, 1 a negative answer (problems, a miss, refused), 2 bad usage.",
     )

@@ -73,10 +73,14 @@ def test_ls_lists_functions_keys_best_configs_ages_and_hardware(seeded, capsys):
 
 
 def test_ls_with_dir_option_and_an_empty_root(tmp_path, capsys):
-    code, out, _ = run(capsys, "ls", "--dir", str(tmp_path / "nothing"))
+    (tmp_path / "empty").mkdir()
+    code, out, _ = run(capsys, "ls", "--dir", str(tmp_path / "empty"))
     assert code == 0 and "no entries" in out
-    code, doc = run_json(capsys, "--dir", str(tmp_path / "nothing"), "ls")
+    code, doc = run_json(capsys, "--dir", str(tmp_path / "empty"), "ls")
     assert code == 0 and doc["entries"] == []
+    # a root that does not exist is a typo, not an empty cache (issue 18 item 10)
+    code, out, err = run(capsys, "ls", "--dir", str(tmp_path / "nothing"))
+    assert code == 1 and f"no cache at {tmp_path / 'nothing'}" in err and out == ""
 
 
 def test_show_lists_every_candidate_with_its_time_or_failure(seeded, capsys):

@@ -13,7 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from triton_dist._cli.render import render_age, render_config, render_ms, shorten, table
+from triton_dist._cli.render import (
+    render_age,
+    render_config,
+    render_fields,
+    render_ms,
+    shorten,
+    table,
+    terminal_width,
+)
 from triton_dist._store import admin as _cache_admin
 from triton_dist._store import archive as _cache_archive
 from triton_dist._store import diagnose as _diagnose
@@ -33,19 +41,41 @@ def say(text: str) -> None:
 
 # ---------------------------------------------------------------------------- ls / show
 
+def no_cache(root: Path) -> CacheAdminError:
+    """A root that does not exist is most likely a typo, not an empty cache (issue 18 item 10)."""
+    return CacheAdminError(f"no cache at {root}: the directory does not exist. Check --dir or "
+                           "TRITON_DIST_AUTOTUNE_DIR (default ~/.triton_dist/autotune).")
+
+
+def _nothing_listed(root: Path, functions: list[str] | None) -> str:
+    if not functions:
+        return f"no entries under {root}"
+    rows, _ = _cache_admin.list_entries(root)
+    names = sorted({r["function"] for r in rows})
+    if not names:
+        return f"no entries of {', '.join(functions)} under {root}, which has no entries at all"
+    return (f"no entries of {', '.join(functions)} under {root}; it has {len(rows)} "
+            f"entr{'y' if len(rows) == 1 else 'ies'} of: {', '.join(names)}")
+
+
 def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    if not root.is_dir():
+        raise no_cache(root)
     rows, bad = _cache_admin.list_entries(root, args.functions)
     if as_json:
         emit({"root": str(root), "entries": rows, "unusable": bad})
         return 0
     if not rows:
-        say(f"no entries under {root}")
+        say(_nothing_listed(root, args.functions))
     else:
+        # the best config by the fields that differ between the entry's candidates (the deciding
+        # ones), cut only to fit COLUMNS / the terminal (issue 18 item 9)
         say(table(
             ["FUNCTION", "ID", "KEY", "BEST CONFIG", "TIME ms", "SPEED-UP", "AGE", "HARDWARE", "RANKS"],
-            [[r["function"], r["id"][:12], shorten(r["key"], 40), shorten(render_config(r["best"]), 40),
+            [[r["function"], r["id"][:12], r["key"], render_fields(_cache_admin.config_fields(r["best"]), r["varying"]),
               render_ms(r["best_time_ms"]), _speedup(r["default_time_ms"], r["best_time_ms"]),
-              render_age(r["age_s"]), r["hardware_digest"], r["world_size"] or "?"] for r in rows]))
+              render_age(r["age_s"]), r["hardware_digest"], r["world_size"] or "?"] for r in rows],
+            width=terminal_width(), flexible={2: 12, 3: 24}, optional=(7, 8, 6, 5)))
         functions = len({r["function"] for r in rows})
         say(f"\n{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} of {functions} function(s) under {root}")
     if bad:
@@ -60,6 +90,8 @@ def _speedup(default: Any, best: Any) -> str:
 
 
 def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    if not root.is_dir() and not Path(args.entry).expanduser().is_file():
+        raise no_cache(root)
     path = _cache_admin.find_entry(root, args.entry)
     entry, why = _cache.load_json(path)
     if entry is None:
@@ -93,6 +125,7 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         lines.append(("PROBLEM", problem))
     say("\n".join(f"{k:<9} {v}" for k, v in lines))
     rows = []
+    varying = _cache_admin.varying_fields(c.get("config") for c in entry["candidates"] if isinstance(c, dict))
     for c in entry["candidates"]:
         if not isinstance(c, dict):
             continue
@@ -100,9 +133,11 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
                   "pruned" if c.get("pruned") else f"failed: {c['error']}" if c.get("error") else "")
         if c.get("index") in (reused.get("indices") or []):
             status = (status + " (reused)").strip()
-        rows.append([c.get("index"), shorten(render_config(c.get("config")), 60), render_ms(c.get("time_ms")),
-                     "-" if c.get("error") else render_ms(c.get("sem_ms")), status])
-    say("\n" + table(["#", "CONFIG", "TIME ms", "SEM ms", "STATUS"], rows, indent="  "))
+        rows.append([c.get("index"), render_fields(_cache_admin.config_fields(c.get("config")), varying),
+                     render_ms(c.get("time_ms")), "-" if c.get("error") else render_ms(c.get("sem_ms")), status])
+    # the candidates by the fields that differ between them (the full best config is above)
+    say("\n" + table(["#", "CONFIG", "TIME ms", "SEM ms", "STATUS"], rows, indent="  ",
+                     width=terminal_width(), flexible={1: 24, 4: 24}))
     return 0
 
 
@@ -251,8 +286,16 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 
 def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if args.older_than is None and not (args.other_hardware or args.history or args.invalid):
+        if args.functions:  # issue 18 item 10: --function narrows a choice, it is not one
+            names = " ".join(f"--function {f}" for f in args.functions)
+            raise TritonDistError(
+                f"{names} only narrows what prune removes; say what to remove: --older-than DAYS, "
+                "--other-hardware, --history or --invalid. To remove every entry of it: "
+                f"`prune {names} --older-than 0` (add --dry-run first to see what would go)")
         raise TritonDistError("prune needs at least one of --older-than DAYS, --other-hardware, "
                               "--history, --invalid (add --dry-run to see what would go)")
+    if not root.is_dir():
+        raise no_cache(root)
     if args.older_than is not None and not args.older_than >= 0:
         raise TritonDistError(f"--older-than must be a number of days >= 0, got {args.older_than}")
     keep = None

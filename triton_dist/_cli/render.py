@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render_age", "render_config", "render_ms", "render_value", "shorten", "table"]
+__all__ = ["render_age", "render_config", "render_fields", "render_ms", "render_value", "shorten", "table",
+           "terminal_width"]
 
 # triton.Config fields that only add noise at their usual values
 _CONFIG_DEFAULTS = {"num_ctas": 1, "enable_warp_specialization": False, "enable_persistent": False}
@@ -53,6 +57,18 @@ def render_config(encoded: Any) -> str:
     return ", ".join(f"{k}={render_value(v)}" for k, v in encoded.items())
 
 
+def render_fields(flat: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """``BLOCK=512, num_warps=4``: the ``fields`` of a flattened config (``admin.config_fields``),
+    all of them when ``fields`` is empty; a lone config's ``cfg.`` prefix is left out."""
+    shown = [f for f in fields if f in flat] or list(flat)
+    tops = {f.partition(".")[0] for f in flat}
+    parts = []
+    for field in shown:
+        name = field.partition(".")[2] if len(tops) == 1 and "." in field else field
+        parts.append(f"{name}={render_value(flat[field])}" if name else render_value(flat[field]))
+    return ", ".join(parts)
+
+
 def render_ms(value: Any) -> str:
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "-"
@@ -73,9 +89,56 @@ def shorten(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "") -> str:
-    """Left-aligned columns separated by two spaces."""
+def terminal_width() -> int | None:
+    """``COLUMNS`` if set, else the terminal's width, else None (not a terminal: no cutting)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
+def _fit(widths: list[int], flexible: Mapping[int, int], room: int) -> list[int]:
+    """Narrow the ``flexible`` columns (index -> narrowest width), widest first, until the
+    widths fit in ``room``."""
+    widths = list(widths)
+    excess = sum(widths) - room
+    while excess > 0:
+        candidates = [i for i, least in flexible.items() if widths[i] > least]
+        if not candidates:
+            break
+        widest = max(candidates, key=lambda i: widths[i])
+        others = [widths[i] for i in candidates if i != widest]
+        step = min(excess, widths[widest] - max([flexible[widest], *others]) or 1)
+        widths[widest] -= step
+        excess -= step
+    return widths
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], indent: str = "", *,
+          width: int | None = None, flexible: Mapping[int, int] | None = None,
+          optional: Sequence[int] = ()) -> str:
+    """Left-aligned columns separated by two spaces. With ``width``, the ``optional`` columns
+    are left out (in that order) while the rest cannot fit, then the ``flexible`` columns
+    (index -> narrowest width) are cut (``…``) so that a line fits in ``width`` characters."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    if width is not None and flexible:
+        keep = list(range(len(headers)))
+
+        def least(i: int) -> int:
+            return min(widths[i], flexible[i]) if i in flexible else widths[i]
+
+        for drop in optional:
+            if sum(least(i) for i in keep) + 2 * (len(keep) - 1) + len(indent) <= width:
+                break
+            keep.remove(drop)
+        room = width - len(indent) - 2 * (len(keep) - 1)
+        fitted = _fit([widths[i] for i in keep], {keep.index(i): m for i, m in flexible.items() if i in keep}, room)
+        cells = [[shorten(row[i], w) if i in flexible else row[i] for i, w in zip(keep, fitted, strict=True)]
+                 for row in cells]
+        widths = fitted
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells]
     return "\n".join(indent + line for line in lines)

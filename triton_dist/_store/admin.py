@@ -21,7 +21,8 @@ from triton_dist._store import files as _cache
 from triton_dist._store.fingerprint import digest
 from triton_dist.errors import CacheAdminError
 
-__all__ = ["Finding", "check_entry", "entry_problem", "find_entry", "list_entries", "prune", "verify"]
+__all__ = ["Finding", "check_entry", "config_fields", "entry_problem", "find_entry", "list_entries", "prune",
+           "varying_fields", "verify"]
 
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 HISTORY_RE = re.compile(r"^([0-9a-f]{32})\.(\d{8}T\d{12}Z)(?:-\d+)?$")  # -N: same microsecond
@@ -107,6 +108,35 @@ def iter_entries(root: Path, functions: Iterable[str] | None = None, history: bo
             yield path, (entry if why is None else None), why
 
 
+def config_fields(encoded: Any) -> dict[str, Any]:
+    """An encoded config as flat ``{field: encoded value}``; a triton.Config's kwargs and
+    attributes become ``<name>.<field>`` (``cfg.BLOCK``, ``cfg.num_warps``)."""
+    if not isinstance(encoded, dict):
+        return {"": encoded}
+    flat: dict[str, Any] = {}
+    for name, value in encoded.items():
+        fields = value.get("triton.Config") if isinstance(value, dict) and len(value) == 1 else None
+        if not isinstance(fields, dict):
+            flat[str(name)] = value
+            continue
+        kwargs = fields.get("kwargs")
+        pairs = kwargs.get("dict") if isinstance(kwargs, dict) else None
+        for pair in pairs if isinstance(pairs, list) else []:
+            if isinstance(pair, list) and len(pair) == 2:
+                flat[f"{name}.{pair[0]}"] = pair[1]
+        flat.update((f"{name}.{attr}", v) for attr, v in fields.items() if attr != "kwargs")
+    return flat
+
+
+def varying_fields(configs: Iterable[Any]) -> list[str]:
+    """The fields (:func:`config_fields`) whose value differs between ``configs``: what decides
+    between candidates, and what ``ls`` shows of a best config (issue 18 item 9)."""
+    flats = [config_fields(c) for c in configs]
+    names = dict.fromkeys(f for flat in flats for f in flat)
+    return [f for f in names
+            if len({json.dumps(flat[f], sort_keys=True) if f in flat else None for flat in flats}) > 1]
+
+
 def list_entries(root: Path, functions: Iterable[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(one summary per usable entry, unusable files with why), for ``ls``."""
     rows, bad = [], []
@@ -126,6 +156,7 @@ def list_entries(root: Path, functions: Iterable[str] | None = None) -> tuple[li
             "source_hash": entry["source_hash"], "versions": entry["versions"],
             "world_size": entry.get("world_size"), "candidates": len(entry["candidates"]),
             "failed": sum(1 for c in entry["candidates"] if isinstance(c, dict) and c.get("error")),
+            "varying": varying_fields(c.get("config") for c in entry["candidates"]),
             "history": n_history,
         })
     return rows, bad
@@ -146,6 +177,8 @@ def find_entry(root: Path, spec: str) -> Path:
         current += [p for p in directory.glob("*.json") if p.stem.lower().startswith(prefix)]
         older += [p for p in (directory / "history").glob("*.json") if p.stem.lower().startswith(prefix)]
     matches = current or older
+    if not matches and function:
+        raise CacheAdminError(_not_under(root, function, prefix))
     if not matches:
         raise CacheAdminError(f"no entry under {root} has an id starting with {prefix!r}; "
                               "`ls` lists the entries and their ids.")
@@ -153,6 +186,20 @@ def find_entry(root: Path, spec: str) -> Path:
         shown = "\n  ".join(str(p) for p in sorted(matches)[:10])
         raise CacheAdminError(f"{spec!r} matches {len(matches)} entries; give more of the id:\n  {shown}")
     return matches[0]
+
+
+def _not_under(root: Path, function: str, prefix: str) -> str:
+    """Why ``function/prefix`` names nothing, and where that id is if another function has it."""
+    elsewhere = sorted(p for d in function_dirs(root) for p in d.glob("*.json") if p.stem.lower().startswith(prefix))
+    where = f"no entry of {function!r} under {root} has an id starting with {prefix!r}"
+    if not (root / _cache.safe_name(function)).is_dir():
+        names = [d.name for d in function_dirs(root)]
+        where = (f"there is no function {function!r} under {root}"
+                 + (f" (its functions: {', '.join(names)})" if names else ""))
+    if elsewhere:
+        found = ", ".join(f"{p.parent.name}/{p.stem[:12]}" for p in elsewhere[:5])
+        return f"{where}; the id is under another function: {found}. Give that, or the id alone."
+    return f"{where}; `ls` lists the entries and their ids."
 
 
 # ---------------------------------------------------------------------------- verify
