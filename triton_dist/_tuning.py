@@ -32,7 +32,7 @@ from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import CandidateResult, DoBench, describe, measure_candidates
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import build_entry, measurement_info, pick_best
+from triton_dist._store.entry import MAX_TIE_TOLERANCE, build_entry, measurement_info, pick_best
 from triton_dist._store.fingerprint import hardware_info, software_versions
 from triton_dist.errors import (
     CacheMissError,
@@ -234,8 +234,14 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     if local_error is not None:
         raise local_error
 
+    rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
     if decision.startswith("hit:"):
-        return Outcome(int(decision[4:]), "cache", path=path)
+        index = int(decision[4:])
+        if verbose:  # issue 18 item 11: a hit says so, and where it came from
+            TuningLog(None, True, rank_prefix).info(
+                "%s: cache hit for key %s: config %d %s, from %s", target.qualname, key_text, index,
+                show_config(target.config_space[index]), path)
+        return Outcome(index, "cache", path=path)
     if decision == "cache-only-miss":
         why = _explain(target, root, key_text, backend, settings, why)
         if settings.cache_only == "strict":
@@ -261,10 +267,19 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
             _cache.ensure_private_dir(path.parent, root)
         except OSError:
             log_path = None
-    rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
     with TuningLog(log_path, verbose, rank_prefix) as tlog:
         return _tune(target, key_text, args, kwargs, kept, view, backend, settings, tlog,
                      overwrite, path if writer else None, root, why, reuse)
+
+
+def _why_not_fastest(results: Sequence[CandidateResult], best: int) -> str:
+    """Why ``best`` is not the lowest mean, if it is not: pick_best's noise tie rule."""
+    fastest = min((r for r in results if math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.index))
+    if fastest.index == best:
+        return ""
+    return (f"; config {fastest.index} measured {fastest.time_ms:.4f} ms, but the difference is within "
+            f"noise of the fastest (2 x the combined standard error, at most "
+            f"{MAX_TIE_TOLERANCE:.0%}), so the earliest in config_space wins")
 
 
 def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, settings: Settings,
@@ -377,9 +392,9 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
             key=key_text, errors=[r.error for r in results],
         )
     best, margin = pick_best(results)
-    tlog.info("best config for key %s: %d %s (%.4f ms, margin %.1f%%)", key_text, best,
+    tlog.info("best config for key %s: %d %s (%.4f ms, margin %.1f%%)%s", key_text, best,
               show_config(target.config_space[best]), next(r.time_ms for r in results if r.index == best),
-              margin * 100 if math.isfinite(margin) else float("inf"))
+              margin * 100 if math.isfinite(margin) else float("inf"), _why_not_fastest(results, best))
     entry = build_entry(target, key_text, results, best, margin, backend, view, reuse)
     path = None
     if write_path is not None:

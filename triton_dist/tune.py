@@ -16,6 +16,7 @@ from typing import Any
 
 from triton_dist import _tuning
 from triton_dist._keys import key_fn_error, to_hashable
+from triton_dist._logging import TuningLog
 from triton_dist._measure.bench import DoBench
 from triton_dist._store.files import encode_config
 from triton_dist._store.fingerprint import source_hash
@@ -111,6 +112,8 @@ class AutoTuner:
         self._fields = frozenset(f for config in self.config_space for f in config)
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}
+        self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
+        self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
         self._source_hash: str | None = None
         self.target = _tuning.TuneTarget(
             fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
@@ -167,6 +170,9 @@ class AutoTuner:
             best = self._best[key]
         except (KeyError, TypeError):
             best = self._miss(key, args, kwargs, verbose, overwrite, pg)
+        else:
+            if verbose:
+                self._tell_hit(key, best)
         if kwargs and not self._fields.isdisjoint(kwargs):
             return self._call(best, args, kwargs, overwrite)
         return self.fn(*args, **kwargs, **best)
@@ -219,7 +225,21 @@ class AutoTuner:
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
         best = self.config_space[outcome.index]
         self._best[key] = best
+        self._origins[key] = (f"loaded from the cache entry {outcome.path}" if outcome.source == "cache" else
+                              f"tuned in this process, entry {outcome.path}" if outcome.source == "tuned" else
+                              "config_space[0], untuned (TRITON_DIST_AUTOTUNE_CACHE_ONLY=1)")
+        if verbose and outcome.source == "cache":
+            self._told.add(key)  # resolve said it hit on disk
         return best
+
+    def _tell_hit(self, key: Any, best: dict[str, Any]) -> None:
+        """autotune_verbose: an in-memory hit is said once per key, with where it came from."""
+        if key in self._told:
+            return
+        self._told.add(key)
+        TuningLog(None, True).info("%s: in-memory hit for key %r: config %d %s (%s)", self.target.qualname, key,
+                                   self.config_space.index(best), _tuning.show_config(best),
+                                   self._origins.get(key, "decided earlier in this process"))
 
     # ------------------------------------------------------------------ beyond the seed's API
 
@@ -252,6 +272,8 @@ class AutoTuner:
     def clear(self) -> None:
         """Forget the in-memory decisions (the disk cache stays)."""
         self._best.clear()
+        self._origins.clear()
+        self._told.clear()
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:

@@ -1,0 +1,88 @@
+"""What ``autotune_verbose=True`` says (issue 18 item 11): a hit once per key with where it came
+from, and why a config that is not the fastest measured was chosen."""
+
+from __future__ import annotations
+
+from triton_dist.tune import autotune
+
+from .helpers import entries, make_tuner
+
+TIMES = {0: 3.0, 1: 1.0, 2: 2.0}
+
+
+def _said(capsys):
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("[triton_dist]")]
+
+
+def test_a_disk_hit_says_so_once_with_the_entry_path(cache_dir, capsys):
+    first, _ = make_tuner(times=TIMES)
+    first(4)
+    (path,) = entries(cache_dir)
+    capsys.readouterr()
+
+    second, probe = make_tuner(times=TIMES)
+    second(4, autotune_verbose=True)
+    (line,) = _said(capsys)
+    assert "cache hit for key ('x', 4)" in line and "config 1 {'c': 1}" in line and str(path) in line
+    second(4, autotune_verbose=True)  # now an in-memory hit of the same key: already said
+    assert _said(capsys) == []
+    assert probe.benches == 0
+
+
+def test_an_in_memory_hit_says_so_once_per_key_and_where_it_came_from(cache_dir, capsys):
+    tuned, _ = make_tuner(times=TIMES)
+    tuned(4, autotune_verbose=True)
+    tuning = _said(capsys)
+    assert any("tuning" in line for line in tuning) and any("best config" in line for line in tuning)
+    (path,) = entries(cache_dir)
+
+    tuned(4, autotune_verbose=True)
+    (line,) = _said(capsys)
+    assert "in-memory hit for key ('x', 4): config 1 {'c': 1}" in line
+    assert f"tuned in this process, entry {path}" in line
+    tuned(4, autotune_verbose=True)
+    tuned(4)
+    assert _said(capsys) == []  # once per key, and nothing without verbose
+    tuned(5)
+    tuned(5, autotune_verbose=True)
+    (line,) = _said(capsys)
+    assert "in-memory hit for key ('x', 5)" in line
+    tuned.clear()
+
+
+def test_quiet_calls_say_nothing(cache_dir, capsys):
+    tuned, _ = make_tuner(times=TIMES)
+    tuned(4)
+    tuned(4)
+    assert capsys.readouterr().out == ""
+
+
+def _noisy_bench(means):
+    """Per-run times alternating +-0.02 ms around each config's mean: a standard error of ~0.007 ms."""
+    def bench(fn, n_warmup, n_repeat):
+        mean = means[fn()]
+        return [mean + (0.02 if i % 2 else -0.02) for i in range(n_repeat)]
+    return bench
+
+
+def test_a_choice_within_noise_of_the_fastest_says_why(cache_dir, capsys):
+    # config 1 is measured 1% faster than config 0: inside the noise, the earlier one wins
+    @autotune([{"c": 0}, {"c": 1}, {"c": 2}], key_fn=lambda n: (n,), do_bench=_noisy_bench({0: 1.01, 1: 1.00, 2: 2.0}))
+    def host(n, c):
+        return c
+
+    assert host(1, autotune_verbose=True) == 0
+    (best,) = [line for line in _said(capsys) if "best config" in line]
+    assert "best config for key (1,): 0" in best
+    assert "config 1 measured 1.0000 ms" in best
+    assert "within noise of the fastest" in best and "the earliest in config_space wins" in best
+
+
+def test_a_clear_winner_gives_no_reason(cache_dir, capsys):
+    @autotune([{"c": 0}, {"c": 1}], key_fn=lambda n: (n,), do_bench=_noisy_bench({0: 1.5, 1: 1.0}))
+    def host(n, c):
+        return c
+
+    assert host(1, autotune_verbose=True) == 1
+    (best,) = [line for line in _said(capsys) if "best config" in line]
+    assert "within noise" not in best
