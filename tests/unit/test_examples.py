@@ -33,6 +33,7 @@ def test_scale_script_runs_as_is_and_tunes_then_hits(cache_dir):
     again = _script(cache_dir, "examples/scale.py")
     assert again.returncode == 0, again.stderr
     assert "tuning" not in again.stdout  # a second process hits the cache
+    assert "cache hit for key" in again.stdout  # and, verbose, says so (issue 18 item 11)
 
 
 def test_gemm_script_runs_and_matches_torch_matmul(cache_dir):

@@ -170,5 +170,7 @@ def test_verbose_prints_the_tuning_and_quiet_prints_nothing(capsys, cache_dir):
     logs = sorted((cache_dir / "host").glob("*.log"))
     assert len(logs) == 2
     assert all("best config" in log.read_text() for log in logs)
-    tuned(2, autotune_verbose=True)  # a known key: nothing to say
+    tuned(2, autotune_verbose=True)  # a known key: its hit is said once (issue 18 item 11)
+    assert "in-memory hit for key ('x', 2)" in capsys.readouterr().out
+    tuned(2, autotune_verbose=True)
     assert capsys.readouterr().out == ""
