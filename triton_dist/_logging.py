@@ -14,9 +14,19 @@ import sys
 from pathlib import Path
 from typing import IO
 
-__all__ = ["TuningLog"]
+__all__ = ["TuningLog", "announce_once"]
 
 log = logging.getLogger("triton_dist.tune")
+
+_announced: set[str] = set()
+
+
+def announce_once(path: Path, message: str) -> None:
+    """Say ``message`` (a WARNING of the ``triton_dist`` logger: visible without any logging
+    set-up) the first time this process writes ``path``."""
+    if str(path) not in _announced:
+        _announced.add(str(path))
+        logging.getLogger("triton_dist").warning("%s", message)
 
 
 class TuningLog:

@@ -25,8 +25,9 @@ from typing import Any
 
 from triton_dist._backends import get_backend
 from triton_dist._contextual import triton_compat as compat
+from triton_dist._contextual.inner import InnerOptions, read_options
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
-from triton_dist._logging import TuningLog
+from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.bench import describe
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
 from triton_dist.settings import get_settings
@@ -74,6 +75,7 @@ class KernelTuning:
     done: bool = False
     best: Candidate | None = None
     launches_skipped: int = 0
+    inner: InnerOptions = dataclasses.field(default_factory=lambda: InnerOptions(None))  # do_bench, print...
 
     @property
     def per_candidate(self) -> int:
@@ -86,17 +88,6 @@ class KernelTuning:
     def prefix(self, cand: Candidate) -> str:
         return (f"func: {self.name} | key: {self.key_text} | config-id: {cand.config_id} | "
                 f"config: {compat.config_text(cand.config)}")
-
-
-def _config_id(at: Any, config: Any, fallback: int) -> int:
-    configs = list(getattr(at, "configs", ()) or ())
-    for i, c in enumerate(configs):
-        if c is config:
-            return i
-    try:  # triton-ascend's prune_configs may hand back deep copies
-        return configs.index(config)
-    except (ValueError, TypeError, AttributeError):
-        return fallback
 
 
 def _key_text(key: tuple, named: dict[str, Any]) -> str:
@@ -164,6 +155,9 @@ class Session:
     def info(self, message: str, *args: object) -> None:
         if self._log is None:
             self._log = TuningLog(self.log_path, verbose=False, prefix=f"[rank-{self.rank}] ")
+            # the seed puts it in the working directory: say so on its first write (issue 18)
+            announce_once(self.log_path, f"contextual tuning of {self.qualname} logs to {self.log_path} "
+                                         f"(./{LOG_DIR}/ of the working directory)")
         self._log.info(message, *args)
 
     # -- the takeover handler --------------------------------------------------------------
@@ -198,9 +192,9 @@ class Session:
                 at.cache = {}
             at.cache[key] = configs[0]
             return None
-        candidates = [Candidate(i, c, _config_id(at, c, i)) for i, c in enumerate(configs)]
+        candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
         state = KernelTuning(at, key, name, key_text, candidates, self.n_warmup, self.n_repeat,
-                             registered_run=self.run_index)
+                             registered_run=self.run_index, inner=read_options(at))
         self.states[(id(at), key)] = state
         self.run_tunes = True
         self.info("func: %s | key: %s | tuning %d of %d configs, %d warm-up + %d timed launches "
@@ -241,7 +235,9 @@ class Session:
             compat.reset_only(state.at, best, args, kwargs)
         return original(state.at, *args, **kwargs)
 
-    def _timed(self, fn: Callable[[], Any]) -> tuple[Any, float]:
+    def _timed(self, fn: Callable[[], Any], inner: InnerOptions) -> tuple[Any, float]:
+        if inner.do_bench is not None:  # the inner triton.autotune's own benchmarker
+            return inner.bench(fn)
         box: list[Any] = []
         ms = self.backend.time_runs(lambda: box.append(fn()), 1)[0]
         return box[0], float(ms)
@@ -271,12 +267,14 @@ class Session:
                 state.slot += 1
                 break
             call = functools.partial(compat.launch, state.at, cand.config, args, kwargs)
+            if r == 0:
+                state.inner.announce(state.name, cand.config)
             try:
                 if r < state.n_warmup:
                     ret = call()
                     self.info("%s | %s", state.prefix(cand), where)
                 else:
-                    ret, ms = self._timed(call)
+                    ret, ms = self._timed(call, state.inner)
                     cand.times.append(ms)
                     done = len(cand.times) == state.n_repeat
                     self.info("%s | %s | time: %.4f ms%s", state.prefix(cand), where, ms,
@@ -347,6 +345,7 @@ class Session:
         cache[state.key] = best.config
         state.at.configs_timings = {c.config: m for c, m in zip(state.candidates, means, strict=True)}
         state.best, state.done = best, True
+        state.inner.finished(state.at, state.name, state.key, best.config, state.at.configs_timings)
         self.info("func: %s | key: %s | best-config-id: %d | best-config: %s | best-latency: %.4f ms",
                   state.name, state.key_text, best.config_id, compat.config_text(best.config), best_time)
         log.info("contextual tuning: %s key %s -> config %d (%s), %.4f ms", state.name,

@@ -21,6 +21,7 @@ from triton_dist._measure.bench import candidate_failure_types
 __all__ = [
     "Takeover",
     "autotuner_class",
+    "config_id",
     "config_text",
     "failure_types",
     "known_issue",
@@ -179,6 +180,18 @@ def reset_only(at: Any, config: Any, args: tuple, kwargs: dict) -> None:
         return
     full_nargs = {**named_args(at, args), **kwargs, **config.all_kwargs()}
     pre_hook(full_nargs, reset_only=True)
+
+
+def config_id(at: Any, config: Any, fallback: int) -> int:
+    """Position of ``config`` in the kernel's ``configs`` (what the log calls config-id)."""
+    configs = list(getattr(at, "configs", ()) or ())
+    for i, c in enumerate(configs):
+        if c is config:
+            return i
+    try:  # triton-ascend's prune_configs may hand back deep copies
+        return configs.index(config)
+    except (ValueError, TypeError, AttributeError):
+        return fallback
 
 
 def config_text(config: Any) -> str:

@@ -1,0 +1,108 @@
+"""What the inner ``@triton.autotune`` asked for, honoured inside the real run (issue 18 item 5).
+
+Contextual tuning replaces the inner autotuner's benchmark, not its user's wishes:
+
+- ``do_bench=`` (a custom benchmarker given to ``triton.autotune``) times every timed launch
+  slot: it gets the slot's launch, hooks included, as stock ``Autotuner._bench`` hands it the
+  ``kernel_call``, and its result (a number, or quantiles whose first is used, as stock ``run``
+  ranks by it) is the slot's time. How many times it launches is up to it;
+- ``knobs.autotuning.print`` prints stock ``run``'s two messages (one per candidate, one with the
+  choice) on stdout, and ``knobs.autotuning.listener`` is called once per tuned key with stock
+  ``run``'s arguments (``cache_hit=False``, ``configs_timings`` the mean per config);
+- ``bench_time`` is set on the autotuner: the seconds from the kernel's first measured launch to
+  its choice, i.e. the tuning's duration inside the real runs (the outer function's other work
+  between launches included, which stock ``run`` does not have).
+
+What cannot be honoured inside a real run is documented in README.md and docs/architecture.md:
+the deprecated ``warmup``/``rep`` millisecond budgets and ``use_cuda_graph`` (a launch slot is
+one eager launch; ``n_warmup``/``n_repeat`` count them), and ``cache_results`` /
+``knobs.autotuning.cache`` (contextual tuning keeps no disk cache: SPEC §B).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["InnerOptions", "read_options"]
+
+
+def _knobs() -> Any:
+    try:
+        from triton import knobs
+    except ImportError:  # Triton < 3.4 and triton-ascend 3.2: no knobs
+        return None
+    return getattr(knobs, "autotuning", None)
+
+
+def _user_do_bench(at: Any) -> Callable[..., Any] | None:
+    """The ``do_bench`` the user gave ``triton.autotune``, not one derived from the deprecated
+    ``warmup``/``rep``/``use_cuda_graph`` (those budgets cannot apply to one launch slot)."""
+    if getattr(at, "num_warmups", None) is not None or getattr(at, "num_reps", None) is not None \
+            or getattr(at, "use_cuda_graph", False):
+        return None
+    bench = getattr(at, "_do_bench", None)  # Triton 3.2+; the public property would build a default
+    return bench if callable(bench) else None
+
+
+@dataclasses.dataclass
+class InnerOptions:
+    """The inner autotuner's wishes for one kernel's tuning."""
+
+    do_bench: Callable[..., Any] | None
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+    def bench(self, call: Callable[[], Any]) -> tuple[Any, float]:
+        """(the last launch's return, the custom benchmarker's time in ms) for one slot."""
+        box: list[Any] = [None]
+
+        def kernel_call() -> None:
+            box[0] = call()
+
+        measured = self.do_bench(kernel_call, quantiles=(0.5, 0.2, 0.8))  # type: ignore[misc]
+        if isinstance(measured, (list, tuple)):
+            measured = measured[0]
+        return box[0], float(measured)
+
+    def announce(self, name: str, config: Any) -> None:
+        knobs = _knobs()
+        if knobs is not None and getattr(knobs, "print", False):
+            _say(f"Autotuning kernel {name} with config {config}")
+
+    def finished(self, at: Any, name: str, key: tuple, best: Any, timings: dict[Any, float]) -> None:
+        """The choice is made: ``bench_time``, then the print and the listener, as stock ``run``."""
+        at.bench_time = time.perf_counter() - self.started
+        knobs = _knobs()
+        if knobs is None:
+            return
+        listener = getattr(knobs, "listener", None)
+        if listener is not None:
+            listener(fn=_jit_function(at), key=key, best_config=best, configs_timings=timings,
+                     duration=at.bench_time, cache_hit=False)
+        if getattr(knobs, "print", False):
+            _say(f"Triton autotuning for function {name},\nwith key as {key},\n"
+                 f"finished after {at.bench_time:.2f}s,\nbest config selected: {best};")
+
+
+def _jit_function(at: Any) -> Any:
+    """The JITFunction under heuristics wrappers, as stock ``run`` hands the listener; under the
+    interpreter (no JITFunction anywhere) the kernel object the autotuner wraps."""
+    from triton.runtime.jit import JITFunction
+
+    fn = at.fn
+    while not isinstance(fn, JITFunction) and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn if isinstance(fn, JITFunction) else at.fn
+
+
+def _say(text: str) -> None:
+    # the user asked Triton for these lines on stdout (knobs.autotuning.print)
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def read_options(at: Any) -> InnerOptions:
+    return InnerOptions(do_bench=_user_do_bench(at))
