@@ -3,7 +3,8 @@
 Written against stock Triton 3.0–3.9 and triton-ascend 3.2 (its ``Config.all_kwargs()`` carries
 extra bishengir launch options, its driver has no ``get_benchmarker``/device interface). Every
 attribute that differs between them is read defensively; nothing here calls Triton's driver or
-``do_bench``: timing belongs to the project's device backends.
+its default benchmarker: timing belongs to the project's device backends, unless the user gave
+the inner ``triton.autotune`` its own ``do_bench`` (``inner.py`` honours that one).
 
 The key, the pruning and the hook calls mirror ``Autotuner.run``/``Autotuner._bench`` so that a
 config written into ``Autotuner.cache[key]`` is exactly what the stock ``run`` looks up later.
