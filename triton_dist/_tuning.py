@@ -32,7 +32,7 @@ from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import CandidateResult, DoBench, describe, measure_candidates
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import MAX_TIE_TOLERANCE, build_entry, measurement_info, pick_best
+from triton_dist._store.entry import build_entry, measurement_info, pick_best, pick_note
 from triton_dist._store.fingerprint import hardware_info, software_versions
 from triton_dist.errors import (
     CacheMissError,
@@ -73,10 +73,8 @@ class TuneTarget:
     graphs: bool = False
     """replay candidates from device graphs (``_rounds``; CUDA, NPU)"""
     encoded: Sequence[dict[str, Any]] = ()
-    """each config's JSON encoding taken at decoration time: what identifies it in the cache. A
-    host function that mutates its config object (upstream's split-K path sets
-    ``config.num_stages = 1``) must not make its cached best look foreign in the next process
-    (issue 18 item 3)."""
+    """each config's JSON encoding at decoration: its identity in the cache, whatever the host
+    function does to the config object later (upstream's split-K sets num_stages; issue 18)"""
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -272,16 +270,6 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
                      overwrite, path if writer else None, root, why, reuse)
 
 
-def _why_not_fastest(results: Sequence[CandidateResult], best: int) -> str:
-    """Why ``best`` is not the lowest mean, if it is not: pick_best's noise tie rule."""
-    fastest = min((r for r in results if math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.index))
-    if fastest.index == best:
-        return ""
-    return (f"; config {fastest.index} measured {fastest.time_ms:.4f} ms, but the difference is within "
-            f"noise of the fastest (2 x the combined standard error, at most "
-            f"{MAX_TIE_TOLERANCE:.0%}), so the earliest in config_space wins")
-
-
 def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, settings: Settings,
              why: str) -> str:
     """The lookup's reason, made specific by the miss diagnosis (which component differs)."""
@@ -394,7 +382,7 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
     best, margin = pick_best(results)
     tlog.info("best config for key %s: %d %s (%.4f ms, margin %.1f%%)%s", key_text, best,
               show_config(target.config_space[best]), next(r.time_ms for r in results if r.index == best),
-              margin * 100 if math.isfinite(margin) else float("inf"), _why_not_fastest(results, best))
+              margin * 100 if math.isfinite(margin) else float("inf"), pick_note(results, best))
     entry = build_entry(target, key_text, results, best, margin, backend, view, reuse)
     path = None
     if write_path is not None:

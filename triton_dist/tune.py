@@ -295,7 +295,9 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         config_space: non-empty list of dicts; each dict is one complete candidate whose fields
             are passed to the function as keyword arguments. ``config_space[0]`` is the default.
         key_fn: ``key_fn(*args, **kwargs)`` → hashable key with a stable repr (shapes, dtypes,
-            world size). Same key → same best config.
+            world size). Same key → same best config. :func:`to_hashable` builds one from
+            tensors as upstream Triton-distributed's kernels do:
+            ``key_fn=lambda A, B, *args, **kwargs: (to_hashable(A), to_hashable(B))``.
         prune_fn: optional ``prune_fn(config, *args, **kwargs) -> bool``; True keeps the config.
         n_warmup, n_repeat: untimed and timed runs per candidate (the seed's 5 and 10).
         do_bench: optional ``do_bench(fn, n_warmup, n_repeat) -> per-run ms`` replacing the

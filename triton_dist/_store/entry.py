@@ -20,7 +20,7 @@ from triton_dist._store.fingerprint import hardware_info, software_versions
 if TYPE_CHECKING:
     from triton_dist._tuning import TuneTarget
 
-__all__ = ["MAX_TIE_TOLERANCE", "build_entry", "measurement_info", "pick_best"]
+__all__ = ["MAX_TIE_TOLERANCE", "build_entry", "measurement_info", "pick_best", "pick_note"]
 
 #: a later candidate must beat an earlier one by more than this (relative) to win a near tie
 MAX_TIE_TOLERANCE = 0.02
@@ -40,6 +40,16 @@ def pick_best(results: Sequence[CandidateResult]) -> tuple[int, float]:
     others = [r.time_ms for r in finite if r.index != chosen.index]
     margin = (min(others) - chosen.time_ms) / chosen.time_ms if others and chosen.time_ms > 0 else math.inf
     return chosen.index, margin
+
+
+def pick_note(results: Sequence[CandidateResult], best: int) -> str:
+    """Why :func:`pick_best` chose ``best`` although it is not the lowest mean ("" if it is)."""
+    fastest = min((r for r in results if math.isfinite(r.time_ms)), key=lambda r: (r.time_ms, r.index))
+    if fastest.index == best:
+        return ""
+    return (f"; config {fastest.index} measured {fastest.time_ms:.4f} ms, but the difference is within "
+            f"noise of the fastest (2 x the combined standard error, at most "
+            f"{MAX_TIE_TOLERANCE:.0%}), so the earliest in config_space wins")
 
 
 def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
