@@ -73,8 +73,10 @@ class TuneTarget:
     graphs: bool = False
     """replay candidates from device graphs (``_rounds``; CUDA, NPU)"""
     encoded: Sequence[dict[str, Any]] = ()
-    """each config's JSON encoding at decoration: its identity in the cache, whatever the host
-    function does to the config object later (upstream's split-K sets num_stages; issue 18)"""
+    """each config's JSON encoding at decoration: its cache identity, whatever fn does to it later"""
+
+    def __post_init__(self) -> None:  # upstream's split-K sets config.num_stages (issue 18 item 3)
+        self.encoded = tuple(self.encoded) or tuple(_cache.encode_config(c) for c in self.config_space)
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]

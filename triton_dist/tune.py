@@ -18,7 +18,6 @@ from triton_dist import _tuning
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
 from triton_dist._measure.bench import DoBench
-from triton_dist._store.files import encode_config
 from triton_dist._store.fingerprint import source_hash
 from triton_dist.errors import (
     ConfigSpaceError,
@@ -121,7 +120,6 @@ class AutoTuner:
             n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
             check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
             adaptive=bool(adaptive), graphs=bool(graphs),
-            encoded=tuple(encode_config(c) for c in self.config_space),
         )
         functools.update_wrapper(self, fn)
 
