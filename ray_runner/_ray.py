@@ -94,7 +94,9 @@ def ray_session(address: str | None, *, resources: dict[str, float] | None = Non
         # a private single-machine Ray needs no token; Ray 2.60 would otherwise write a token file
         # that a later `ray job submit` against another cluster picks up and fails with
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-        kwargs.update(include_dashboard=False, resources=resources or None)
+        # address="local": always a new private cluster, never one that `ray start` left running on
+        # this machine (plain ray.init() would join it through /tmp/ray/ray_current_cluster)
+        kwargs.update(address="local", include_dashboard=False, resources=resources or None)
     else:
         kwargs["address"] = address
     try:

@@ -27,7 +27,7 @@ def local_ray(num_cpus: int, namespace: str, **env: str) -> Iterator[str]:
             mp.setenv(name, value)
         os.chdir(REPO)
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, namespace=namespace, log_to_driver=False)
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, namespace=namespace, log_to_driver=False)
             yield ray.get_runtime_context().gcs_address
         finally:
             ray.shutdown()
