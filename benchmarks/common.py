@@ -144,12 +144,19 @@ def interleaved_min_ns(statements: Mapping[str, str], namespace: dict[str, Any],
     and noisy), and the minimum is the run least disturbed by others; ratios of such minima
     measured in one run are what the benchmarks report.
     """
+    return {name: min(values) for name, values in interleaved_ns(statements, namespace, number=number,
+                                                                  rounds=rounds, setup=setup).items()}
+
+
+def interleaved_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, number: int,
+                   rounds: int, setup: str = "pass") -> dict[str, list[float]]:
+    """Every round's ns per execution of each statement (the statements taking turns)."""
     timers = {name: timeit.Timer(stmt, setup=setup, globals=namespace) for name, stmt in statements.items()}
-    best = dict.fromkeys(statements, math.inf)
+    values: dict[str, list[float]] = {name: [] for name in statements}
     for _ in range(rounds):
         for name, timer in timers.items():
-            best[name] = min(best[name], timer.timeit(number) / number * 1e9)
-    return best
+            values[name].append(timer.timeit(number) / number * 1e9)
+    return values
 
 
 def timed(fn: Callable[[], Any], clock: Callable[[], float] | None = None) -> tuple[Any, float]:

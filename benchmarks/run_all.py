@@ -27,6 +27,7 @@ BENCHMARKS = {
     "p4": "p4_campaign_efficiency",
     "p5": "p5_first_call",
     "p6": "p6_adaptive",
+    "p7": "p7_tutorials",
 }
 
 

@@ -94,7 +94,8 @@ class AutoTuner:
         check_correctness: bool = False,
         restore_inplace: bool = True,
         adaptive: bool = False,
-        graphs: bool = False,
+        graphs: bool | None = None,
+        flush_l2: bool = False,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
@@ -119,7 +120,8 @@ class AutoTuner:
             config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
             n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
             check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
-            adaptive=bool(adaptive), graphs=bool(graphs),
+            adaptive=bool(adaptive), graphs=None if graphs is None else bool(graphs),
+            flush_l2=bool(flush_l2),
         )
         functools.update_wrapper(self, fn)
 
@@ -286,7 +288,8 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None = None, *, n_warmup: int = 5, n_repeat: int = 10,
              do_bench: DoBench | None = None, check_correctness: bool = False,
              restore_inplace: bool = True,
-             adaptive: bool = False, graphs: bool = False) -> Callable[[Callable[..., Any]], AutoTuner]:
+             adaptive: bool = False, graphs: bool | None = None,
+             flush_l2: bool = False) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to tune it over ``config_space``.
 
     Args:
@@ -310,18 +313,25 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         adaptive: stop timing candidates that are clearly slower than the best (a few screening
             runs each, then the full ``n_repeat`` timed runs only for the contenders; see
             triton_dist/_measure/adaptive.py). Off by default: every candidate gets the full schedule.
-        graphs: on a device with graphs (CUDA, NPU), run each candidate eagerly once, capture it
-            into a device graph and replay that for the other runs, timing samples of enough
-            runs to last ~1 ms (at most 64): kernel time without the host's launch cost, for
-            kernels too short for the host to keep the device busy, and samples long enough
-            that a graph launch's own cost does not rank configs (triton_dist/_measure/rounds.py). The host
-            function must be capturable (no synchronisation, no host reads of device tensors);
-            if it is not, tuning falls back to eager runs with a warning. Off by default; no
-            effect on the CPU or with ``do_bench``.
+        graphs: how a device with graphs (CUDA, NPU) times the candidates. ``None`` (the
+            default there) and ``True``: run each candidate eagerly once, capture it into a device
+            graph and replay that for the other runs, timing samples of enough runs to last
+            ~1 ms (at most 64): kernel time without the host's launch cost, which the eager
+            schedule times instead for kernels shorter than the host function (tens of µs;
+            triton_dist/_measure/rounds.py, docs/performance.md). The host function must be capturable
+            (no synchronisation, no host reads of device tensors); if it is not, tuning falls
+            back to eager runs with a warning. ``False``: the seed's literal schedule, 5 eager
+            warm-up and 10 timed runs per candidate (interleaved). No effect on the CPU (always
+            the seed's schedule) or with ``do_bench`` (``None`` then means eager).
+        flush_l2: on a device, flush the L2 cache before every timed sample (cold-cache timings,
+            as ``triton.testing.do_bench`` measures; one run per sample). Off by default: warm
+            timings picked configs at least as fast for a GEMM -> softmax -> GEMM block
+            (docs/performance.md). No effect on the CPU or with ``do_bench``.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
                          do_bench=do_bench, check_correctness=check_correctness,
-                         restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs)
+                         restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs,
+                         flush_l2=flush_l2)
 
     return decorator

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Issue 8 on nvidia-h200: the benchmarks P1 (cached call), P2 (tuning wall / ideal), P3 (selection
-# quality), P5 (first call in a fresh process) and P6 (adaptive measurement) on one GPU.
+# quality), P5 (first call in a fresh process) and P6 (adaptive measurement) on one GPU; P7 (issue
+# 16: Triton's tutorial kernels, every method incl. stock triton.autotune, and the L2 block) on
+# request.
 #
 #   OUT=/some/dir scripts/device/bench.sh            # all five (about 6-8 minutes)
+#   OUT=/some/dir scripts/device/bench.sh p7         # the tutorial-kernel suite (issue 16) + block
 #   OUT=/some/dir scripts/device/bench.sh p1 p2 p3   # some of them (split over two runs)
 #
 # Python 3.12, torch CUDA, triton; no Ray, no internet. Writes under $OUT: bench_env.txt,
@@ -32,9 +35,10 @@ declare -A args=(
   [p3]="--trials 5 --triton-trials 2"
   [p5]="--processes 3"
   [p6]="--trials 8"
+  [p7]="--trials ${P7_TRIALS:-5} --block"
 )
 # p2 p3 p6 together stay under 7 minutes (each about 1 minute on the first H200 run)
-declare -A limit=([p1]=120 [p2]=150 [p3]=180 [p5]=240 [p6]=90)
+declare -A limit=([p1]=120 [p2]=150 [p3]=180 [p5]=240 [p6]=90 [p7]=420)
 rc=0
 for b in "${which[@]}"; do
   # run_all.py runs one benchmark in its own process, logs it and collects every result so far

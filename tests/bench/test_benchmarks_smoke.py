@@ -20,7 +20,8 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
-SCRIPTS = ["p1_hot_path", "p2_tuning_efficiency", "p3_selection_quality", "p5_first_call", "p6_adaptive"]
+SCRIPTS = ["p1_hot_path", "p2_tuning_efficiency", "p3_selection_quality", "p5_first_call", "p6_adaptive",
+           "p7_tutorials"]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -56,6 +57,11 @@ def test_benchmark_runs_quick_and_writes_results(script: str, tmp_path: Path) ->
         assert {"host", "key_fn+host", "wrapper", "autotuner"} <= set(ns)
         assert all(v > 0 for v in ns.values())
         assert summary["ratio_vs_wrapper"] == pytest.approx(ns["autotuner"] / ns["wrapper"])
+    elif script == "p7_tutorials":
+        rows = data["results"]["trials"]
+        assert {r["kernel"] for r in rows} == {"matmul", "softmax", "layer_norm"}
+        assert all(r["regret_warm"] >= 0 and r["wall_s"] > 0 for r in rows)
+        assert {"default", "contextual"} <= set(summary)
     elif script == "p3_selection_quality":
         assert {"seed", "default", "adaptive"} <= set(summary)
         rows = data["results"]["trials"]

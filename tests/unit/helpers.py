@@ -40,6 +40,7 @@ def make_tuner(
     times: dict[Any, float] | None = None,
     n_warmup: int = 5,
     n_repeat: int = 10,
+    **options: Any,
 ) -> tuple[AutoTuner, Probe]:
     """A tuned ``host(x, c, **extra) -> (x, c, call number)`` and its probe.
 
@@ -78,7 +79,7 @@ def make_tuner(
         return x, c, probe.total
 
     tuned = autotune(config_space=list(space), key_fn=key_fn, prune_fn=prune_fn, n_warmup=n_warmup,
-                     n_repeat=n_repeat, do_bench=do_bench)(host)
+                     n_repeat=n_repeat, do_bench=do_bench, **options)(host)
     return tuned, probe
 
 

@@ -30,6 +30,9 @@ class EventRunTimer:
         """host time of the last start + stop pair (event records cost ~10 µs each on an H200
         host: the keep-ahead must count them, or the device drains in the middle of a round)"""
         self._started = 0.0
+        self.always = False
+        """``keep_ahead`` also queues its sleep behind work still queued (not only on an idle
+        device): for runs whose host time exceeds that work's remaining device time"""
 
     def reset(self) -> None:
         """Start a new measurement (the previous one's events have been read)."""
@@ -189,6 +192,16 @@ class Backend(abc.ABC):
         the captured work on the current stream. Raises what the capture raised: a host
         function that synchronises or touches host memory cannot be captured."""
         raise NotImplementedError(f"{self.kind} has no device graphs")
+
+    def flush_cache(self) -> None:
+        """Queue a flush of the device's L2 cache on the current stream (cold-cache timings,
+        ``autotune(..., flush_l2=True)``): backends with ``interleaved`` measurement."""
+        raise NotImplementedError(f"{self.kind} has no cache flush")
+
+    def session_timer(self) -> EventRunTimer:
+        """A per-run timer of its own (not :meth:`run_timer`'s shared one, which a tuning started
+        while this one's events are pending would reset): contextual tuning's timed launches."""
+        raise NotImplementedError(f"{self.kind} times runs with time_runs only")
 
     def warm_up(self) -> None:  # noqa: B027 - optional hook, a no-op unless a device needs it
         """Bring the device to steady clocks before a measurement (bounded; no-op by default),

@@ -4,7 +4,8 @@ Launch-bound kernels (a few µs) finish before the host has launched the next on
 around such a run times the launch, not the kernel (the upstream tuner chose configs up to 164%
 slower than the best that way; issue 8). :meth:`CudaBackend.measure` detects an idle GPU after
 the warm-up and queues the timed runs behind a short ``torch.cuda._sleep``. ``flush_l2=True``
-(opt-in) zeroes a buffer larger than L2 before every timed run.
+(opt-in) zeroes a buffer larger than L2 before every timed run; :meth:`CudaBackend.flush_cache`
+queues the same zeroing for interleaved measurement (``autotune(..., flush_l2=True)``).
 """
 
 from __future__ import annotations
@@ -112,6 +113,15 @@ class CudaBackend(Backend):
         timer.reset()
         return timer
 
+    def flush_cache(self) -> None:
+        self._flush().zero_()
+
+    def session_timer(self) -> EventRunTimer:
+        timer = _CudaRunTimer(self)
+        timer.stop(timer.start())  # what its own event records cost (keep-ahead)
+        timer.reset()
+        return timer
+
     def warm_up(self) -> None:
         # An idle H200 sits at 345 MHz; the first candidates of a tuning would be timed while
         # the clocks ramp up (and the keep-ahead sleep, counted in clock cycles, calibrated at
@@ -144,9 +154,10 @@ class CudaBackend(Backend):
             log.warning("timing CUDA runs without the keep-ahead sleep: %s", exc)
         self._last_busy = time.monotonic()
 
-    def _sleep_ahead(self, seconds: float) -> None:
+    def _sleep_ahead(self, seconds: float, always: bool = False) -> None:
         """If the GPU has caught up with the queued work, queue a sleep of about ``seconds``
-        (at most MAX_SLEEP_S) so that the runs enqueued next wait behind it, not for the host."""
+        (at most MAX_SLEEP_S) so that the runs enqueued next wait behind it, not for the host.
+        ``always``: also behind queued work, which may end before the runs are enqueued."""
         if not self._keep_ahead_ok:
             return
         import torch
@@ -156,7 +167,7 @@ class CudaBackend(Backend):
             probe = torch.cuda.Event()
             probe.record()
             deadline = time.perf_counter() + IDLE_PROBE_S
-            while not probe.query():
+            while not always and not probe.query():
                 if time.perf_counter() > deadline:
                     return  # still busy: the runs queue up behind the earlier work
             cycles = min(MAX_SLEEP_S, seconds * 1.25) * 1e3 * self._sleep_cycles_per_ms()
@@ -279,4 +290,4 @@ class _CudaRunTimer(EventRunTimer):
         self._backend = backend
 
     def keep_ahead(self, host_s: float, n_runs: int) -> None:
-        self._backend._sleep_ahead(host_s + (n_runs + 1) * max(RUN_EXTRA_S, self.pair_s))
+        self._backend._sleep_ahead(host_s + (n_runs + 1) * max(RUN_EXTRA_S, self.pair_s), self.always)

@@ -17,6 +17,9 @@ from typing import Any
 
 from triton_dist._backends.base import Backend, EventRunTimer, capture_graph
 
+#: the L2 flush buffer (cold-cache timings): several times the largest Ascend L2
+FLUSH_BYTES = 1024 * 2**20
+
 
 @functools.lru_cache(maxsize=1)
 def _import_torch_npu() -> tuple[Any, str | None]:
@@ -44,6 +47,7 @@ class NpuBackend(Backend):
     graphs = True
     _timer: EventRunTimer | None = None
     _capture_stream: Any = None
+    _flush_buffer: Any = None
 
     def graph_pool(self) -> Any:
         return self._npu().graph_pool_handle()
@@ -65,6 +69,18 @@ class NpuBackend(Backend):
             self._timer = EventRunTimer(lambda: npu.Event(enable_timing=True))
         self._timer.reset()
         return self._timer
+
+    def session_timer(self) -> EventRunTimer:
+        npu = self._npu()
+        return EventRunTimer(lambda: npu.Event(enable_timing=True))
+
+    def flush_cache(self) -> None:
+        # a write over a buffer several times the L2 (192 MB on Ascend 910B), as on CUDA
+        if self._flush_buffer is None:
+            import torch
+
+            self._flush_buffer = torch.empty(FLUSH_BYTES, dtype=torch.int8, device=self.device())
+        self._flush_buffer.zero_()
 
     @classmethod
     def probe(cls) -> str | None:

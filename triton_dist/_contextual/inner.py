@@ -15,7 +15,8 @@ Contextual tuning replaces the inner autotuner's benchmark, not its user's wishe
 
 What cannot be honoured inside a real run is documented in README.md and docs/architecture.md:
 the deprecated ``warmup``/``rep`` millisecond budgets and ``use_cuda_graph`` (a launch slot is
-one eager launch; ``n_warmup``/``n_repeat`` count them), and ``cache_results`` /
+eager launches — on a device a sample of several, ``schedule.py``; ``n_warmup``/``n_repeat``
+count slots), and ``cache_results`` /
 ``knobs.autotuning.cache`` (contextual tuning keeps no disk cache: SPEC §B).
 """
 

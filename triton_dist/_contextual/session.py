@@ -2,10 +2,17 @@
 
 While a tuner is active every ``Autotuner.run`` of the tuning thread comes to
 :meth:`Session.handle`. A kernel (Autotuner object + key) that is not in its own ``cache`` gets a
-schedule: ``n_warmup`` untimed then ``n_repeat`` timed launches per candidate, one slot per
-launch, consumed by the launches of successive runs of the outer function. Every launch of the
-outer function does real work: a candidate that fails is recorded as inf and the launch is
-redone with a candidate that works, so the outer run goes on and its collectives stay matched.
+schedule: ``n_warmup`` untimed launches per candidate, candidate by candidate, then ``n_repeat``
+rounds of one timed launch per candidate, the starting candidate rotating (as ``_measure.rounds`` does
+for ``autotune``: no candidate is always measured first, or late, in the outer function's
+history), one slot per launch, consumed by the launches of successive runs of the outer
+function. Every launch of the outer function does real work: a candidate that fails is recorded
+as inf and the launch is redone with a candidate that works, so the outer run goes on and its
+collectives stay matched.
+
+**Timed launches on a device** (CUDA, NPU) are samples of several launches of the candidate in
+one event pair, the first of them the real launch in the outer function's real state
+(``_contextual_timing``: why, and how many).
 
 With ``is_dist=True`` the schedule is fixed (a failed candidate's slots are filled with
 untimed launches of a working one), so every rank reaches the MAX reduction at the same launch
@@ -14,7 +21,6 @@ of the same run whatever failed where; without it a failed candidate's slots are
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import math
@@ -25,7 +31,8 @@ from typing import Any
 
 from triton_dist._backends import get_backend
 from triton_dist._contextual import triton_compat as compat
-from triton_dist._contextual.inner import InnerOptions, read_options
+from triton_dist._contextual.inner import read_options
+from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.bench import describe
@@ -40,54 +47,6 @@ log = logging.getLogger(__name__)
 LOG_DIR = ".autotune_logs"
 #: the exact message the seed promises when every candidate is invalid
 NO_VALID_CONFIG = "cannot find valid config"
-
-
-@dataclasses.dataclass
-class Candidate:
-    index: int
-    """Position among the kernel's kept (pruned) configs."""
-    config: Any
-    config_id: int
-    """Position in the kernel's ``configs`` (what the log calls config-id)."""
-    times: list[float] = dataclasses.field(default_factory=list)
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-
-@dataclasses.dataclass
-class KernelTuning:
-    """The measuring schedule of one inner kernel for one key."""
-
-    at: Any
-    key: tuple
-    name: str
-    key_text: str
-    candidates: list[Candidate]
-    n_warmup: int
-    n_repeat: int
-    registered_run: int
-    slot: int = 0
-    progress_run: int = 0
-    reset_run: int = -1
-    done: bool = False
-    best: Candidate | None = None
-    launches_skipped: int = 0
-    inner: InnerOptions = dataclasses.field(default_factory=lambda: InnerOptions(None))  # do_bench, print...
-
-    @property
-    def per_candidate(self) -> int:
-        return self.n_warmup + self.n_repeat
-
-    @property
-    def total(self) -> int:
-        return len(self.candidates) * self.per_candidate
-
-    def prefix(self, cand: Candidate) -> str:
-        return (f"func: {self.name} | key: {self.key_text} | config-id: {cand.config_id} | "
-                f"config: {compat.config_text(cand.config)}")
 
 
 def _key_text(key: tuple, named: dict[str, Any]) -> str:
@@ -110,6 +69,7 @@ class Session:
         self.run_index = 0
         self.run_tunes = False
         self._log: TuningLog | None = None
+        self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
 
     # -- runs of the outer function --------------------------------------------------------
 
@@ -235,12 +195,36 @@ class Session:
             compat.reset_only(state.at, best, args, kwargs)
         return original(state.at, *args, **kwargs)
 
-    def _timed(self, fn: Callable[[], Any], inner: InnerOptions) -> tuple[Any, float]:
-        if inner.do_bench is not None:  # the inner triton.autotune's own benchmarker
-            return inner.bench(fn)
-        box: list[Any] = []
-        ms = self.backend.time_runs(lambda: box.append(fn()), 1)[0]
-        return box[0], float(ms)
+    def _record(self, state: KernelTuning, cand: Candidate, where: str, ms: float) -> None:
+        cand.times.append(ms)
+        done = len(cand.times) == state.n_repeat
+        self.info("%s | %s | time: %.4f ms%s", state.prefix(cand), where, ms,
+                  f" | mean: {statistics.fmean(cand.times):.4f} ms" if done else "")
+
+    def _read_pending(self, state: KernelTuning) -> None:
+        """Device timing: read the kernel's samples (one synchronisation) and log them."""
+        if any(c.pending for c in state.candidates):
+            self.backend.synchronize()
+        for cand in state.candidates:
+            pending, cand.pending = cand.pending, []
+            if cand.ok:
+                for where, token in pending:
+                    self._record(state, cand, where, self.samples.read(state, token))
+        self.samples.done(state)
+
+    def _decide_per_sample(self, state: KernelTuning) -> None:
+        """Launches per timed sample, from the warm-ups (the group's MAX with ``is_dist``)."""
+        if state.warm_tokens:
+            self.backend.synchronize()
+            state.warm_ms = min(self.samples.read(state, t) for t in state.warm_tokens)
+            state.warm_tokens.clear()
+        device = self.backend.interleaved and state.inner.do_bench is None
+        k = launches_per_sample(state.warm_ms) if device else 1
+        if self.view is not None:
+            k = int(max_reduce(self.view, self.backend, [float(k)], self.timeout_s)[0])
+        state.per_sample = k
+        self.info("func: %s | key: %s | %d launch(es) per timed sample (fastest warm-up %.4f ms)",
+                  state.name, state.key_text, k, state.warm_ms if math.isfinite(state.warm_ms) else 0.0)
 
     def _fail(self, state: KernelTuning, cand: Candidate, exc: BaseException, where: str) -> None:
         cand.error = describe(exc)
@@ -254,15 +238,23 @@ class Session:
 
     def _step(self, state: KernelTuning, args: tuple, kwargs: dict) -> Any:
         state.progress_run = self.run_index
-        per = state.per_candidate
         failures = compat.failure_types()
         while True:
-            index, r = divmod(state.slot, per)
+            index, r = state.position(state.slot)
             cand = state.candidates[index]
             phase = f"warmup {r + 1}/{state.n_warmup}" if r < state.n_warmup else \
                 f"timed {r - state.n_warmup + 1}/{state.n_repeat}"
             where = f"measure-iter: {r} | round: {phase}"
-            if not cand.ok:  # only with is_dist: the slots of a failed candidate stay in place
+            if r >= state.n_warmup and not state.per_sample:  # the first timed slot (every rank)
+                self._decide_per_sample(state)
+            if not cand.ok:
+                if self.view is None:  # its slots are skipped: this launch goes to the next slot
+                    state.slot += 1
+                    if state.slot < state.total:
+                        continue
+                    ret = self._fallback(state, args, kwargs, where)
+                    break
+                # with is_dist the slots of a failed candidate stay in place
                 ret = self._fallback(state, args, kwargs, where)
                 state.slot += 1
                 break
@@ -271,35 +263,45 @@ class Session:
                 state.inner.announce(state.name, cand.config)
             try:
                 if r < state.n_warmup:
-                    ret = call()
+                    if self.backend.interleaved and state.inner.do_bench is None:  # sizes the samples
+                        ret, token = self.samples.timed(state, call, 1)
+                        state.warm_tokens.append(token)
+                    else:
+                        ret = call()
                     self.info("%s | %s", state.prefix(cand), where)
+                elif state.inner.do_bench is not None:  # the inner triton.autotune's benchmarker
+                    ret, ms = state.inner.bench(call)
+                    self._record(state, cand, where, ms)
                 else:
-                    ret, ms = self._timed(call, state.inner)
-                    cand.times.append(ms)
-                    done = len(cand.times) == state.n_repeat
-                    self.info("%s | %s | time: %.4f ms%s", state.prefix(cand), where, ms,
-                              f" | mean: {statistics.fmean(cand.times):.4f} ms" if done else "")
+                    ret, token = self.samples.timed(state, call, max(1, state.per_sample))
+                    if self.backend.interleaved:  # read when the kernel's last slot has run
+                        cand.pending.append((where, token))
+                    else:
+                        self._record(state, cand, where, float(token))
             except failures as exc:
                 self._fail(state, cand, exc, where)
                 if self.view is not None:
                     ret = self._fallback(state, args, kwargs, where)
                     state.slot += 1
                     break
-                state.slot = (index + 1) * per  # skip its slots, redo this launch with the next
+                state.slot += 1  # its later slots are skipped; this launch goes to the next slot
                 if state.slot < state.total:
                     continue
                 ret = self._fallback(state, args, kwargs, where)
                 break
             state.slot += 1
             break
+        if self.view is None:  # a failed candidate's later slots are skipped now, not by a launch
+            while state.slot < state.total and not state.candidates[state.position(state.slot)[0]].ok:
+                state.slot += 1
         if state.slot >= state.total:
             self._finish(state)
         return ret
 
     def _fallback(self, state: KernelTuning, args: tuple, kwargs: dict, where: str) -> Any:
         """Launch a working candidate (untimed) so that this run of the outer function goes on."""
-        measured = [c for c in state.candidates if c.ok and c.times]
-        untried = [c for c in state.candidates if c.ok and not c.times]
+        measured = [c for c in state.candidates if c.ok and (c.times or c.pending)]
+        untried = [c for c in state.candidates if c.ok and not (c.times or c.pending)]
         for cand in measured + untried:
             try:
                 ret = compat.launch(state.at, cand.config, args, kwargs)
@@ -320,6 +322,7 @@ class Session:
         return None
 
     def _finish(self, state: KernelTuning) -> None:
+        self._read_pending(state)
         means = [statistics.fmean(c.times) if c.ok and len(c.times) == state.n_repeat else math.inf
                  for c in state.candidates]
         if self.view is not None:

@@ -140,6 +140,7 @@ def measure_candidates(
     agree: Callable[[Sequence[float]], Sequence[float]] | None = None,
     after_first: Callable[[int], None] | None = None,
     settle: Callable[[], None] | None = None,
+    flush: bool = False,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -160,6 +161,8 @@ def measure_candidates(
     ``after_first(i)`` (device backends) runs right after candidate ``i``'s first run, outside
     any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``);
     in graph mode ``settle()`` follows the first runs' synchronisation (``RunGuard.settle``).
+    ``flush`` (device backends) flushes the device's L2 cache before every timed sample, outside
+    its event pair (cold-cache timings; graph mode then times one run per sample).
     """
     if do_bench is None and backend.interleaved:
         from triton_dist._measure.rounds import measure_rounds
@@ -167,7 +170,7 @@ def measure_candidates(
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
                               known_failures=known_failures, graphs=graphs, agree=agree,
-                              after_first=after_first, settle=settle)
+                              after_first=after_first, settle=settle, flush=flush)
     if do_bench is None:
         def bench(call: Callable[[], Any]) -> Sequence[float]:
             return measure(call, backend, n_warmup, n_repeat)

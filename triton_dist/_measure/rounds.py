@@ -40,6 +40,11 @@ every later run is a replay of that graph (a few µs of host time):
    ``n_repeat`` x 64 runs): several times the eager schedule's for kernels of 15 µs to 1 ms,
    which ``adaptive=True`` cuts by stopping configs that are clearly slower.
 
+**Cold cache** (``flush``: ``autotune(..., flush_l2=True)``). Before every timed sample the
+backend flushes the device's L2 cache (``Backend.flush_cache``: a write over a buffer several
+times its size), outside the sample's event pair, as ``triton.testing.do_bench`` does; in graph
+mode the samples then hold one run each (a second run would find the first one's data in L2).
+
 A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
 collective that graphs do not support) makes the whole measurement fall back to eager runs, with
 a warning: candidates are never compared across the two modes. In a group (``agree``: the
@@ -55,11 +60,12 @@ import logging
 import math
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist.errors import CandidateTimeoutError, DeviceStateError
+from triton_dist.errors import CandidateTimeoutError, DeviceStateError, TritonDistWarning
 
 __all__ = ["GRAPH_SAMPLE_S", "measure_rounds", "runs_per_sample"]
 
@@ -113,6 +119,7 @@ def measure_rounds(
     agree: Agree | None = None,
     after_first: Callable[[int], None] | None = None,
     settle: Callable[[], None] | None = None,
+    flush: bool = False,
 ) -> tuple[list[Any], BaseException | None]:
     from triton_dist._measure.bench import (
         CandidateResult,
@@ -133,6 +140,7 @@ def measure_rounds(
     probes: dict[int, list[Any]] = {}
     pool = None
     k = 1
+    cap = 1 if flush else MAX_RUNS_PER_SAMPLE  # cold-cache timings: every timed run after a flush
     broken: str | None = None  # why the host function could not be captured
 
     def done() -> list[CandidateResult]:
@@ -257,7 +265,7 @@ def measure_rounds(
     if use_graphs:
         # k's first guess from the eager first runs: right for long kernels, too small for short
         # ones (an eager run's event pair also times its launch), which are captured again below
-        stop, k = _agree_on_k(backend, timer, first, 1, None, stop, agree)
+        stop, k = _agree_on_k(backend, timer, first, 1, None, stop, agree, cap)
         if stop is not None or k == 0:
             return _report(done(), on_result), stop  # k == 0: another rank stopped
         if settle is not None:  # what the first runs' queued checks found, before any capture
@@ -283,19 +291,18 @@ def measure_rounds(
                     if stop is not None:
                         break
             if phase == "capture":
-                stop, agreed = _agree_on_k(backend, timer, {}, 1, broken, stop, agree)
+                stop, agreed = _agree_on_k(backend, timer, {}, 1, broken, stop, agree, cap)
                 if stop is not None or agreed == 0:
                     return _report(done(), on_result), stop
                 if agreed < 0:  # some rank could not capture: every rank warms up eagerly
                     broken = broken or "another rank of the group could not capture its host function"
                     graph_of.clear()
         guess = k
-        stop, k = _agree_on_k(backend, timer, probes, guess, broken, stop, agree)
+        stop, k = _agree_on_k(backend, timer, probes, guess, broken, stop, agree, cap)
         if stop is not None or k == 0:
             return _report(done(), on_result), stop
         if broken is not None or k < 0:
-            log.warning("measuring without graphs: %s", broken or "another rank of the group could "
-                        "not capture its host function")
+            _warn_eager(broken or "another rank of the group could not capture its host function")
             graph_of.clear()
             k = 1
         elif k <= RECAPTURE_ABOVE * guess:  # close enough: samples of >= 2/3 of the target
@@ -335,9 +342,13 @@ def measure_rounds(
                 if index in graph_of:
                     if prime:  # untimed: the timed replay follows its own config, not another
                         replay(index)
+                    if flush:
+                        backend.flush_cache()
                     token = timer.start()
                     replay(index)
                 else:
+                    if flush:
+                        backend.flush_cache()
                     token = timer.start()
                     run(index)
             except Exception as exc:  # noqa: BLE001 - classified just below
@@ -378,7 +389,7 @@ def measure_rounds(
 
 def _agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], runs: int,
                 broken: str | None, stop: BaseException | None,
-                agree: Agree | None) -> tuple[BaseException | None, int]:
+                agree: Agree | None, cap: int = MAX_RUNS_PER_SAMPLE) -> tuple[BaseException | None, int]:
     """Graph mode: the group's agreement on stopping, on falling back to eager runs and on the
     runs per sample, from ``samples`` (event pairs around ``runs`` runs each, per candidate).
     Returns (this rank's stop, k): k is 0 when another rank stopped, -1 when some rank could not
@@ -390,7 +401,7 @@ def _agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], run
             if tokens:
                 fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens) / runs)
     vec = [1.0 if stop is not None else 0.0, 1.0 if broken is not None else 0.0,
-           float(runs_per_sample(fastest))]
+           float(min(cap, runs_per_sample(fastest)))]
     if agree is not None:
         vec = [float(v) for v in agree(vec)]
     if vec[0] > 0:
@@ -398,6 +409,17 @@ def _agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], run
     if vec[1] > 0:
         return None, -1
     return None, int(vec[2])
+
+
+def _warn_eager(why: str) -> None:
+    """Graph mode (the default on devices with graphs) fell back to eager runs: say so, once per
+    call site in the warnings registry and on every tuning in the log."""
+    message = (f"measuring without graphs: {why}. The candidates are timed by eager runs (the "
+               "seed's schedule), which on kernels shorter than the host function time its "
+               "launch; make the host function capturable (no synchronisation, no host reads of "
+               "device tensors) or pass graphs=False to choose eager runs explicitly.")
+    log.warning("%s", message)
+    warnings.warn(message, TritonDistWarning, stacklevel=2)
 
 
 def _report(results: list[Any], on_result: Callable[[Any], None] | None) -> list[Any]:

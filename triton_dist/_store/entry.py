@@ -57,7 +57,8 @@ def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
             "timer": "custom" if target.do_bench else backend.kind,
             **({"adaptive": True} if target.adaptive else {}),
-            **({"graphs": True} if target.graphs else {})}
+            **({"graphs": True} if target.graph_mode(backend) else {}),
+            **({"flush_l2": True} if target.flush_l2 else {})}
 
 
 def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,

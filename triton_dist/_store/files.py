@@ -21,8 +21,10 @@ import json
 import logging
 import math
 import os
+import queue
 import stat
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -205,30 +207,71 @@ def locked(path: Path) -> Iterator[None]:
         raise OSError(f"could not lock {path} within {LOCK_TIMEOUT_S}s: {exc}") from exc
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: temp file in the same directory, fsync, replace."""
+def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
+    """Write ``text`` to ``path`` atomically: temp file in the same directory, fsync, replace.
+
+    ``durable=False`` replaces first and fsyncs on a background thread (``_sync_later``): the
+    name holds the complete text as soon as this returns, for every process (the page cache), and
+    survives this process being killed; only a crash of the machine within the next milliseconds
+    could lose it (the entry is then missing or unreadable: a miss, re-tuned, never a wrong
+    config). The first call of a tuned function writes its entry that way: an fsync costs 2-4 ms
+    on the GPU hosts measured, 5 % of the tuning of 15 configs of a 30 µs kernel (issue 16)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    if not durable:
+        _sync_later(path)
+
+
+_sync_queue: queue.SimpleQueue[Path] | None = None
+_sync_lock = threading.Lock()
+
+
+def _sync_later(path: Path) -> None:
+    """fsync ``path`` on a background daemon thread (started on first use)."""
+    global _sync_queue
+    with _sync_lock:
+        if _sync_queue is None:
+            _sync_queue = queue.SimpleQueue()
+            threading.Thread(target=_sync_worker, args=(_sync_queue,), name="triton-dist-fsync",
+                             daemon=True).start()
+    _sync_queue.put(path)
+
+
+def _sync_worker(paths: queue.SimpleQueue[Path]) -> None:
+    while True:
+        path = paths.get()
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:  # replaced or removed meanwhile: whoever did that synced their own
+            continue
+        try:
+            os.fsync(fd)
+        except OSError as exc:
+            log.warning("could not fsync the cache entry %s: %s", path, exc)
+        finally:
+            os.close(fd)
 
 
 def dumps_entry(entry: dict[str, Any]) -> str:
     return json.dumps(entry, indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
-def write_entry(root: Path, entry: dict[str, Any]) -> Path:
+def write_entry(root: Path, entry: dict[str, Any], durable: bool = True) -> Path:
     """Write ``entry`` under ``root`` atomically; an existing entry for the key moves to history.
 
-    Raises OSError when the directory is not writable (callers warn and go on).
+    Raises OSError when the directory is not writable (callers warn and go on). ``durable=False``:
+    the fsync runs in the background (see :func:`atomic_write_text`).
     """
     root = Path(root)
     path = entry_path(root, entry["function"], entry["id"])
@@ -252,7 +295,7 @@ def write_entry(root: Path, entry: dict[str, Any]) -> Path:
                 os.link(path, old)
             except OSError:  # a file system without hard links: an atomic copy instead
                 atomic_write_text(old, path.read_text(encoding="utf-8"))
-        atomic_write_text(path, text)
+        atomic_write_text(path, text, durable)
     return path
 
 
