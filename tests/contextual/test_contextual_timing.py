@@ -21,9 +21,9 @@ import pytest
 import torch
 import triton
 
+from triton_dist._backends.base import Backend, EventRunTimer
 from triton_dist._contextual import schedule as _contextual_schedule
 from triton_dist._contextual import session as _contextual
-from triton_dist._backends.base import Backend, EventRunTimer
 from triton_dist._contextual.schedule import MAX_LAUNCHES, launches_per_sample
 from triton_dist.autotuner import contextual_autotune
 
