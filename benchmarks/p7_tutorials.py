@@ -136,7 +136,6 @@ class Runner:
 
     def __init__(self, tut: Any, backend: Any, scratch: Path, tk: Any) -> None:
         self.tut, self.backend, self.scratch, self.tk = tut, backend, scratch, tk
-        self.n = 0
 
         def host(*args: Any, **config: Any) -> Any:
             return tut.launch(tut.kernel, *args, **config)
@@ -145,8 +144,9 @@ class Runner:
         self.host = host
 
     def fresh_dir(self) -> Path:
-        self.n += 1
-        root = self.scratch / f"cache{self.n}"
+        # a directory of its own for every tuning (run 3 reused names across shapes, so that the
+        # entry read back for the first-call ideal was sometimes another shape's)
+        root = Path(tempfile.mkdtemp(prefix=f"{self.tut.name}-", dir=self.scratch))
         os.environ["TRITON_DIST_AUTOTUNE_DIR"] = str(root)
         return root
 
@@ -180,7 +180,7 @@ class Runner:
         best = tuner.best_config(*args)
         entry = None
         files = [p for p in root.rglob("*.json") if "history" not in p.parts]
-        if files:
+        if len(files) == 1:
             import json
 
             entry = json.loads(files[0].read_text())
