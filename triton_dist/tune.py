@@ -324,9 +324,9 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             warm-up and 10 timed runs per candidate (interleaved). No effect on the CPU (always
             the seed's schedule) or with ``do_bench`` (``None`` then means eager).
         flush_l2: on a device, flush the L2 cache before every timed sample (cold-cache timings,
-            as ``triton.testing.do_bench`` measures; one run per sample). Off by default: warm
-            timings picked configs at least as fast for a GEMM -> softmax -> GEMM block
-            (docs/performance.md). No effect on the CPU or with ``do_bench``.
+            as ``triton.testing.do_bench`` measures; one run per sample). Off by default: on a
+            GEMM -> softmax -> GEMM block measured as a whole, warm timings picked configs as fast
+            as flushed ones (docs/performance.md). No effect on the CPU or with ``do_bench``.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
