@@ -32,7 +32,7 @@ from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import CandidateResult, DoBench, describe, measure_candidates
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import build_entry, measurement_info, pick_best, pick_note
+from triton_dist._store.entry import build_entry, graph_mode, measurement_info, pick_best, pick_note
 from triton_dist._store.fingerprint import hardware_info, software_versions
 from triton_dist.errors import (
     CacheMissError,
@@ -70,20 +70,13 @@ class TuneTarget:
     the device unusable)"""
     adaptive: bool = False
     """stop timing clearly slower candidates early (``_adaptive.measure_adaptive``)"""
-    graphs: bool | None = None
-    """replay candidates from device graphs (``_measure.rounds``); None: where the backend has them"""
-    flush_l2: bool = False
-    """flush the device's L2 before every timed sample (cold-cache timings; devices only)"""
+    graphs: bool | None = None  # device graphs (``_measure.rounds``); None: where the backend has them
+    flush_l2: bool = False  # flush L2 before every timed sample (cold-cache timings; devices only)
     encoded: Sequence[dict[str, Any]] = ()
     """each config's JSON encoding at decoration: its cache identity, whatever fn does to it later"""
 
     def __post_init__(self) -> None:  # upstream's split-K sets config.num_stages (issue 18 item 3)
         self.encoded = tuple(self.encoded) or tuple(_cache.encode_config(c) for c in self.config_space)
-
-    def graph_mode(self, backend: Backend) -> bool:
-        """``graphs`` as asked; by default graph replay on CUDA/NPU (eager runs time the launch of
-        short kernels: issue 16), the seed's eager schedule on the CPU or with ``do_bench``."""
-        return self.graphs if self.graphs is not None else backend.graphs and self.do_bench is None
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -321,20 +314,17 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
     # pair has closed (graph mode times it), through after_first; in graph mode they are queued
     # on the device and read after the first runs' synchronisation (settle)
     defer = backend.interleaved and target.do_bench is None
-    graphs = target.graph_mode(backend)
-    queue = backend.device().type if defer and graphs and backend.graphs else None
+    queue = backend.device().type if defer and graph_mode(target, backend) and backend.graphs else None
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
                              check=target.check_correctness, name=target.qualname, queue=queue)
     group_max = None if view is None else (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s))
     measure: Callable[..., tuple[list[CandidateResult], BaseException | None]] = measure_candidates
     if target.adaptive:  # drop decisions on MAX-reduced figures: every rank drops the same configs
         measure = functools.partial(measure_adaptive, note=tlog.info, reduce=group_max)
-    if graphs:  # the ranks settle falling back and the runs per sample together
+    if graph_mode(target, backend):  # the ranks settle falling back and the runs per sample together
         measure = functools.partial(measure, graphs=True, agree=group_max)
-    if target.flush_l2:
-        measure = functools.partial(measure, flush=True)
     if defer:
-        measure = functools.partial(measure, after_first=guard.check_first,
+        measure = functools.partial(measure, after_first=guard.check_first, flush=target.flush_l2,
                                     settle=guard.settle if queue else None)
     with guard:  # leaving it puts mutated arguments back for the final call
         results, bug = measure(
@@ -399,8 +389,7 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
     path = None
     if write_path is not None:
         try:
-            # fsync'ed in the background: it would add 2-4 ms to the first call (P2, issue 16)
-            path = _cache.write_entry(root, entry, durable=False)
+            path = _cache.write_entry(root, entry, durable=False)  # fsync in the background (P2)
             tlog.info("cache entry written: %s", path)
         except OSError as exc:
             warnings.warn(f"could not save the tuning result of {target.qualname} for key "

@@ -40,10 +40,8 @@ every later run is a replay of that graph (a few µs of host time):
    ``n_repeat`` x 64 runs): several times the eager schedule's for kernels of 15 µs to 1 ms,
    which ``adaptive=True`` cuts by stopping configs that are clearly slower.
 
-**Cold cache** (``flush``: ``autotune(..., flush_l2=True)``). Before every timed sample the
-backend flushes the device's L2 cache (``Backend.flush_cache``: a write over a buffer several
-times its size), outside the sample's event pair, as ``triton.testing.do_bench`` does; in graph
-mode the samples then hold one run each (a second run would find the first one's data in L2).
+``flush`` (``autotune(..., flush_l2=True)``): ``Backend.flush_cache()`` before every timed
+sample, outside its event pair (as ``triton.testing.do_bench``); graph samples then hold one run.
 
 A host function that cannot be captured (it synchronises, reads a tensor on the host, uses a
 collective that graphs do not support) makes the whole measurement fall back to eager runs, with
@@ -302,7 +300,10 @@ def measure_rounds(
         if stop is not None or k == 0:
             return _report(done(), on_result), stop
         if broken is not None or k < 0:
-            _warn_eager(broken or "another rank of the group could not capture its host function")
+            why = broken or "another rank of the group could not capture its host function"
+            log.warning("measuring without graphs: %s", why)
+            warnings.warn(f"measuring without graphs: {why}. Eager runs time the launch of short kernels; "
+                          "make the host function capturable, or pass graphs=False", TritonDistWarning, stacklevel=5)
             graph_of.clear()
             k = 1
         elif k <= RECAPTURE_ABOVE * guess:  # close enough: samples of >= 2/3 of the target
@@ -339,18 +340,12 @@ def measure_rounds(
         for index in live:
             token = None
             try:
-                if index in graph_of:
-                    if prime:  # untimed: the timed replay follows its own config, not another
-                        replay(index)
-                    if flush:
-                        backend.flush_cache()
-                    token = timer.start()
+                if prime and index in graph_of:  # untimed: the timed replay follows its own config
                     replay(index)
-                else:
-                    if flush:
-                        backend.flush_cache()
-                    token = timer.start()
-                    run(index)
+                if flush:  # cold cache: outside the pair
+                    backend.flush_cache()
+                token = timer.start()
+                (replay if index in graph_of else run)(index)
             except Exception as exc:  # noqa: BLE001 - classified just below
                 try:  # close the pair (its time is never read); a broken device may refuse
                     if token is not None:
@@ -409,17 +404,6 @@ def _agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], run
     if vec[1] > 0:
         return None, -1
     return None, int(vec[2])
-
-
-def _warn_eager(why: str) -> None:
-    """Graph mode (the default on devices with graphs) fell back to eager runs: say so, once per
-    call site in the warnings registry and on every tuning in the log."""
-    message = (f"measuring without graphs: {why}. The candidates are timed by eager runs (the "
-               "seed's schedule), which on kernels shorter than the host function time its "
-               "launch; make the host function capturable (no synchronisation, no host reads of "
-               "device tensors) or pass graphs=False to choose eager runs explicitly.")
-    log.warning("%s", message)
-    warnings.warn(message, TritonDistWarning, stacklevel=2)
 
 
 def _report(results: list[Any], on_result: Callable[[Any], None] | None) -> list[Any]:

@@ -20,7 +20,7 @@ from triton_dist._store.fingerprint import hardware_info, software_versions
 if TYPE_CHECKING:
     from triton_dist._tuning import TuneTarget
 
-__all__ = ["MAX_TIE_TOLERANCE", "build_entry", "measurement_info", "pick_best", "pick_note"]
+__all__ = ["MAX_TIE_TOLERANCE", "build_entry", "graph_mode", "measurement_info", "pick_best", "pick_note"]
 
 #: a later candidate must beat an earlier one by more than this (relative) to win a near tie
 MAX_TIE_TOLERANCE = 0.02
@@ -52,12 +52,21 @@ def pick_note(results: Sequence[CandidateResult], best: int) -> str:
             f"{MAX_TIE_TOLERANCE:.0%}), so the earliest in config_space wins")
 
 
+def graph_mode(target: TuneTarget, backend: Backend) -> bool:
+    """Whether a tuning replays device graphs: ``graphs`` as asked; by default (None) graph replay
+    on a backend with graphs (CUDA, NPU: eager runs time the launch of kernels shorter than the
+    host function, issue 16), the seed's eager schedule elsewhere (the CPU) or with ``do_bench``."""
+    if target.graphs is not None:
+        return target.graphs
+    return backend.graphs and target.do_bench is None
+
+
 def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
     """How the candidates were measured (timings measured otherwise are not reused)."""
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
             "timer": "custom" if target.do_bench else backend.kind,
             **({"adaptive": True} if target.adaptive else {}),
-            **({"graphs": True} if target.graph_mode(backend) else {}),
+            **({"graphs": True} if graph_mode(target, backend) else {}),
             **({"flush_l2": True} if target.flush_l2 else {})}
 
 
