@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import itertools
 import json
+import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,6 +32,10 @@ from typing import Any
 
 from triton_dist.errors import CampaignError
 from triton_dist.settings import DEVICE_KINDS
+
+from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, brief
+from ._values import plain as _plain
+from ._values import show as _show
 
 __all__ = ["DEVICES", "Campaign", "CaseSpec", "TargetSpec", "load_campaign", "parse_campaign"]
 
@@ -145,7 +150,8 @@ class _Checker:
     def unknown(self, path: str, data: Mapping[str, Any], known: tuple[str, ...]) -> None:
         for field in data:
             if field not in known:
-                near = difflib.get_close_matches(str(field), known, n=1)
+                field = field if isinstance(field, str) else brief(field, 40)  # noqa: PLW2901
+                near = difflib.get_close_matches(field, known, n=1)
                 hint = f" (did you mean {near[0]!r}?)" if near else f"; known fields: {', '.join(known)}"
                 self.error(f"{path}{'.' if path else ''}{field}", f"unknown field{hint}")
 
@@ -184,29 +190,35 @@ class _Checker:
                 ok = False
             elif not _plain(item):
                 self.error(f"{path}.{name}", f"must be a plain value (number, string, bool, null or a "
-                                             f"list/mapping of them), got {_show(item)}")
+                                             f"list/mapping of them, at most {MAX_VALUE_NODES} items "
+                                             f"nested {MAX_VALUE_DEPTH} deep), got {_show(item)}")
                 ok = False
         return dict(value) if ok else None
 
 
-def _plain(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    return False
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return f"{type(value).__name__} {text[:80]}" if value is not None else "nothing (null)"
-
-
 _TARGET_FIELDS = ("function", "args", "world_size", "cases", "grid")
 _CAMPAIGN_FIELDS = ("name", "device", "retries", "case_timeout_s", "placement_timeout_s", "report_dir",
-                    "env", "ray_resource", "placement_strategy", "check_correctness", "targets")
+                    "env", "ray_resource", "placement_strategy", "check_correctness", "max_cases", "targets")
+
+#: default bound of a campaign's cases (explicit cases plus every grid's product), counted before
+#: any is built: an 8 x 10 grid is 10^8 cases from a 300-byte file (issue 17). ``max_cases:`` in
+#: the campaign file raises it.
+MAX_CASES = 100_000
+
+
+def _count_cases(ck: _Checker, targets: list[TargetSpec], paths: list[str], limit: int) -> None:
+    """Refuse a campaign whose cases would exceed ``limit``, from the grids' sizes alone."""
+    total, parts = 0, []
+    for path, target in zip(paths, targets, strict=True):
+        size = math.prod(len(values) for _, values in target.grid) if target.grid else 0
+        total += len(target.cases) + size
+        if target.grid:
+            shape = " x ".join(f"{len(v)} {name}" for name, v in target.grid)
+            parts.append(f"{path}.grid is {shape} = {size} case(s)")
+    if total > limit:
+        ck.error("max_cases", f"the campaign has up to {total} cases, more than max_cases = {limit}: "
+                              f"{'; '.join(parts) or 'explicit cases'}. Split the campaign, shrink the grid, "
+                              f"or raise max_cases if you mean it.")
 
 
 def _target(ck: _Checker, path: str, data: Any) -> TargetSpec | None:
@@ -240,8 +252,9 @@ def _target(ck: _Checker, path: str, data: Any) -> TargetSpec | None:
                     ck.error(f"{path}.grid", f"parameter names must be strings, got {_show(name)}")
                 elif not isinstance(values, list) or not values:
                     ck.error(f"{path}.grid.{name}", f"must be a non-empty list of values, got {_show(values)}")
-                elif not all(_plain(v) for v in values):
-                    ck.error(f"{path}.grid.{name}", "values must be plain (numbers, strings, bools, null)")
+                elif len(values) > MAX_VALUE_NODES or not all(_plain(v) for v in values):
+                    ck.error(f"{path}.grid.{name}", "values must be plain (numbers, strings, bools, null), "
+                                                    f"at most {MAX_VALUE_NODES} of them")
                 else:
                     grid.append((name, tuple(values)))
     if not raw_cases and raw_grid is None:
@@ -292,7 +305,9 @@ def parse_campaign(data: Any, *, default_name: str = "campaign", source: str | N
     check = data.get("check_correctness", True)
     if not isinstance(check, bool):
         ck.error("check_correctness", f"must be true or false, got {_show(check)}")
+    max_cases = ck.integer("max_cases", data.get("max_cases", MAX_CASES), 1)
     targets: list[TargetSpec] = []
+    paths: list[str] = []
     raw_targets = data.get("targets")
     if not isinstance(raw_targets, list) or not raw_targets:
         ck.error("targets", f"must be a non-empty list of targets, got {_show(raw_targets)}")
@@ -301,6 +316,9 @@ def parse_campaign(data: Any, *, default_name: str = "campaign", source: str | N
             target = _target(ck, f"targets[{i}]", raw)
             if target is not None:
                 targets.append(target)
+                paths.append(f"targets[{i}]")
+    if max_cases is not None:
+        _count_cases(ck, targets, paths, max_cases)
     if ck.errors:
         lines = "\n".join(f"  {e}" for e in ck.errors)
         raise CampaignError(f"invalid campaign{where}:\n{lines}", errors=list(ck.errors))
@@ -319,9 +337,17 @@ def load_campaign(path: str | Path) -> Campaign:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise CampaignError(f"cannot read campaign file {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise CampaignError(f"campaign file {path} is not UTF-8 text (byte {exc.start}: "
+                            f"{exc.reason}); save it as UTF-8") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise CampaignError(f"campaign file {path} is not valid YAML: {exc}") from exc
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise CampaignError(f"campaign file {path} has a value Python cannot read: {exc}") from None
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise CampaignError(f"campaign file {path} nests too deeply to be a campaign "
+                            f"(values may nest at most {MAX_VALUE_DEPTH} levels)") from None
     return parse_campaign(data, default_name=path.stem if _NAME.match(path.stem) else "campaign",
                           source=str(path))

@@ -37,6 +37,7 @@ class TuningLog:
         self.prefix = prefix
         self.path = path
         self._file: IO[str] | None = None
+        self._wrote = False
         self.lines: list[str] = []
         if path is not None:
             try:
@@ -55,15 +56,37 @@ class TuningLog:
         log.debug("%s", line)
         if self._file is not None:
             stamp = _dt.datetime.now().isoformat(timespec="milliseconds")
-            self._file.write(f"{stamp} {line}\n")
+            try:
+                self._file.write(f"{stamp} {line}\n")
+                self._file.flush()
+                self._wrote = True
+            except OSError as exc:
+                self._give_up(exc)
         if self.verbose:
             sys.stdout.write(f"[triton_dist] {line}\n")
             sys.stdout.flush()
 
+    def _give_up(self, exc: OSError) -> None:
+        """The log is best effort: a full disk must not fail the tuning (issue 17). Logged at
+        DEBUG only: the entry's write fails on the same disk and its warning says so once."""
+        log.debug("stopped writing the tuning log %s: %s", self.path, exc)
+        self.close()
+
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._file is None:
+            return
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except OSError as exc:  # the buffered tail could not be written (ENOSPC, EDQUOT)
+            log.debug("could not finish the tuning log %s: %s", self.path, exc)
+        if not self._wrote and self.path is not None:
+            # created by this tuning and nothing got in: leave no empty .log behind
+            try:
+                if self.path.stat().st_size == 0:
+                    self.path.unlink()
+            except OSError:
+                pass
 
     def __enter__(self) -> TuningLog:
         return self

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import math
 import warnings
@@ -112,6 +113,16 @@ def _stable_key(key: Any) -> str:
             "processes (it contains a memory address), so it cannot name a cache file. Return a "
             "tuple of plain values: shapes, dtypes as strings, world size."
         )
+    size = len(json.dumps(text))
+    if size > _cache.MAX_KEY_BYTES:
+        # an entry holding it would exceed the reader's limit: written, never read back, and
+        # re-tuned by every process (issue 17)
+        raise KeyFunctionError(
+            f"key_fn returned a key whose text takes {size} bytes in a cache entry ({text[:100]}...); "
+            f"keys may take at most {_cache.MAX_KEY_BYTES} bytes. Return a short tuple of what "
+            "decides the best config (shapes, dtypes as strings, world size), not the data itself.",
+            size=size,
+        )
     return text
 
 
@@ -127,6 +138,15 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
                 f"prune_fn raised on config_space[{index}] = {config!r:.200} for key {key_text}: "
                 f"{describe(exc)}. prune_fn must be a side-effect-free check that returns True/False."
             ) from exc
+        try:
+            keep = bool(keep)
+        except Exception as exc:  # noqa: BLE001 - e.g. a tensor of several elements
+            raise PruneError(
+                f"prune_fn returned {type(keep).__name__} {keep!r:.100} on config_space[{index}] for "
+                f"key {key_text}, which has no single truth value ({describe(exc)}). prune_fn must "
+                "return True (keep) or False (prune); for a tensor check, reduce it, e.g. "
+                "bool((x > 0).all())."
+            ) from None
         if keep:
             kept.append(index)
     if not kept:

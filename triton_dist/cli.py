@@ -1,7 +1,8 @@
 """The cache command line: ``python -m triton_dist.cache`` and the ``triton-dist-cache`` script.
 
 Exit status: 0 done (``why``: would hit), 1 a negative answer (``verify`` found problems,
-``why`` found a miss, an entry was not found, an archive was refused), 2 bad usage or settings.
+``why`` found a miss, an entry was not found, an archive was refused) or a file-system error
+(permissions, a full disk: one ``error:`` line), 2 bad usage or settings.
 See docs/cache.md.
 """
 
@@ -117,6 +118,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             _cache_commands.emit({"error": type(exc).__name__, "message": str(exc), **exc.details})
         print(f"error: {exc}", file=sys.stderr)
         return status
+    except OSError as exc:  # permissions, a read-only or full file system: one line, not a traceback
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) not in str(exc) else ""
+        message = (f"{exc}{where}. Check the permissions and free space there, or point --dir "
+                   "(TRITON_DIST_AUTOTUNE_DIR) at a writable cache root.")
+        if as_json:
+            _cache_commands.emit({"error": type(exc).__name__, "message": message})
+        print(f"error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -7,10 +7,12 @@ call the function with the best config. See docs/architecture.md.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,67 @@ def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str,
     return list(config_space)
 
 
+def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Names of the parameters that positional arguments fill, in order (none after *args)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return tuple(names)
+
+
+class _Flight:
+    """One tuning of one key in progress: its thread, and an event set when it ends."""
+
+    __slots__ = ("done", "thread")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.done = threading.Event()
+
+
+@contextlib.contextmanager
+def _single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None]:
+    """Yield the key's best config if another thread decided it meanwhile, else None, and the
+    caller decides it. A thread finding the key in flight elsewhere waits for it, at most
+    ``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``; if that thread failed or is still busy, this one
+    decides itself (a failure is then this thread's own). The same thread re-entering (a tuned
+    function that calls itself) does not wait for itself."""
+    from triton_dist.settings import get_settings
+
+    me = threading.get_ident()
+    waited = False
+    while True:
+        with tuner._flights_lock:
+            best, mine = tuner._best.get(key), None
+            flight = tuner._flights.get(key)
+            if best is not None or (flight is not None and (flight.thread == me or waited)):
+                break
+            if flight is None:
+                mine = tuner._flights[key] = _Flight()
+                break
+        if not flight.done.wait(get_settings().agree_timeout_s):
+            warnings.warn(f"{tuner.target.qualname}: another thread has been tuning key {key!r:.200} "
+                          "for more than TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S; tuning it here too.",
+                          TritonDistWarning, stacklevel=5)
+        waited = True
+    if best is not None:
+        yield best
+        return
+    try:
+        yield None
+    finally:
+        if mine is not None:
+            with tuner._flights_lock:
+                tuner._flights.pop(key, None)
+            mine.done.set()
+
+
 class AutoTuner:
     """A host function with function-level autotuning. Call it like the function itself, plus
     the keyword-only call controls ``autotune``, ``autotune_verbose``,
@@ -110,6 +173,9 @@ class AutoTuner:
         self.key_fn = key_fn
         self.prune_fn = prune_fn
         self._fields = frozenset(f for config in self.config_space for f in config)
+        self._positional = _positional_names(fn)
+        self._flights: dict[Any, _Flight] = {}
+        self._flights_lock = threading.Lock()
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
@@ -135,7 +201,8 @@ class AutoTuner:
     # a call without keywords (the common case) skips every keyword check: the hit then costs
     # little more than a bare wrapper function (benchmarks/p1_hot_path.py, issue 8). A miss
     # and an unhashable key both raise in the lookup (try is free when nothing raises) and
-    # are told apart in _miss.
+    # are told apart in _miss, which runs after the except block: an error of the first call
+    # then has no "During handling of the above exception" KeyError attached (issue 17).
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             try:  # free on 3.11+ while nothing raises
@@ -146,6 +213,8 @@ class AutoTuner:
             try:
                 best = self._best[key]
             except (KeyError, TypeError):
+                best = None
+            if best is None:  # outside the handler: first-call errors carry no KeyError context
                 best = self._miss(key, args, kwargs, False, False, None)
             return self.fn(*args, **best)
         if self._reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
@@ -157,6 +226,8 @@ class AutoTuner:
             try:
                 best = self._best[key]
             except (KeyError, TypeError):
+                best = None
+            if best is None:  # outside the handler: first-call errors carry no KeyError context
                 best = self._miss(key, args, kwargs, False, False, None)
             return self.fn(*args, **kwargs, **best)
         autotune = kwargs.pop("autotune", True)
@@ -169,10 +240,11 @@ class AutoTuner:
         try:
             best = self._best[key]
         except (KeyError, TypeError):
+            best = None
+        if best is None:
             best = self._miss(key, args, kwargs, verbose, overwrite, pg)
-        else:
-            if verbose:
-                self._tell_hit(key, best)
+        elif verbose:
+            self._tell_hit(key, best)
         if kwargs and not self._fields.isdisjoint(kwargs):
             return self._call(best, args, kwargs, overwrite)
         return self.fn(*args, **kwargs, **best)
@@ -215,22 +287,40 @@ class AutoTuner:
     def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any) -> dict[str, Any]:
         try:
             hash(key)
-        except TypeError as exc:
+        except TypeError:
             raise KeyFunctionError(
                 f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
                 f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
                 "(tuple(x.shape), str(x.dtype))."
-            ) from exc
+            ) from None
+        self._check_positional(args)
         self._check_overwrite(self.config_space[0], kwargs, overwrite)
-        outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
-        best = self.config_space[outcome.index]
-        self._best[key] = best
-        self._origins[key] = (f"loaded from the cache entry {outcome.path}" if outcome.source == "cache" else
-                              f"tuned in this process, entry {outcome.path}" if outcome.source == "tuned" else
-                              "config_space[0], untuned (TRITON_DIST_AUTOTUNE_CACHE_ONLY=1)")
-        if verbose and outcome.source == "cache":
-            self._told.add(key)  # resolve said it hit on disk
-        return best
+        # one tuning per key per process: a thread that misses a key another thread is tuning
+        # waits for that result instead of measuring the same configs at the same time
+        with _single_flight(self, key) as best:
+            if best is not None:
+                return best
+            outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
+            best = self.config_space[outcome.index]
+            self._origins[key] = (f"loaded from the cache entry {outcome.path}" if outcome.source == "cache" else
+                                  f"tuned in this process, entry {outcome.path}" if outcome.source == "tuned" else
+                                  "config_space[0], untuned (TRITON_DIST_AUTOTUNE_CACHE_ONLY=1)")
+            if verbose and outcome.source == "cache":
+                self._told.add(key)  # resolve said it hit on disk
+            self._best[key] = best  # last: another thread seeing it finds its origin too
+            return best
+
+    def _check_positional(self, args: tuple) -> None:
+        """A positional argument in the place of a config field would reach the function twice."""
+        clash = [name for name in self._positional[:len(args)] if name in self._fields]
+        if clash:
+            raise DuplicateArgumentError(
+                f"{self.target.qualname} was called with {len(args)} positional argument(s), which "
+                f"fill its parameter(s) {clash}; those are also config_space fields, so the config "
+                "would pass them a second time. Pass fewer arguments positionally (the config fields "
+                "are filled by the tuner), or rename the parameter or the config field.",
+                fields=clash,
+            )
 
     def _tell_hit(self, key: Any, best: dict[str, Any]) -> None:
         """autotune_verbose: an in-memory hit is said once per key, with where it came from."""

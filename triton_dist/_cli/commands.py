@@ -7,6 +7,7 @@ import argparse
 import ast
 import importlib
 import json
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -32,7 +33,19 @@ __all__ = ["COMMANDS", "emit"]
 
 
 def emit(document: Any) -> None:
-    sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+    """One strict JSON document: NaN and infinities become null (strict parsers reject them)."""
+    sys.stdout.write(json.dumps(_json_safe(document), indent=2, sort_keys=True, default=str,
+                                allow_nan=False) + "\n")
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def say(text: str) -> None:

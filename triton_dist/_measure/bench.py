@@ -16,7 +16,12 @@ from typing import Any
 
 from triton_dist._backends import Backend
 from triton_dist._measure.guard import run_limited
-from triton_dist.errors import DeviceStateError, TritonDistError
+from triton_dist.errors import (
+    CandidateTimeoutError,
+    DeviceStateError,
+    TritonDistError,
+    WrongResultError,
+)
 
 __all__ = [
     "CandidateResult",
@@ -85,13 +90,29 @@ BUG_TYPES: tuple[type[BaseException], ...] = (
     TypeError, NameError, AttributeError, LookupError, ImportError, SyntaxError, TritonDistError)
 
 
+#: the project's own verdicts on one candidate: config failures, although TritonDistErrors
+CANDIDATE_VERDICTS: tuple[type[BaseException], ...] = (CandidateTimeoutError, WrongResultError)
+
+#: never the config's fault, although subclasses of failure types (RecursionError is a
+#: RuntimeError): recording them as ``inf`` makes every nesting level of a recursing function retry
+#: the other configs (exponential work), and turns a nested tuner's CacheMissError or a
+#: RankDisagreementError into a misleading NoValidConfigError (issue 17, items 1 and 2)
+NOT_CONFIG_FAILURES: tuple[type[BaseException], ...] = (RecursionError, TritonDistError)
+
+
 def is_candidate_failure(exc: BaseException) -> bool:
     """A config's failure (recorded as ``inf`` with its reason) rather than a bug.
 
-    The known failure types above count; so does any other exception that is not a typical bug
-    (a library's own error class, a bare ``Exception`` raised to reject a config): the seed
-    records "a config that raises" as ``inf``, and only classic bugs are let through.
+    Checked in this order: the tuner's own per-candidate verdicts (time limit, wrong result)
+    are failures; RecursionError and every other error of the project propagate; then the known
+    failure types above count, and so does any other exception that is not a typical bug (a
+    library's own error class, a bare ``Exception`` raised to reject a config): the seed records
+    "a config that raises" as ``inf``, and only classic bugs are let through.
     """
+    if isinstance(exc, CANDIDATE_VERDICTS):
+        return True
+    if isinstance(exc, NOT_CONFIG_FAILURES):
+        return False
     if isinstance(exc, candidate_failure_types()):
         return True
     return not isinstance(exc, BUG_TYPES)

@@ -31,19 +31,8 @@ STALE_TMP_S = 3600.0
 
 # ---------------------------------------------------------------------------- checking entries
 
-def check_entry(data: Any) -> str | None:
-    """Why ``data`` is not a usable entry (the rules of ``_cache.load_json``), or None."""
-    if not isinstance(data, dict) or data.get("schema") != _cache.SCHEMA_NAME:
-        return f"not a {_cache.SCHEMA_NAME} entry"
-    for field, kind in (("function", str), ("key", str), ("source_hash", str), ("hardware", dict),
-                        ("best", dict), ("candidates", list), ("versions", dict)):
-        if not isinstance(data.get(field), kind):
-            return f"field {field!r} is missing or not a {kind.__name__}"
-    if not isinstance(data["best"].get("config"), dict):
-        return "field 'best.config' is missing or not an object"
-    if not all(isinstance(c, dict) for c in data["candidates"]):
-        return "field 'candidates' holds an item that is not an object"
-    return None
+#: the one check of an entry's structure and values, shared with the tuner's reader (issue 17)
+check_entry = _cache.check_entry
 
 
 def entry_problem(entry: dict[str, Any], path: Path | None = None) -> str | None:
@@ -218,9 +207,14 @@ class Finding:
 
 def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
     try:
-        if not stat.S_ISREG(path.stat().st_mode):  # a FIFO would block the read forever
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read forever
             return Finding(str(path), "foreign", "not a regular file")
-        raw = path.read_bytes()
+        if info.st_size > _cache.MAX_ENTRY_BYTES:  # never read a 30 GB (sparse) file into memory
+            return Finding(str(path), "invalid", f"it is larger than {_cache.MAX_ENTRY_BYTES} bytes "
+                                                 f"({info.st_size}); the tuner ignores it")
+        with path.open("rb") as f:
+            raw = f.read(_cache.MAX_ENTRY_BYTES + 1)  # a file that grew since the stat
     except OSError as exc:
         return Finding(str(path), "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
     try:

@@ -199,40 +199,66 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
         lines = "\n  ".join(f"{r['member']}: {r['why']}" for r in report.refused[:20])
         raise CacheAdminError(f"refusing the archive {archive}: nothing was imported; "
                               f"{len(report.refused)} member(s) refused:\n  {lines}", report=report.to_dict())
-    for kind, name, entry in entries:
-        _import_entry(Path(root), kind, name, entry, report, dry_run, replace)
-    for name, data in texts:
-        if not dry_run:
-            path = Path(root) / name
-            _cache.ensure_private_dir(path.parent, Path(root))
-            with _cache.locked(path):
-                _cache.atomic_write_text(path, data.decode("utf-8", errors="replace"))
-        report.written.append(name)
+    # plan every write before the first one (all-or-nothing, --dry-run included): what each
+    # entry becomes, its text, and that every directory is inside the root and writable
+    root = Path(root)
+    plan = [step for kind, name, entry in entries
+            if (step := _plan_entry(root, kind, name, entry, report, replace)) is not None]
+    plan += [("log", name, data.decode("utf-8", errors="replace"), None) for name, data in texts]
+    report.written = [name for _, name, _, _ in plan]
+    if dry_run:
+        return report
+    _check_writable(root, archive, {(root / name).parent for _, name, _, _ in plan})
+    done = 0
+    try:
+        for kind, name, text, entry in plan:
+            path = root / name
+            if kind == "entry":
+                _cache.write_entry(root, entry)  # type: ignore[arg-type]
+            elif kind == "history":
+                _cache.atomic_write_text(path, text)
+            else:
+                with _cache.locked(path):
+                    _cache.atomic_write_text(path, text)
+            done += 1
+    except OSError as exc:
+        raise CacheAdminError(f"import of {archive} stopped after {done} of {len(plan)} file(s): "
+                              f"{exc}. The files written are complete entries; free space or fix "
+                              "the permissions and import again.", report=report.to_dict()) from None
     return report
 
 
-def _import_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report: ArchiveReport,
-                  dry_run: bool, replace: bool) -> None:
+def _check_writable(root: Path, archive: Path, directories: set[Path]) -> None:
+    """Every directory the import writes into exists, is inside ``root`` and takes a file."""
+    try:
+        for directory in sorted(directories):
+            _cache.ensure_private_dir(directory, root)
+            probe = directory / f".import-probe.{os.getpid()}.tmp"
+            probe.write_bytes(b"")
+            probe.unlink()
+    except OSError as exc:
+        raise CacheAdminError(f"refusing the archive {archive}: nothing was imported; cannot write "
+                              f"under {root}: {exc}. Fix the permissions or point --dir at a "
+                              "writable cache root.") from None
+
+
+def _plan_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report: ArchiveReport,
+                replace: bool) -> tuple[str, str, str, dict[str, Any]] | None:
+    """(kind, name, text, entry) to write, or None (unchanged or newer locally: reported)."""
     path = root / name
     text = _cache.dumps_entry(entry)
     if kind == "history":  # history files are never rewritten: write it if it is not there
         if path.exists():
             report.unchanged.append(name)
-            return
-        if not dry_run:
-            _cache.ensure_private_dir(path.parent, root)
-            _cache.atomic_write_text(path, text)
-        report.written.append(name)
-        return
+            return None
+        return kind, name, text, entry
+    if _cache.entry_path(root, entry["function"], entry["id"]) != path:
+        raise CacheAdminError(f"{name}: the entry belongs at {_cache.entry_path(root, entry['function'], entry['id'])}")
     local, _ = _cache.load_json(path, root)
     if local is not None and _cache.dumps_entry(local) == text:
         report.unchanged.append(name)
-        return
+        return None
     if local is not None and not replace and str(local.get("created", "")) > str(entry.get("created", "")):
         report.kept_newer.append(name)
-        return
-    if not dry_run:
-        written = _cache.write_entry(root, entry)
-        if written != path:  # write_entry derives the path from the entry: checked equal above
-            raise CacheAdminError(f"{name} was written to {written}, not where the archive put it")
-    report.written.append(name)
+        return None
+    return kind, name, text, entry

@@ -32,10 +32,13 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist.errors import TritonDistWarning
 
 __all__ = [
+    "SCHEMA_NAME",
     "SCHEMA_VERSION",
+    "check_entry",
     "encode_config",
     "encode_value",
     "entry_id",
@@ -49,8 +52,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-SCHEMA_NAME = "triton_dist.autotune/v1"
 MAX_ENTRY_BYTES = 8 * 2**20
+#: a key's text, JSON-escaped, may take at most this much of an entry (the rest is candidates)
+MAX_KEY_BYTES = 2**20
 LOCK_TIMEOUT_S = 60.0
 
 
@@ -96,11 +100,46 @@ def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]]) -> int | 
 
 
 def key_repr(key: Any) -> str | None:
-    """The key's repr if it is stable across processes, else None."""
-    text = repr(key)
-    if " at 0x" in text or repr(key) != text:  # an address, or a repr that changes per call
-        return None
+    """The key's text if it is stable across processes, else None.
+
+    That is ``repr(key)``, except that sets and frozensets inside tuples, lists and dicts are
+    written with their items sorted by their own text: their iteration order depends on
+    ``PYTHONHASHSEED``, so a plain repr names a different entry in every process (issue 17).
+    """
+    text = _canonical_repr(key, 0) if _has_set(key, 0) else repr(key)
+    if " at 0x" in text or (_canonical_repr(key, 0) if _has_set(key, 0) else repr(key)) != text:
+        return None  # an address, or a repr that changes per call
     return text
+
+
+_CONTAINERS = (tuple, list, dict, set, frozenset)
+
+
+def _has_set(value: Any, depth: int) -> bool:
+    if isinstance(value, (set, frozenset)):
+        return True
+    if depth > 50 or not isinstance(value, _CONTAINERS):
+        return False
+    items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
+    return any(_has_set(k, depth + 1) or _has_set(v, depth + 1) for k, v in items)
+
+
+def _canonical_repr(value: Any, depth: int) -> str:
+    # only the built-in containers' own reprs are rebuilt (subclasses may print themselves)
+    if depth > 50 or type(value) not in _CONTAINERS:
+        return repr(value)
+    if type(value) is dict:
+        return "{" + ", ".join(f"{_canonical_repr(k, depth + 1)}: {_canonical_repr(v, depth + 1)}"
+                               for k, v in value.items()) + "}"
+    items = [_canonical_repr(v, depth + 1) for v in value]
+    if type(value) is tuple:
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if type(value) is list:
+        return "[" + ", ".join(items) + "]"
+    body = "{" + ", ".join(sorted(items)) + "}"
+    if type(value) is set:
+        return body if items else "set()"
+    return f"frozenset({body})" if items else "frozenset()"
 
 
 # ---------------------------------------------------------------------------- paths
@@ -161,17 +200,8 @@ def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | No
         return None, "missing"
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         return None, f"unreadable or not JSON ({type(exc).__name__}: {str(exc)[:200]})"
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
-        return None, f"not a {SCHEMA_NAME} entry"
-    for field, kind in (("function", str), ("key", str), ("source_hash", str), ("hardware", dict),
-                        ("best", dict), ("candidates", list), ("versions", dict)):
-        if not isinstance(data.get(field), kind):
-            return None, f"field {field!r} is missing or not a {kind.__name__}"
-    if not isinstance(data["best"].get("config"), dict):
-        return None, "field 'best.config' is missing or not an object"
-    if not all(isinstance(c, dict) for c in data["candidates"]):
-        return None, "field 'candidates' holds an item that is not an object"
-    return data, None
+    why = check_entry(data)
+    return (data, None) if why is None else (None, why)
 
 
 def read_entry(path: Path, root: Path) -> dict[str, Any] | None:
