@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
 from triton_dist.errors import CampaignError, RayNotInstalledError, TritonDistError
+
+from . import _signals
 
 __all__ = ["main"]
 
@@ -76,11 +77,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _terminate(signum: int, frame: object) -> None:
-    # `ray job stop` and Kubernetes send SIGTERM: unwind so that every gang is torn down.
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 def _run(args: argparse.Namespace) -> int:
     from .campaign import RunOptions, run_campaign
     from .spec import load_campaign
@@ -111,6 +107,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"FAILED {run.spec.label()}: {run.errors[-1] if run.errors else ''}", file=sys.stderr)
     for error in result.seed_errors:
         print(f"SEED FAILED {error}", file=sys.stderr)
+    if result.interrupted:
+        raise KeyboardInterrupt("the campaign was interrupted")  # reported by main()
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -159,7 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
-    previous = signal.signal(signal.SIGTERM, _terminate)
+    _signals.install()  # `ray job stop` and Kubernetes send SIGTERM: unwind, tear the gangs down
     try:
         return {"run": _run, "validate": _validate, "preflight": _preflight, "pool": _pool}[args.command](args)
     except CampaignError as exc:
@@ -176,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        _signals.uninstall()
 
 
 if __name__ == "__main__":

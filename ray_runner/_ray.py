@@ -106,6 +106,9 @@ def ray_session(address: str | None, *, resources: dict[str, float] | None = Non
 
         raise InfrastructureError(f"cannot connect to the Ray cluster at {address or os.environ.get('RAY_ADDRESS')}: "
                                   f"{exc}. Check --address (e.g. auto, or host:6379) and that the head is up.") from exc
+    from ._signals import reinstall
+
+    reinstall()  # ray.init() replaced the SIGTERM handler of `python -m ray_runner`
     try:
         yield ray
     finally:

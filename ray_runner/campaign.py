@@ -65,6 +65,8 @@ class CampaignResult:
     root_source: str = "TRITON_DIST_AUTOTUNE_DIR"
     """Where ``root`` came from: --cache-dir, TRITON_DIST_AUTOTUNE_DIR, or the default."""
     driver_host: str = dataclasses.field(default_factory=socket.gethostname)
+    interrupted: bool = False
+    """Stopped by Ctrl-C or SIGTERM: the report holds the cases finished by then."""
 
     @property
     def failed(self) -> list[sch.CaseRun]:
@@ -76,7 +78,7 @@ class CampaignResult:
 
     @property
     def ok(self) -> bool:
-        return not self.failed and not self.seed_errors
+        return not self.failed and not self.seed_errors and not self.interrupted
 
 
 def _check_writable(root: Path) -> None:
@@ -143,15 +145,21 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                        queue.world_sizes(), kind, resource, sorted(executor.capacity.values(), reverse=True),
                        root, " (forced re-tuning)" if options.force else "")
         start = time.monotonic()
+        interrupted = False
         try:
-            executor.run()
+            executor.run()  # its finally tears the gangs down, also on an interrupt
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then say so
+            interrupted = True
         finally:
             progress.close()
         wall = time.monotonic() - start
         result = CampaignResult(campaign, queue.runs, kind, resource, str(root), wall,
-                                dict(executor.capacity), executor.stats, root_source=root_source)
+                                dict(executor.capacity), executor.stats, root_source=root_source,
+                                interrupted=interrupted)
         entries = [r.entry for r in queue.runs if r.status in (sch.TUNED, sch.CACHED) and r.entry]
-        if options.seed == "nodes":
+        if interrupted:
+            pass  # no seeding of a partial campaign: a re-run finishes it and seeds
+        elif options.seed == "nodes":
             result.seeded = seed_nodes(entries, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s))
         elif options.seed == "shared":
             result.seeded = [{"root": str(root), "written": len(entries), "unchanged": 0, "errors": []}]

@@ -120,6 +120,7 @@ def build_report(result: CampaignResult) -> dict[str, Any]:
         "source": result.campaign.source,
         "finished": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "ok": result.ok,
+        "interrupted": result.interrupted,
         "device": result.kind,
         "resource": result.resource,
         "cache_dir": result.root,
