@@ -112,3 +112,35 @@ def test_a_candidate_that_poisons_its_actor_is_marked_failed_on_a_fresh_one(ray_
     assert entry["candidates"][1]["time_ms"] is None
     assert "illegal memory access" in entry["candidates"][1]["error"]
     assert entry["best"]["index"] in (0, 2)
+
+
+def test_sigterm_tears_the_gangs_down_writes_the_report_and_keeps_finished_entries(ray_address, tmp_path):
+    """Kubernetes and `ray job stop` cancel with SIGTERM; ray.init() had replaced the handler that
+    `python -m ray_runner` installs (a C++ stack dump, exit 134, no report; issue 17 item 8)."""
+    import ray
+
+    cache = tmp_path / "cache"
+    cases = [{"n": n} for n in range(11, 19)]
+    campaign = write_campaign(tmp_path, "stopped", "slow_host", cases)
+    run = driver(campaign, ray_address, cache, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while not entries(cache, "slow_host") and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGTERM)
+    out, err = run.communicate(timeout=90)
+    assert run.returncode == 130, err[-3000:]
+    assert "SIGTERM received" not in err and "Traceback" not in err, err[-3000:]
+    assert "interrupted" in err.splitlines()[-1]
+    kept = entries(cache, "slow_host")
+    assert 1 <= len(kept) < len(cases), "the signal did not land mid-campaign"
+    report = json.loads((tmp_path / "reports" / "stopped.json").read_text())
+    assert report["interrupted"] is True and report["ok"] is False
+    statuses = [row["status"] for row in report["cases"]]
+    assert statuses.count("tuned") == len(kept)  # every finished case is in the report and the cache
+    for path in (cache / "slow_host").glob("*.json"):
+        assert json.loads(path.read_text())["best"]["config"]  # whole entries only
+    # the gangs are gone: their actors' CPUs come back to the cluster
+    deadline = time.monotonic() + 60
+    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("CPU", 0) == 2
