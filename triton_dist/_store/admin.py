@@ -213,8 +213,7 @@ def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
         if info.st_size > _cache.MAX_ENTRY_BYTES:  # never read a 30 GB (sparse) file into memory
             return Finding(str(path), "invalid", f"it is larger than {_cache.MAX_ENTRY_BYTES} bytes "
                                                  f"({info.st_size}); the tuner ignores it")
-        with path.open("rb") as f:
-            raw = f.read(_cache.MAX_ENTRY_BYTES + 1)  # a file that grew since the stat
+        raw = path.read_bytes()  # at most MAX_ENTRY_BYTES, but for a file growing meanwhile
     except OSError as exc:
         return Finding(str(path), "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
     try:
