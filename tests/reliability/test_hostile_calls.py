@@ -338,3 +338,33 @@ def test_a_cached_call_still_takes_the_fast_path(cache_dir):
         warnings.simplefilter("error", TritonDistWarning)
         assert [host(2) for _ in range(5)] == [2] * 5
     assert sum(calls.values()) == 5
+
+
+@pytest.mark.parametrize("raised", [RecursionError("maximum recursion depth exceeded"),
+                                    errors.SettingsError("TRITON_DIST_DEVICE=gpu0 is not a device kind")],
+                         ids=["RecursionError", "SettingsError"])
+def test_contextual_tuning_lets_the_same_errors_through(raised, tmp_path, monkeypatch):
+    """The same rule in contextual tuning: a launch hook raising them is not a failed config."""
+    from triton.runtime.autotuner import Autotuner
+
+    from tests.contextual import _kernels as K
+    from triton_dist.autotuner import contextual_autotune
+
+    monkeypatch.chdir(tmp_path)  # the contextual log goes to ./.autotune_logs
+    original = Autotuner.__dict__["run"]
+
+    def hook(nargs, reset_only=False):
+        if nargs.get("BLOCK", 512) == 512:
+            raise raised
+
+    scale = K.make_scale(pre_hook=hook)
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    with pytest.raises(type(raised)):
+        outer(torch.randn(256, device=K.device()))
+    assert Autotuner.__dict__["run"] is original

@@ -35,7 +35,7 @@ from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
-from triton_dist._measure.bench import describe
+from triton_dist._measure.bench import NOT_CONFIG_FAILURES, describe
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
 from triton_dist.settings import get_settings
 
@@ -227,6 +227,8 @@ class Session:
                   state.name, state.key_text, k, state.warm_ms if math.isfinite(state.warm_ms) else 0.0)
 
     def _fail(self, state: KernelTuning, cand: Candidate, exc: BaseException, where: str) -> None:
+        if isinstance(exc, NOT_CONFIG_FAILURES):  # RecursionError, the project's errors (issue 17)
+            raise exc
         cand.error = describe(exc)
         self.info("%s | %s | error: %s", state.prefix(cand), where, cand.error)
         if hint := compat.known_issue(cand.error):
