@@ -347,6 +347,7 @@ class AutoTuner:
         """
         key = self._key(args, kwargs)
         hash(key)
+        self._check_positional(args)
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
                                   force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
                                   check_correctness=check_correctness, known_failures=known_failures)
