@@ -1,6 +1,6 @@
 """The one check of a cache entry's structure and values (issue 17, item 7).
 
-The tuner's reader (``_cache.load_json``, hence ``read_entry`` and the reuse scan), ``verify``,
+The tuner's reader (``files.load_json``, hence ``read_entry`` and the reuse scan), ``verify``,
 ``prune --invalid``, ``import``, ``ls`` and ``show`` all decide "usable or not" here, so that an
 entry one of them accepts cannot crash another: a file that fails is a miss with a warning for
 the tuner and a problem for ``verify``.
