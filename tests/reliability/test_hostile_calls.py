@@ -245,10 +245,15 @@ def test_a_key_too_large_for_the_reader_is_refused_before_tuning(cache_dir):
 
 
 SET_KEY = r"""
+from collections import namedtuple
+
 from triton_dist.tune import autotune
+
+Layout = namedtuple("Layout", "axes")
 calls = []
 
-@autotune([{"block": 1}, {"block": 2}], lambda names, n: (frozenset(names), (n, frozenset({"x", "y", "z"}))),
+@autotune([{"block": 1}, {"block": 2}],
+          lambda names, n: (frozenset(names), (n, frozenset({"x", "y", "z"})), Layout(frozenset({"row", "col"}))),
           n_warmup=1, n_repeat=2)
 def host(names, n, block):
     calls.append(block)
@@ -272,7 +277,8 @@ def test_a_set_in_a_key_names_one_entry_whatever_the_hash_seed(cache_dir, tmp_pa
     assert counts == [2 * 3 + 1, 1, 1]  # tuned once, then two processes hit
     (entry,) = (cache_dir / "host").glob("*.json")
     key = json.loads(entry.read_text())["key"]
-    assert key == "(frozenset({'alpha', 'beta', 'delta', 'epsilon', 'gamma'}), (7, frozenset({'x', 'y', 'z'})))"
+    assert key == ("(frozenset({'alpha', 'beta', 'delta', 'epsilon', 'gamma'}), (7, frozenset({'x', 'y', 'z'})), "
+                   "Layout(axes=frozenset({'col', 'row'})))")
 
 
 # ---------------------------------------------------------------------------- 16: arguments

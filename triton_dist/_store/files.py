@@ -106,9 +106,12 @@ def key_repr(key: Any) -> str | None:
     written with their items sorted by their own text: their iteration order depends on
     ``PYTHONHASHSEED``, so a plain repr names a different entry in every process (issue 17).
     """
-    text = _canonical_repr(key, 0) if _has_set(key, 0) else repr(key)
-    if " at 0x" in text or (_canonical_repr(key, 0) if _has_set(key, 0) else repr(key)) != text:
-        return None  # an address, or a repr that changes per call
+    def text_of(value: Any) -> str:
+        return _canonical_repr(value, 0) if _has_set(value, 0) else repr(value)
+
+    text = text_of(key)
+    if " at 0x" in text or text_of(key) != text:  # an address, or a repr that changes per call
+        return None
     return text
 
 
@@ -126,12 +129,16 @@ def _has_set(value: Any, depth: int) -> bool:
 
 def _canonical_repr(value: Any, depth: int) -> str:
     # only the built-in containers' own reprs are rebuilt (subclasses may print themselves)
-    if depth > 50 or type(value) not in _CONTAINERS:
+    namedtuple = isinstance(value, tuple) and hasattr(value, "_fields")
+    if depth > 50 or (type(value) not in _CONTAINERS and not namedtuple):
         return repr(value)
     if type(value) is dict:
         return "{" + ", ".join(f"{_canonical_repr(k, depth + 1)}: {_canonical_repr(v, depth + 1)}"
                                for k, v in value.items()) + "}"
     items = [_canonical_repr(v, depth + 1) for v in value]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple, as it prints itself
+        return f"{type(value).__name__}(" + ", ".join(
+            f"{name}={item}" for name, item in zip(value._fields, items, strict=True)) + ")"
     if type(value) is tuple:
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
     if type(value) is list:
