@@ -87,6 +87,10 @@ def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
     return tuple(names)
 
 
+#: guards every tuner's ``_flights`` (module-level: a tuner stays copyable; only misses take it)
+_FLIGHTS_LOCK = threading.Lock()
+
+
 class _Flight:
     """One tuning of one key in progress: its thread, and an event set when it ends."""
 
@@ -109,7 +113,7 @@ def _single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None
     me = threading.get_ident()
     waited = False
     while True:
-        with tuner._flights_lock:
+        with _FLIGHTS_LOCK:
             best, mine = tuner._best.get(key), None
             flight = tuner._flights.get(key)
             if best is not None or (flight is not None and (flight.thread == me or waited)):
@@ -129,7 +133,7 @@ def _single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None
         yield None
     finally:
         if mine is not None:
-            with tuner._flights_lock:
+            with _FLIGHTS_LOCK:
                 tuner._flights.pop(key, None)
             mine.done.set()
 
@@ -175,7 +179,6 @@ class AutoTuner:
         self._fields = frozenset(f for config in self.config_space for f in config)
         self._positional = _positional_names(fn)
         self._flights: dict[Any, _Flight] = {}
-        self._flights_lock = threading.Lock()
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)

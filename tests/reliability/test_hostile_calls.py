@@ -374,3 +374,14 @@ def test_contextual_tuning_lets_the_same_errors_through(raised, tmp_path, monkey
     with pytest.raises(type(raised)):
         outer(torch.randn(256, device=K.device()))
     assert Autotuner.__dict__["run"] is original
+
+
+def test_pick_best_survives_a_nan_standard_error():
+    """Entries are checked on reading (H7); the pick itself also no longer fails on a NaN sem
+    (before: ``min() arg is an empty sequence``)."""
+    from triton_dist._measure.bench import CandidateResult
+    from triton_dist._store.entry import pick_best
+
+    results = [CandidateResult(0, 2e-6, float("nan")), CandidateResult(1, 1e-6, float("nan")),
+               CandidateResult(2, 5e-6, 0.0)]
+    assert pick_best(results)[0] == 1

@@ -35,7 +35,7 @@ def pick_best(results: Sequence[CandidateResult]) -> tuple[int, float]:
     best = min(finite, key=lambda r: (r.time_ms, r.index))
     tied = [r for r in finite
             if r.time_ms - best.time_ms <= min(2.0 * math.hypot(r.sem_ms, best.sem_ms),
-                                               MAX_TIE_TOLERANCE * best.time_ms)]
+                                               MAX_TIE_TOLERANCE * best.time_ms)] or [best]  # NaN sem
     chosen = min(tied, key=lambda r: r.index)
     others = [r.time_ms for r in finite if r.index != chosen.index]
     margin = (min(others) - chosen.time_ms) / chosen.time_ms if others and chosen.time_ms > 0 else math.inf
