@@ -6,6 +6,7 @@ A campaign file is YAML (see ``examples/campaigns/``)::
     device: auto                  # auto | npu | cuda | cpu
     retries: 2                    # per case; each retry runs on a fresh gang
     case_timeout_s: 600
+    max_cases: 100000             # optional: refuse more cases than this (counted before building)
     targets:
       - function: examples.gemm:matmul        # an autotune-decorated function
         args: examples.gemm:make_matmul_args  # (case, ctx) -> (args tuple, kwargs dict)

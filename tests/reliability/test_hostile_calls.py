@@ -228,6 +228,32 @@ def test_threads_waiting_for_a_tuning_that_fails_decide_themselves(cache_dir):
     assert len(errors_seen) == 3  # every caller gets the error, none hangs
 
 
+@pytest.mark.timeout(120)
+def test_a_thread_waits_for_another_threads_tuning_at_most_the_agree_timeout(cache_dir):
+    started, release = threading.Event(), threading.Event()
+    calls = Counter()
+
+    @autotune(SPACE, lambda n: n, n_warmup=0, n_repeat=1)
+    def host(n, block):
+        calls[threading.current_thread().name] += 1
+        if threading.current_thread().name == "first":
+            started.set()
+            release.wait(30)  # the first thread's tuning hangs until the second one gave up
+        return n * block
+
+    results = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", host(2)), name="first")
+    with override(TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="0.5"):
+        first.start()
+        assert started.wait(30)
+        with pytest.warns(TritonDistWarning, match="another thread has been tuning"):
+            results["second"] = host(2)  # waited 0.5 s, then tuned here
+        release.set()
+        first.join(60)
+    assert results["first"] == results["second"] == 2 * host.best_config(2)["block"]
+    assert calls["MainThread"] == len(SPACE) + 1
+
+
 # ---------------------------------------------------------------------------- 14, 15: keys
 
 def test_a_key_too_large_for_the_reader_is_refused_before_tuning(cache_dir):
