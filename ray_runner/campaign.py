@@ -96,7 +96,11 @@ def _check_writable(root: Path) -> None:
 # ---------------------------------------------------------------------- entry point
 
 def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> CampaignResult:
-    """Run ``campaign`` on Ray; returns every case's outcome (see :attr:`CampaignResult.ok`)."""
+    """Run ``campaign`` on Ray; returns every case's outcome (see :attr:`CampaignResult.ok`).
+
+    An interrupt (Ctrl-C, or SIGTERM under ``python -m ray_runner``) tears the gangs down, writes
+    the report of the cases finished so far (``"interrupted": true``) and is then raised again;
+    finished entries stay in the cache, so running the campaign again finishes it."""
     from triton_dist._backends import BACKENDS
     from triton_dist.settings import get_settings
 
@@ -148,7 +152,7 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
         interrupted = False
         try:
             executor.run()  # its finally tears the gangs down, also on an interrupt
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then say so
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then re-raise
             interrupted = True
         finally:
             progress.close()
@@ -165,4 +169,9 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             result.seeded = [{"root": str(root), "written": len(entries), "unchanged": 0, "errors": []}]
     if options.write_report:
         result.report_paths = write_report(result, options.report_dir)
+    if interrupted:  # the caller still sees the interrupt, after the gangs and the report
+        done = sum(1 for r in queue.runs if r.status in (sch.TUNED, sch.CACHED))
+        log.warning("campaign %s interrupted: %d of %d cases finished (their entries are in %s); report: %s",
+                    campaign.name, done, len(specs), root, result.report_paths.get("json", "not written"))
+        raise KeyboardInterrupt(f"campaign {campaign.name} interrupted")
     return result
