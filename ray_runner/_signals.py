@@ -5,24 +5,74 @@ KeyboardInterrupt, so that the executor tears its gangs down, the campaign write
 the cases so far, and the command exits non-zero saying "interrupted" (finished entries stay in
 the cache; a re-run resumes). ``ray.init()`` installs its own fatal-signal handler (a C++ stack
 dump and exit 134) in place of ours, so :func:`reinstall` runs right after it (issue 17, item 8).
+:func:`on_interrupt` callbacks run in the handler itself: the campaign writes its report there
+first, in case the teardown that follows cannot finish.
 Library users calling ``run_campaign`` keep their own handlers: only what :func:`install` set is
 re-installed.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
 import signal
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["install", "reinstall", "uninstall"]
+__all__ = ["install", "on_interrupt", "reinstall", "uninstall"]
+
+log = logging.getLogger(__name__)
 
 _previous: Any = None
 _installed = False
 
 
+_callbacks: list[Callable[[], None]] = []
+_watchdog: threading.Timer | None = None
+
+#: how long the unwinding after SIGTERM may take before the process exits anyway (Kubernetes
+#: sends SIGKILL 30 s after SIGTERM by default; an embedded Ray killed by the same group signal
+#: would otherwise keep the driver waiting 60 s for its GCS)
+TEARDOWN_LIMIT_S = 25.0
+
+
 def _terminate(signum: int, frame: object) -> None:
+    global _watchdog
+    # first what must survive a teardown that hangs or aborts: a group signal (`timeout`,
+    # systemd, `kill -TERM -PGID`) also ends an embedded Ray's GCS, and then removing the gangs
+    # blocks until Ray gives up (60 s) and exits
+    log.warning("interrupted (signal %d): tearing the gangs down; finished entries stay in the cache", signum)
+    for callback in list(_callbacks):
+        try:
+            callback()
+        except Exception as exc:  # noqa: BLE001 - the interrupt must still happen
+            log.warning("while handling SIGTERM: %s: %s", type(exc).__name__, exc)
+    if _watchdog is None:  # a second signal does not restart the bound
+        _watchdog = threading.Timer(TEARDOWN_LIMIT_S, _give_up)
+        _watchdog.daemon = True
+        _watchdog.start()
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _give_up() -> None:
+    # the report is written (callbacks above); gangs of a driver that exits die with it (Ray
+    # ends the actors a job owns), so leaving now loses nothing that waiting would save
+    log.error("interrupted: the teardown did not finish within %.0f s (the Ray cluster is going "
+              "down too?); exiting", TEARDOWN_LIMIT_S)
+    logging.shutdown()
+    os._exit(130)
+
+
+@contextlib.contextmanager
+def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
+    """Run ``callback`` when SIGTERM arrives (before the KeyboardInterrupt unwinds)."""
+    _callbacks.append(callback)
+    try:
+        yield
+    finally:
+        _callbacks.remove(callback)
 
 
 def install() -> None:
@@ -42,7 +92,10 @@ def reinstall() -> None:
 
 
 def uninstall() -> None:
-    global _installed
+    global _installed, _watchdog
+    if _watchdog is not None:
+        _watchdog.cancel()
+        _watchdog = None
     if _installed:
         signal.signal(signal.SIGTERM, _previous if _previous is not None else signal.SIG_DFL)
         _installed = False

@@ -18,6 +18,7 @@ from typing import Any
 
 from . import scheduler as sch
 from ._ray import import_ray, ray_session, resolve_device
+from ._signals import on_interrupt
 from .errors import InfrastructureError
 from .executor import Executor
 from .gang import GangOptions
@@ -150,8 +151,16 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                        root, " (forced re-tuning)" if options.force else "")
         start = time.monotonic()
         interrupted = False
+
+        def early_report() -> None:  # on SIGTERM, before the teardown (see _signals)
+            if options.write_report:
+                write_report(CampaignResult(campaign, queue.runs, kind, resource, str(root),
+                                            time.monotonic() - start, dict(executor.capacity),
+                                            executor.stats, interrupted=True))
+
         try:
-            executor.run()  # its finally tears the gangs down, also on an interrupt
+            with on_interrupt(early_report):
+                executor.run()  # its finally tears the gangs down, also on an interrupt
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then re-raise
             interrupted = True
         finally:

@@ -13,9 +13,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -144,3 +146,38 @@ def test_sigterm_tears_the_gangs_down_writes_the_report_and_keeps_finished_entri
     while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray.available_resources().get("CPU", 0) == 2
+
+
+@pytest.mark.timeout(240)
+def test_sigterm_to_the_whole_process_group_with_an_embedded_ray_reports_and_exits(tmp_path):
+    """`timeout`, systemd and `kill -TERM -PGID` signal the embedded Ray's GCS and raylet too: the
+    teardown then cannot reach them (before: blocked 60 s, then Ray aborted, no report). The report
+    is written in the signal handler, and the unwinding is bounded (_signals.TEARDOWN_LIMIT_S)."""
+    from ray_runner._signals import TEARDOWN_LIMIT_S
+
+    cache = tmp_path / "cache"
+    cases = [{"n": n} for n in range(21, 27)]
+    campaign = write_campaign(tmp_path, "grouped", "slow_host", cases)
+    ray_tmp = tempfile.mkdtemp(prefix="tdray", dir="/tmp")  # short: Ray's socket paths live here
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    try:
+        run = subprocess.Popen([sys.executable, "-m", "ray_runner", "run", str(campaign), "--cache-dir", str(cache),
+                                "--no-progress"], cwd=REPO, env={**env, **RAY_ENV, "RAY_TMPDIR": ray_tmp},
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        deadline = time.monotonic() + 180
+        while not entries(cache, "slow_host") and run.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signalled = time.monotonic()
+        os.killpg(run.pid, signal.SIGTERM)
+        out, err = run.communicate(timeout=120)
+        took = time.monotonic() - signalled
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert run.returncode == 130, err[-3000:]
+    assert took < TEARDOWN_LIMIT_S + 20, took
+    assert "SIGTERM received" not in err and "interrupted" in err
+    kept = entries(cache, "slow_host")
+    assert 1 <= len(kept) < len(cases), "the signal did not land mid-campaign"
+    report = json.loads((tmp_path / "reports" / "grouped.json").read_text())
+    assert report["interrupted"] is True
+    assert [row["status"] for row in report["cases"]].count("tuned") >= len(kept) - 1  # a case may finish meanwhile
