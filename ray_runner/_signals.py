@@ -1,4 +1,4 @@
-"""SIGTERM for ``python -m ray_runner``: unwind like Ctrl-C, also after ``ray.init()``.
+"""SIGTERM (and SIGINT) for ``python -m ray_runner``: unwind cleanly, also after ``ray.init()``.
 
 Kubernetes stops a pod, and ``ray job stop`` a job, with SIGTERM. ``__main__`` turns it into a
 KeyboardInterrupt, so that the executor tears its gangs down, the campaign writes its report of
@@ -25,7 +25,7 @@ __all__ = ["install", "on_interrupt", "reinstall", "uninstall"]
 
 log = logging.getLogger(__name__)
 
-_previous: Any = None
+_previous: dict[int, Any] = {}
 _installed = False
 
 
@@ -48,7 +48,7 @@ def _terminate(signum: int, frame: object) -> None:
         try:
             callback()
         except Exception as exc:  # noqa: BLE001 - the interrupt must still happen
-            log.warning("while handling SIGTERM: %s: %s", type(exc).__name__, exc)
+            log.warning("while handling signal %d: %s: %s", signum, type(exc).__name__, exc)
     if _watchdog is None:  # a second signal does not restart the bound
         _watchdog = threading.Timer(TEARDOWN_LIMIT_S, _give_up)
         _watchdog.daemon = True
@@ -67,7 +67,7 @@ def _give_up() -> None:
 
 @contextlib.contextmanager
 def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
-    """Run ``callback`` when SIGTERM arrives (before the KeyboardInterrupt unwinds)."""
+    """Run ``callback`` when SIGTERM or SIGINT arrives (before the KeyboardInterrupt unwinds)."""
     _callbacks.append(callback)
     try:
         yield
@@ -75,20 +75,26 @@ def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
         _callbacks.remove(callback)
 
 
+#: SIGINT too: Ctrl-C in a terminal reaches the embedded Ray's processes as well (the group)
+SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
 def install() -> None:
-    """Make SIGTERM raise KeyboardInterrupt in the main thread (``python -m ray_runner``)."""
+    """Make SIGTERM (and SIGINT) run the callbacks and raise KeyboardInterrupt in the main
+    thread (``python -m ray_runner``)."""
     global _previous, _installed
     if threading.current_thread() is not threading.main_thread():
         return
-    _previous = signal.signal(signal.SIGTERM, _terminate)
+    _previous = {signum: signal.signal(signum, _terminate) for signum in SIGNALS}
     _installed = True
 
 
 def reinstall() -> None:
     """Put our handler back if :func:`install` set it and something (``ray.init``) replaced it."""
-    if _installed and threading.current_thread() is threading.main_thread() \
-            and signal.getsignal(signal.SIGTERM) is not _terminate:
-        signal.signal(signal.SIGTERM, _terminate)
+    if _installed and threading.current_thread() is threading.main_thread():
+        for signum in SIGNALS:
+            if signal.getsignal(signum) is not _terminate:
+                signal.signal(signum, _terminate)
 
 
 def uninstall() -> None:
@@ -97,5 +103,6 @@ def uninstall() -> None:
         _watchdog.cancel()
         _watchdog = None
     if _installed:
-        signal.signal(signal.SIGTERM, _previous if _previous is not None else signal.SIG_DFL)
+        for signum, previous in _previous.items():
+            signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
         _installed = False
