@@ -156,7 +156,8 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             if options.write_report:
                 write_report(CampaignResult(campaign, queue.runs, kind, resource, str(root),
                                             time.monotonic() - start, dict(executor.capacity),
-                                            executor.stats, interrupted=True))
+                                            executor.stats, root_source=root_source, interrupted=True),
+                             options.report_dir)
 
         try:
             with on_interrupt(early_report):
