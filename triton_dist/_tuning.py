@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import logging
 import math
 import warnings
@@ -35,6 +34,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
 from triton_dist._store.entry import build_entry, graph_mode, measurement_info, pick_best, pick_note
 from triton_dist._store.fingerprint import hardware_info, software_versions
+from triton_dist._store.keytext import stable_key_text
 from triton_dist.errors import (
     CacheMissError,
     KeyFunctionError,
@@ -105,25 +105,8 @@ def show_config(config: dict[str, Any]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-def _stable_key(key: Any) -> str:
-    text = _cache.key_repr(key)
-    if text is None:
-        raise KeyFunctionError(
-            f"key_fn returned {type(key).__name__} {key!r:.200}, whose repr is not stable across "
-            "processes (it contains a memory address), so it cannot name a cache file. Return a "
-            "tuple of plain values: shapes, dtypes as strings, world size."
-        )
-    size = len(json.dumps(text))
-    if size > _cache.MAX_KEY_BYTES:
-        # an entry holding it would exceed the reader's limit: written, never read back, and
-        # re-tuned by every process (issue 17)
-        raise KeyFunctionError(
-            f"key_fn returned a key whose text takes {size} bytes in a cache entry ({text[:100]}...); "
-            f"keys may take at most {_cache.MAX_KEY_BYTES} bytes. Return a short tuple of what "
-            "decides the best config (shapes, dtypes as strings, world size), not the data itself.",
-            size=size,
-        )
-    return text
+#: the key's text for the cache, or KeyFunctionError (used by ray_runner's worker and preflight)
+_stable_key = stable_key_text
 
 
 def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list[int]:
@@ -141,12 +124,9 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
         try:
             keep = bool(keep)
         except Exception as exc:  # noqa: BLE001 - e.g. a tensor of several elements
-            raise PruneError(
-                f"prune_fn returned {type(keep).__name__} {keep!r:.100} on config_space[{index}] for "
-                f"key {key_text}, which has no single truth value ({describe(exc)}). prune_fn must "
-                "return True (keep) or False (prune); for a tensor check, reduce it, e.g. "
-                "bool((x > 0).all())."
-            ) from None
+            raise PruneError(f"prune_fn returned {type(keep).__name__} {keep!r:.100} on config_space[{index}] "
+                             f"for key {key_text}: no single truth value ({describe(exc)}). Return True "
+                             "(keep) or False (prune); reduce a tensor check, e.g. bool((x > 0).all()).") from None
         if keep:
             kept.append(index)
     if not kept:

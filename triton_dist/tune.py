@@ -7,16 +7,15 @@ call the function with the best config. See docs/architecture.md.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
-import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from triton_dist import _tuning
+from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
 from triton_dist._measure.bench import DoBench
@@ -73,71 +72,6 @@ def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str,
     return list(config_space)
 
 
-def _positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
-    """Names of the parameters that positional arguments fill, in order (none after *args)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return ()
-    names = []
-    for p in params:
-        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            break
-        names.append(p.name)
-    return tuple(names)
-
-
-#: guards every tuner's ``_flights`` (module-level: a tuner stays copyable; only misses take it)
-_FLIGHTS_LOCK = threading.Lock()
-
-
-class _Flight:
-    """One tuning of one key in progress: its thread, and an event set when it ends."""
-
-    __slots__ = ("done", "thread")
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-        self.done = threading.Event()
-
-
-@contextlib.contextmanager
-def _single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None]:
-    """Yield the key's best config if another thread decided it meanwhile, else None, and the
-    caller decides it. A thread finding the key in flight elsewhere waits for it, at most
-    ``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``; if that thread failed or is still busy, this one
-    decides itself (a failure is then this thread's own). The same thread re-entering (a tuned
-    function that calls itself) does not wait for itself."""
-    from triton_dist.settings import get_settings
-
-    me = threading.get_ident()
-    waited = False
-    while True:
-        with _FLIGHTS_LOCK:
-            best, mine = tuner._best.get(key), None
-            flight = tuner._flights.get(key)
-            if best is not None or (flight is not None and (flight.thread == me or waited)):
-                break
-            if flight is None:
-                mine = tuner._flights[key] = _Flight()
-                break
-        if not flight.done.wait(get_settings().agree_timeout_s):
-            warnings.warn(f"{tuner.target.qualname}: another thread has been tuning key {key!r:.200} "
-                          "for more than TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S; tuning it here too.",
-                          TritonDistWarning, stacklevel=5)
-        waited = True
-    if best is not None:
-        yield best
-        return
-    try:
-        yield None
-    finally:
-        if mine is not None:
-            with _FLIGHTS_LOCK:
-                tuner._flights.pop(key, None)
-            mine.done.set()
-
-
 class AutoTuner:
     """A host function with function-level autotuning. Call it like the function itself, plus
     the keyword-only call controls ``autotune``, ``autotune_verbose``,
@@ -177,8 +111,8 @@ class AutoTuner:
         self.key_fn = key_fn
         self.prune_fn = prune_fn
         self._fields = frozenset(f for config in self.config_space for f in config)
-        self._positional = _positional_names(fn)
-        self._flights: dict[Any, _Flight] = {}
+        self._positional = positional_names(fn)
+        self._flights: dict[Any, Flight] = {}
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
@@ -300,7 +234,7 @@ class AutoTuner:
         self._check_overwrite(self.config_space[0], kwargs, overwrite)
         # one tuning per key per process: a thread that misses a key another thread is tuning
         # waits for that result instead of measuring the same configs at the same time
-        with _single_flight(self, key) as best:
+        with single_flight(self, key) as best:
             if best is not None:
                 return best
             outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)

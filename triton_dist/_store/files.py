@@ -33,9 +33,11 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from triton_dist._store.check import SCHEMA_NAME, check_entry
+from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
 from triton_dist.errors import TritonDistWarning
 
 __all__ = [
+    "MAX_KEY_BYTES",
     "SCHEMA_NAME",
     "SCHEMA_VERSION",
     "check_entry",
@@ -53,8 +55,6 @@ log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 MAX_ENTRY_BYTES = 8 * 2**20
-#: a key's text, JSON-escaped, may take at most this much of an entry (the rest is candidates)
-MAX_KEY_BYTES = 2**20
 LOCK_TIMEOUT_S = 60.0
 
 
@@ -97,56 +97,6 @@ def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]]) -> int | 
         if config == encoded:
             return index
     return None
-
-
-def key_repr(key: Any) -> str | None:
-    """The key's text if it is stable across processes, else None.
-
-    That is ``repr(key)``, except that sets and frozensets inside tuples, lists and dicts are
-    written with their items sorted by their own text: their iteration order depends on
-    ``PYTHONHASHSEED``, so a plain repr names a different entry in every process (issue 17).
-    """
-    def text_of(value: Any) -> str:
-        return _canonical_repr(value, 0) if _has_set(value, 0) else repr(value)
-
-    text = text_of(key)
-    if " at 0x" in text or text_of(key) != text:  # an address, or a repr that changes per call
-        return None
-    return text
-
-
-_CONTAINERS = (tuple, list, dict, set, frozenset)
-
-
-def _has_set(value: Any, depth: int) -> bool:
-    if isinstance(value, (set, frozenset)):
-        return True
-    if depth > 50 or not isinstance(value, _CONTAINERS):
-        return False
-    items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
-    return any(_has_set(k, depth + 1) or _has_set(v, depth + 1) for k, v in items)
-
-
-def _canonical_repr(value: Any, depth: int) -> str:
-    # only the built-in containers' own reprs are rebuilt (subclasses may print themselves)
-    namedtuple = isinstance(value, tuple) and hasattr(value, "_fields")
-    if depth > 50 or (type(value) not in _CONTAINERS and not namedtuple):
-        return repr(value)
-    if type(value) is dict:
-        return "{" + ", ".join(f"{_canonical_repr(k, depth + 1)}: {_canonical_repr(v, depth + 1)}"
-                               for k, v in value.items()) + "}"
-    items = [_canonical_repr(v, depth + 1) for v in value]
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple, as it prints itself
-        return f"{type(value).__name__}(" + ", ".join(
-            f"{name}={item}" for name, item in zip(value._fields, items, strict=True)) + ")"
-    if type(value) is tuple:
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if type(value) is list:
-        return "[" + ", ".join(items) + "]"
-    body = "{" + ", ".join(sorted(items)) + "}"
-    if type(value) is set:
-        return body if items else "set()"
-    return f"frozenset({body})" if items else "frozenset()"
 
 
 # ---------------------------------------------------------------------------- paths

@@ -1,0 +1,86 @@
+"""One tuning per key per process (issue 17, item 13), and the positional parameters of a host
+function (item 16): what :class:`~triton_dist.tune.AutoTuner` needs on a miss, never on a hit.
+
+Eight threads missing the same key used to tune it eight times at once (overlapping timings,
+eight writes, seven history files). Now the first thread tunes; the others wait for its result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import warnings
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from triton_dist.errors import TritonDistWarning
+from triton_dist.settings import get_settings
+
+if TYPE_CHECKING:
+    from triton_dist.tune import AutoTuner
+
+__all__ = ["Flight", "positional_names", "single_flight"]
+
+
+def positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
+    """Names of the parameters that positional arguments fill, in order (none after *args)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return ()
+    names = []
+    for p in params:
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            break
+        names.append(p.name)
+    return tuple(names)
+
+
+#: guards every tuner's ``_flights`` (module-level: a tuner stays copyable; only misses take it)
+_FLIGHTS_LOCK = threading.Lock()
+
+
+class Flight:
+    """One tuning of one key in progress: its thread, and an event set when it ends."""
+
+    __slots__ = ("done", "thread")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.done = threading.Event()
+
+
+@contextlib.contextmanager
+def single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None]:
+    """Yield the key's best config if another thread decided it meanwhile, else None, and the
+    caller decides it. A thread finding the key in flight elsewhere waits for it, at most
+    ``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``; if that thread failed or is still busy, this one
+    decides itself (a failure is then this thread's own). The same thread re-entering (a tuned
+    function that calls itself) does not wait for itself."""
+    me = threading.get_ident()
+    waited = False
+    while True:
+        with _FLIGHTS_LOCK:
+            best, mine = tuner._best.get(key), None
+            flight = tuner._flights.get(key)
+            if best is not None or (flight is not None and (flight.thread == me or waited)):
+                break
+            if flight is None:
+                mine = tuner._flights[key] = Flight()
+                break
+        if not flight.done.wait(get_settings().agree_timeout_s):
+            warnings.warn(f"{tuner.target.qualname}: another thread has been tuning key {key!r:.200} "
+                          "for more than TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S; tuning it here too.",
+                          TritonDistWarning, stacklevel=5)
+        waited = True
+    if best is not None:
+        yield best
+        return
+    try:
+        yield None
+    finally:
+        if mine is not None:
+            with _FLIGHTS_LOCK:
+                tuner._flights.pop(key, None)
+            mine.done.set()

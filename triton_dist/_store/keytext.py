@@ -1,0 +1,91 @@
+"""The text of a business key: what names its cache entry (issue 17, items 14 and 15).
+
+``repr(key)``, except that sets and frozensets are written with their items sorted (their order
+depends on ``PYTHONHASHSEED``), and refused when it could not name a readable entry.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from triton_dist.errors import KeyFunctionError
+
+__all__ = ["MAX_KEY_BYTES", "key_repr", "stable_key_text"]
+
+#: a key's text, JSON-escaped, may take at most this much of an entry (whose reader stops at
+#: 8 MiB): a longer key was written, never read back, and re-tuned by every process
+MAX_KEY_BYTES = 2**20
+
+
+def key_repr(key: Any) -> str | None:
+    """The key's text if it is stable across processes, else None.
+
+    That is ``repr(key)``, except that sets and frozensets inside tuples, lists and dicts are
+    written with their items sorted by their own text: their iteration order depends on
+    ``PYTHONHASHSEED``, so a plain repr names a different entry in every process (issue 17).
+    """
+    def text_of(value: Any) -> str:
+        return _canonical_repr(value, 0) if _has_set(value, 0) else repr(value)
+
+    text = text_of(key)
+    if " at 0x" in text or text_of(key) != text:  # an address, or a repr that changes per call
+        return None
+    return text
+
+
+_CONTAINERS = (tuple, list, dict, set, frozenset)
+
+
+def _has_set(value: Any, depth: int) -> bool:
+    if isinstance(value, (set, frozenset)):
+        return True
+    if depth > 50 or not isinstance(value, _CONTAINERS):
+        return False
+    items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
+    return any(_has_set(k, depth + 1) or _has_set(v, depth + 1) for k, v in items)
+
+
+def _canonical_repr(value: Any, depth: int) -> str:
+    # only the built-in containers' own reprs are rebuilt (subclasses may print themselves)
+    namedtuple = isinstance(value, tuple) and hasattr(value, "_fields")
+    if depth > 50 or (type(value) not in _CONTAINERS and not namedtuple):
+        return repr(value)
+    if type(value) is dict:
+        return "{" + ", ".join(f"{_canonical_repr(k, depth + 1)}: {_canonical_repr(v, depth + 1)}"
+                               for k, v in value.items()) + "}"
+    items = [_canonical_repr(v, depth + 1) for v in value]
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple, as it prints itself
+        return f"{type(value).__name__}(" + ", ".join(
+            f"{name}={item}" for name, item in zip(value._fields, items, strict=True)) + ")"
+    if type(value) is tuple:
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if type(value) is list:
+        return "[" + ", ".join(items) + "]"
+    body = "{" + ", ".join(sorted(items)) + "}"
+    if type(value) is set:
+        return body if items else "set()"
+    return f"frozenset({body})" if items else "frozenset()"
+
+
+def stable_key_text(key: Any) -> str:
+    """The text that names ``key``'s cache entry, or :class:`KeyFunctionError` for a key that
+    cannot name one (a repr with an address, or too long to be read back)."""
+    text = key_repr(key)
+    if text is None:
+        raise KeyFunctionError(
+            f"key_fn returned {type(key).__name__} {key!r:.200}, whose repr is not stable across "
+            "processes (it contains a memory address), so it cannot name a cache file. Return a "
+            "tuple of plain values: shapes, dtypes as strings, world size."
+        )
+    size = len(json.dumps(text))
+    if size > MAX_KEY_BYTES:
+        # an entry holding it would exceed the reader's limit: written, never read back, and
+        # re-tuned by every process (issue 17)
+        raise KeyFunctionError(
+            f"key_fn returned a key whose text takes {size} bytes in a cache entry ({text[:100]}...); "
+            f"keys may take at most {MAX_KEY_BYTES} bytes. Return a short tuple of what "
+            "decides the best config (shapes, dtypes as strings, world size), not the data itself.",
+            size=size,
+        )
+    return text
