@@ -2,9 +2,10 @@
 
 ``python -m ray_runner run CAMPAIGN.yaml [--address ADDR] [--cache-dir DIR] [--seed none|nodes|shared]
 [--force]``, ``validate CAMPAIGN.yaml``, ``preflight CAMPAIGN.yaml``. A case of world size W runs on
-a gang of W device actors (one placement group, one torch.distributed group) that call the same
-tuning path as an inline ``autotune_pg`` call; the driver merges the ranks' entries and writes
-cache entries that later runs of the decorated function hit.
+W device actors of a gang, in a W-rank world (their default torch.distributed group, see
+:mod:`ray_runner.world`), and they call the same tuning path as an inline ``autotune_pg`` call of
+a W-rank job; the driver merges the ranks' entries and writes cache entries that later runs of
+the decorated function hit.
 
 Ray is optional: importing this package does not import it; commands that need it raise
 :class:`~triton_dist.errors.RayNotInstalledError` with the install command.

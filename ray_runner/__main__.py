@@ -68,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
 
     validate = sub.add_parser("validate", help="check a campaign file without running it")
     validate.add_argument("campaign", help=CAMPAIGN_HELP + "; checks every field (and prints the cases it expands to)")
+    validate.add_argument("--no-import", action="store_true",
+                          help="check the file only; do not import the targets and argument builders "
+                               "(offline validation, where the code is not installed)")
+    validate.add_argument("--import-timeout", type=float, default=120.0, metavar="SECONDS",
+                          help="bound on importing every target and builder (default 120)")
 
     pre = sub.add_parser("preflight", help="check that every rank of every node will hit the cache")
     pre.add_argument("campaign", help=CAMPAIGN_HELP + "; every case is checked on every node")
@@ -116,8 +121,19 @@ def _validate(args: argparse.Namespace) -> int:
     campaign = load_campaign(args.campaign)
     cases = campaign.cases()
     sizes = sorted({c.world_size for c in cases})
+    if not args.no_import:
+        from .validate import check_imports
+
+        problems = check_imports(campaign, args.import_timeout)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        if problems:
+            print(f"{args.campaign}: INVALID: {len(problems)} target(s) or builder(s) cannot be used",
+                  file=sys.stderr)
+            return EXIT_INVALID
+    checked = "file only (--no-import)" if args.no_import else "targets and builders imported"
     print(f"{args.campaign}: valid campaign {campaign.name!r}: {len(campaign.targets)} target(s), "
-          f"{len(cases)} case(s), world sizes {sizes}, device {campaign.device}")
+          f"{len(cases)} case(s), world sizes {sizes}, device {campaign.device}; {checked}")
     return EXIT_OK
 
 

@@ -16,10 +16,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 
 from . import scheduler as sch
 from ._ray import cluster_capacity, import_ray
+from .claims import Claims
 from .errors import CampaignError, CaseTimeoutError, describe_failure
 from .gang import Gang, GangOptions
 from .merge import merge_entries
@@ -40,7 +42,7 @@ class _Work:
     ranks: tuple[int, ...]
     dispatched: float
     deadline: float
-    phase: str = "identify"  # identify | tune
+    phase: str = "identify"  # port | form | identify | tune
     refs: list[Any] = dataclasses.field(default_factory=list)
     results: dict[int, Any] = dataclasses.field(default_factory=dict)
     actor_s: float = 0.0
@@ -85,6 +87,7 @@ class Executor:
         from triton_dist.settings import get_settings
 
         self.version_check = get_settings().version_check
+        self.claims = Claims()
 
     # ------------------------------------------------------------------ the loop
 
@@ -214,8 +217,8 @@ class Executor:
         run.nodes = [live.gang.node_ids[r] for r in ranks]
         run.ranks = ranks
         spec = run.spec
-        if self.force:
-            work.phase, work.refs = "tune", self._tune_refs(live, work)
+        if live.gang.world_of(ranks) is None:  # the ranks are not in the case's world: form it
+            work.phase, work.refs = "port", [live.gang.port(ranks)]
         else:
             work.refs = live.gang.identify(ranks, spec.target.function, spec.target.args, spec.case)
         live.works.append(work)
@@ -243,23 +246,16 @@ class Executor:
 
     def _phase_done(self, live: _Live, work: _Work) -> None:
         run, spec = work.run, work.run.spec
+        if work.phase in ("port", "form"):
+            if work.phase == "port":
+                work.phase, work.refs = "form", live.gang.form(work.ranks, int(work.results[0]))
+            else:
+                work.phase = "identify"
+                work.refs = live.gang.identify(work.ranks, spec.target.function, spec.target.args, spec.case)
+            work.results = {}
+            return
         if work.phase == "identify":
-            identities = [work.results[i] for i in range(len(work.refs))]
-            if len({(x["id"], x["key"]) for x in identities}) > 1:
-                raise CampaignError(
-                    f"args: the ranks of {spec.label()} built arguments with different keys "
-                    f"({sorted({x['key'] for x in identities})}); key_fn must give every rank the same key")
-            work.actor_s += max(float(x.get("busy_s") or 0.0) for x in identities)
-            run.identity = identities[0]
-            cached = self._cached(run.identity)
-            if cached is not None:
-                entry, path = cached
-                live.works.remove(work)
-                self.queue.succeed(run, sch.CACHED, entry=entry, path=str(path))
-                self.progress.finished_case("cached", "%s: already in the cache (%s)", spec.label(), path)
-                return
-            work.phase, work.results = "tune", {}
-            work.refs = self._tune_refs(live, work)
+            self._identified(live, work)
             return
         outs = [work.results[i] for i in range(len(work.refs))]
         seconds = time.monotonic() - work.dispatched
@@ -293,21 +289,43 @@ class Executor:
                                     else f"{entry['default_time_ms']:.4f} ms", seconds, live.gang.id,
                                     list(work.ranks))
 
+    def _identified(self, live: _Live, work: _Work) -> None:
+        """The case's key is known (in its world): merge it, skip it (cached) or tune it."""
+        run, spec = work.run, work.run.spec
+        identities = [work.results[i] for i in range(len(work.refs))]
+        if len({(x["id"], x["key"]) for x in identities}) > 1:
+            raise CampaignError(
+                f"args: the ranks of {spec.label()} built arguments with different keys "
+                f"({sorted({x['key'] for x in identities})}); key_fn must give every rank the same key")
+        work.actor_s += max(float(x.get("busy_s") or 0.0) for x in identities)
+        run.identity = identities[0]
+        clash = self.claims.claim(run, run.identity)
+        if clash is not None:
+            live.works.remove(work)
+            if clash.kind == "merged":
+                run.merged_into = clash.owner.number
+                self.queue.succeed(run, sch.MERGED, entry=None)
+                self.progress.finished_case("merged", "%s: %s", spec.label(), clash.message)
+            else:
+                self.queue.fail(run, clash.message, retry=False)
+                self.progress.finished_case("failed", "%s: failed: %s", spec.label(), clash.message)
+            return
+        cached = None if self.force else self._cached(run.identity)
+        if cached is not None:
+            entry, path = cached
+            live.works.remove(work)
+            self.queue.succeed(run, sch.CACHED, entry=entry, path=str(path))
+            self.progress.finished_case("cached", "%s: already in the cache (%s)", spec.label(), path)
+            return
+        work.phase, work.results = "tune", {}
+        work.refs = self._tune_refs(live, work)
+
     def _cached(self, ident: dict[str, Any]) -> tuple[dict[str, Any], Path] | None:
-        """The driver's cache entry for this case if it would be a hit (as ``_tuning._lookup``)."""
-        path = _cache.entry_path(self.root, ident["function"], ident["id"])
-        if not path.exists():
-            return None
-        entry = _cache.read_entry(path, self.root)
-        if entry is None or entry["key"] != ident["key"] or entry["source_hash"] != ident["source_hash"]:
-            return None
-        if entry["best"]["config"] not in ident["space"]:
-            return None
-        if self.version_check:
-            old = entry.get("versions", {})
-            if any(old.get(k) != v for k, v in ident["versions"].items() if k != "python"):
-                return None
-        return entry, path
+        """The driver's cache entry for this case if a tuning job of the case's world would hit
+        it (the hit rule, ``triton_dist._store.decide``; a grown config space is re-tuned)."""
+        verdict = _decide.decide(_decide.CallId.from_dict(ident), self.root,
+                                 version_check=self.version_check, cache_only="off")
+        return (verdict.entry, verdict.path) if verdict.hit and verdict.entry is not None else None
 
     def _root_cause(self, work: _Work, exc: BaseException) -> BaseException:
         """The error that explains a failed attempt, looking at every rank of its block.

@@ -1,9 +1,11 @@
 """A gang: a placement group of G device bundles, G actors on it, one torch.distributed group.
 
 The gang serves cases of every world size w <= G of the campaign: its ranks are cut into
-blocks of w consecutive ranks (``blocks``), each with a group of its own created when the gang
-forms, so a gang of 2 GPUs tunes two single-GPU cases side by side or one two-GPU case, with the
-same processes. Start-up (worker processes, imports, device contexts) is paid once per gang.
+blocks of w consecutive ranks (``blocks``), and each block runs its cases in a world of its own
+(:mod:`ray_runner.world`: the ranks' default group holds exactly the block), formed when the
+driver first dispatches a case of that size to it; so a gang of 2 GPUs tunes two single-GPU cases
+side by side or one two-GPU case, with the same processes. Start-up (worker processes, imports,
+device contexts) is paid once per gang; forming a block's world costs a store and a collective.
 
 :meth:`Gang.start` blocks (the scheduler runs it in a thread) and is bounded at every step: the
 placement group must be ready within ``placement_timeout_s`` (else an error naming the missing
@@ -101,6 +103,9 @@ class Gang:
         self.token = uuid.uuid4().hex  # this gang's claim on a pooled gang
         self.pooled = False  # its actors outlive the campaign (named, detached)
         self.reused = False  # claimed from the pool instead of started
+        #: rank -> (world id, the gang ranks of that world): the world each actor is in
+        self.formed: dict[int, tuple[int, tuple[int, ...]]] = {}
+        self._fids = itertools.count(1)
 
     def __repr__(self) -> str:
         return f"<Gang {self.id} W={self.world_size}>"
@@ -196,27 +201,54 @@ class Gang:
         if self.pooled:  # rank 0 holds the claim and ends the gang once idle for pool_idle_s
             ray.get(self.actors[0].pool_setup.remote(pg_options["name"], opts.pool_idle_s, self.token),
                     timeout=start_timeout)
-        if W == 1:
-            return
+        # the whole gang's world now (the usual case: cases of the gang's size), bounded
+        ranks = tuple(range(W))
+        port = ray.get(self.port(ranks), timeout=start_timeout)
+        ray.get(self.form(ranks, port), timeout=start_timeout + opts.rendezvous_timeout_s)
+        log.debug("gang %d (W=%d) formed its world on %s", self.id, W, self.host)
+
+    # ---------------------------------------------------------------- worlds (non-blocking)
+
+    def world_of(self, ranks: tuple[int, ...]) -> int | None:
+        """The id of the world that is exactly ``ranks``, if they are in it; else None."""
+        worlds = {self.formed.get(r) for r in ranks}
+        if len(worlds) != 1:
+            return None
+        world = worlds.pop()
+        return world[0] if world is not None and world[1] == tuple(ranks) else None
+
+    def _addr(self, ranks: tuple[int, ...]) -> str:
         # One node: loopback (works in sandboxes whose host name does not resolve); else the IP
-        # of rank 0's node, where rank 0 picks a free port.
-        same_node = len({n["node_id"] for n in self.nodes}) == 1
-        addr = "127.0.0.1" if same_node else self.nodes[0]["ip"]
-        port = ray.get(self.actors[0].free_port.remote(addr), timeout=start_timeout)
-        ray.get([a.join.remote(addr, port, opts.rendezvous_timeout_s, self.sizes) for a in self.actors],
-                timeout=start_timeout + opts.rendezvous_timeout_s)
-        log.debug("gang %d (W=%d) formed its group at %s:%d on %s", self.id, W, addr, port, self.host)
+        # of the node of the block's first rank, which hosts the store on a port it picks.
+        same_node = len({self.nodes[r]["node_id"] for r in ranks}) == 1
+        return "127.0.0.1" if same_node else self.nodes[ranks[0]]["ip"]
+
+    def port(self, ranks: tuple[int, ...]) -> Any:
+        """A free port for the store of a world of ``ranks`` (an ObjectRef)."""
+        return self.actors[ranks[0]].free_port.remote(self._addr(ranks))
+
+    def form(self, ranks: tuple[int, ...], port: int) -> list[Any]:
+        """Every rank of ``ranks`` leaves its world and joins a new one of exactly ``ranks``
+        (one ObjectRef per rank; the ranks' cases name the new world's id)."""
+        fid, addr = next(self._fids), self._addr(ranks)
+        for r in ranks:
+            self.formed[r] = (fid, tuple(ranks))
+        return [self.actors[r].form.remote(fid, addr, port, len(ranks), i, self.opts.rendezvous_timeout_s)
+                for i, r in enumerate(ranks)]
 
     # ---------------------------------------------------------------- work (non-blocking)
 
     def identify(self, ranks: tuple[int, ...], function: str, builder: str, case: dict[str, Any]) -> list[Any]:
-        """The block's ranks build the case's arguments and say where its entry lives."""
-        return [self.actors[r].identify.remote(function, builder, case, len(ranks)) for r in ranks]
+        """The block's ranks build the case's arguments and say where its entry lives (in the
+        block's world: :meth:`world_of` must name it)."""
+        fid = self.world_of(ranks)
+        return [self.actors[r].identify.remote(function, builder, case, len(ranks), fid) for r in ranks]
 
     def tune(self, ranks: tuple[int, ...], function: str, builder: str, case: dict[str, Any], *,
              known_failures: dict[int, str] | None = None, check_correctness: bool = True) -> list[Any]:
-        """The block's ranks tune the case in the block's group (one ObjectRef per rank)."""
-        return [self.actors[r].tune.remote(function, builder, case, len(ranks), known_failures=known_failures,
+        """The block's ranks tune the case in the block's world (one ObjectRef per rank)."""
+        fid = self.world_of(ranks)
+        return [self.actors[r].tune.remote(function, builder, case, len(ranks), fid, known_failures=known_failures,
                                            check_correctness=check_correctness) for r in ranks]
 
     def kill_ranks(self, ranks: tuple[int, ...]) -> None:

@@ -1,11 +1,15 @@
 """Pre-flight: will every rank of every node hit the cache for every case of a campaign?
 
 One task per node that has the campaign's device resource, pinned to it and holding one device
-(the hardware digest is the device's). For each case and each rank ``r`` of its world size it
-builds the arguments with ``ctx.rank = r``, computes the key and the entry path exactly as
-``triton_dist._tuning.resolve`` does, and asks ``_tuning._lookup`` whether that entry is a hit
-in the node's cache root (``--cache-dir``, else the node's ``TRITON_DIST_AUTOTUNE_DIR`` or the
-default). Any miss, or a node that cannot answer, fails the check.
+(the hardware digest is the device's). For each case and each rank ``r`` of its world size W it
+enters a W-rank world as rank ``r`` (:func:`ray_runner.world.fake_world`: ``get_world_size()``,
+``get_rank()``, the default and registered groups and ``RANK``/``WORLD_SIZE`` answer as in the
+training job; collectives do nothing), builds the arguments, computes the call's identity as
+``triton_dist._tuning.resolve`` does (``_decide.identify``) and asks the hit rule
+(``_decide.decide``) whether it hits in the node's cache root (``--cache-dir``, else the node's
+``TRITON_DIST_AUTOTUNE_DIR`` or the default), with the node's settings (a grown config space is a
+miss unless ``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` is set there). Any miss, or a node that cannot
+answer, fails the check.
 """
 
 from __future__ import annotations
@@ -26,14 +30,8 @@ log = logging.getLogger(__name__)
 
 def check_node(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir: str | None) -> dict[str, Any]:
     """On one node: one row per (case, rank): hit or the reason for the miss."""
-    from triton_dist import _tuning
     from triton_dist._backends import get_backend
-    from triton_dist._store import files as _cache
-    from triton_dist._store.fingerprint import hardware_info
     from triton_dist.settings import get_settings
-
-    from .errors import describe_failure
-    from .worker import CaseContext, build_args, load_target
 
     settings = get_settings()
     root = Path(cache_dir).expanduser() if cache_dir else settings.autotune_dir
@@ -42,21 +40,32 @@ def check_node(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir:
     for function, builder, world_size, case in cases:
         for rank in range(world_size):
             row: dict[str, Any] = {"function": function, "case": case, "world_size": world_size, "rank": rank}
-            try:
-                tuner = load_target(function)
-                args, kwargs = build_args(builder, case, CaseContext(rank, world_size, backend.device()))
-                key_text = _tuning._stable_key(tuner.key_fn(*args, **kwargs))
-                eid = _cache.entry_id(tuner.target.source_hash(), hardware_info(backend)["digest"], key_text)
-                path = _cache.entry_path(root, tuner.target.name, eid)
-                with warnings.catch_warnings(record=True) as caught:
-                    warnings.simplefilter("always")
-                    index, why = _tuning._lookup(tuner.target, path, root, key_text, backend, settings)
-                row.update(key=key_text, path=str(path), hit=index is not None, index=index, why=why,
-                           warnings=[str(w.message) for w in caught])
-            except Exception as exc:  # noqa: BLE001 - reported as a miss with the reason
-                row.update(hit=False, why=describe_failure(exc)[0])
+            row.update(_check(function, builder, world_size, rank, case, root, settings, backend))
             rows.append(row)
     return {"host": socket.gethostname(), "root": str(root), "device": str(backend.device()), "rows": rows}
+
+
+def _check(function: str, builder: str, world_size: int, rank: int, case: dict[str, Any], root: Path,
+           settings: Any, backend: Any) -> dict[str, Any]:
+    from triton_dist._store import decide as _decide
+
+    from .errors import describe_failure
+    from .worker import CaseContext, build_args, load_target
+    from .world import fake_world
+
+    try:
+        tuner = load_target(function)
+        with fake_world(world_size, rank) as group:
+            args, kwargs = build_args(builder, case, CaseContext(rank, world_size, backend.device(), group))
+            call = _decide.identify(tuner.target, tuner.key_fn(*args, **kwargs), world_size, backend)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            verdict = _decide.decide(call, root, version_check=settings.version_check,
+                                     cache_only=settings.cache_only)
+        return {"key": call.key, "path": str(verdict.path), "hit": verdict.hit, "index": verdict.index,
+                "why": verdict.why, "warnings": [str(w.message) for w in caught] + verdict.notes}
+    except Exception as exc:  # noqa: BLE001 - reported as a miss with the reason
+        return {"hit": False, "why": describe_failure(exc)[0]}
 
 
 def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str | None = None,

@@ -102,6 +102,7 @@ def _case_row(run: Any) -> dict[str, Any]:
         "ranks": list(run.ranks),
         "host": run.host,
         "nodes": list(run.nodes),
+        "merged_into": run.merged_into,
     }
 
 
@@ -171,6 +172,11 @@ def markdown(report: dict[str, Any]) -> str:
             f"{row['status']} | {best} | {_ms(row['best_ms'])} | {_ms(row['default_ms'])} | {speedup} | "
             f"{row['retries']} | {row['seconds'] if row['seconds'] is not None else '–'} |"
         )
+    merged = [row for row in report["cases"] if row.get("merged_into") is not None]
+    if merged:
+        lines += ["", "## Merged cases (same cache entry as an earlier case; not tuned again)", ""]
+        lines += [f"- case {row['number']} `{case_text(row['case'])}` → case {row['merged_into']} "
+                  f"(key `{row['key']}`)" for row in merged]
     failures = [row for row in report["cases"] if row["errors"]]
     if failures:
         lines += ["", "## Failures and retries", ""]

@@ -35,7 +35,9 @@ from .spec import CaseSpec
 __all__ = ["CaseQueue", "CaseRun", "fits", "plan_gangs"]
 
 PENDING, RUNNING, TUNED, CACHED, FAILED = "pending", "running", "tuned", "cached", "failed"
-DONE_STATES = (TUNED, CACHED, FAILED)
+MERGED = "merged"
+"""Same cache entry (key computed in the case's world) as an earlier case: not tuned again."""
+DONE_STATES = (TUNED, CACHED, MERGED, FAILED)
 
 
 @dataclasses.dataclass
@@ -65,6 +67,8 @@ class CaseRun:
     ranks: tuple[int, ...] = ()
     """Ranks of the gang (its block) the last attempt ran on."""
     started: float | None = None
+    merged_into: int | None = None
+    """The number of the case it was merged into (status ``merged``)."""
 
     @property
     def number(self) -> int:

@@ -1,10 +1,11 @@
 """The device actor of a gang: build a case's arguments on its device, run the shared tuning path.
 
-One :class:`CaseWorker` per device. A gang of W of them forms a torch.distributed group
-(:meth:`CaseWorker.join`); for each case every rank imports the target and the argument builder,
-builds the call's arguments on its own device and calls ``AutoTuner.tune(..., autotune_pg=<the
-gang's group>, force=True, write_cache=False)``: exactly the measuring, agreement and MAX
-reduction an inline ``autotune_pg`` call runs. The entry dict goes back to the driver, which
+One :class:`CaseWorker` per device. The ranks of a case's block are in the case's world
+(:meth:`CaseWorker.form`, :mod:`ray_runner.world`: the default group holds exactly them); for each
+case every rank imports the target and the argument builder, builds the call's arguments on its
+own device and calls ``AutoTuner.tune(..., autotune_pg=<the world>, force=True,
+write_cache=False)``: exactly the measuring, agreement and MAX reduction an inline
+``autotune_pg`` call of a job of that size runs. The entry dict goes back to the driver, which
 merges and writes it (:mod:`ray_runner.merge`).
 
 This module imports neither Ray nor torch at import time; :mod:`ray_runner.gang` wraps the class
@@ -36,13 +37,14 @@ class CaseContext:
     """What an argument builder learns about where it runs: ``builder(case, ctx)``."""
 
     rank: int
-    """This actor's rank in the case's gang (0 .. world_size-1)."""
+    """This actor's rank in the case's world (0 .. world_size-1; ``torch.distributed.get_rank()``)."""
     world_size: int
-    """Ranks of the gang (the target's ``world_size``)."""
+    """Ranks of the case's world (the target's ``world_size``)."""
     device: Any
     """The ``torch.device`` to build tensors on."""
     group: Any = None
-    """The gang's process group (None for world size 1 and in ``preflight``)."""
+    """The case's world: the default process group (in ``preflight`` a ``fake`` one, whose
+    collectives do nothing)."""
 
 
 def load_attr(path: str, what: str) -> Any:
@@ -100,27 +102,12 @@ def build_args(builder_path: str, case: Mapping[str, Any], ctx: CaseContext) -> 
     return tuple(out[0]), dict(out[1])
 
 
-def identify_case(tuner: Any, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Where this call's cache entry lives, computed exactly as ``_tuning.resolve`` does."""
-    from triton_dist import _tuning
-    from triton_dist._backends import get_backend
-    from triton_dist._store import files as _cache
-    from triton_dist._store.fingerprint import hardware_info, software_versions
+def identify_case(tuner: Any, args: tuple, kwargs: dict[str, Any], world: int) -> dict[str, Any]:
+    """Where this call's cache entry lives and what the hit rule compares (``_decide.CallId``),
+    for a call that tunes over ``world`` ranks."""
+    from triton_dist._store import decide as _decide
 
-    backend = get_backend()
-    key_text = _tuning._stable_key(tuner.key_fn(*args, **kwargs))
-    digest = hardware_info(backend)["digest"]
-    source = tuner.target.source_hash()
-    return {
-        "function": tuner.target.name,
-        "qualname": tuner.target.qualname,
-        "key": key_text,
-        "source_hash": source,
-        "digest": digest,
-        "id": _cache.entry_id(source, digest, key_text),
-        "versions": software_versions(backend),
-        "space": list(tuner.target.encoded),  # as decorated (a host function may mutate its configs)
-    }
+    return _decide.identify(tuner.target, tuner.key_fn(*args, **kwargs), world).to_dict()
 
 
 class _Capture(logging.Handler):
@@ -160,8 +147,9 @@ class CaseWorker:
     """One device actor of a gang (wrapped with ``ray.remote`` by :mod:`ray_runner.gang`).
 
     A gang of G actors serves cases of any world size w <= G: its ranks are cut into blocks of
-    w consecutive ranks, each block with a process group of its own (created once, when the gang
-    forms), so the same processes tune cases of every size without restarting.
+    w consecutive ranks; a block forms its own world (its ranks' default group) when the driver
+    first gives it a case of that size, so the same processes tune cases of every size without
+    restarting.
     """
 
     def __init__(self, rank: int, world_size: int, resource: str) -> None:
@@ -172,8 +160,9 @@ class CaseWorker:
         self.backend = get_backend()  # TRITON_DIST_DEVICE is set in the actor's runtime_env
         self.local_index = local_device_index(resource, self.backend.visible_devices_env)
         self.backend.set_device(self.local_index)
-        #: case world size -> (the group of this rank's block, this rank's rank in it)
-        self.groups: dict[int, tuple[Any, int]] = {}
+        #: (world id, its size, this actor's rank in it): the world this actor is in (see form)
+        self.formation: tuple[int, int, int] | None = None
+        self._form_error: str | None = None
         self._args_key: tuple | None = None
         self._args: tuple[tuple, dict[str, Any]] | None = None
         # pooled gangs (ray_runner/pool.py): rank 0 holds the claim and reaps the idle gang
@@ -238,69 +227,62 @@ class CaseWorker:
             s.bind((host, 0))
             return int(s.getsockname()[1])
 
-    def join(self, addr: str, port: int, timeout_s: float, sizes: list[int]) -> None:
-        """Form the gang's group and one group per block of each case size (blocks until every
-        rank has joined). Every rank creates every block's group, in the same order, as
-        ``torch.distributed.new_group`` requires."""
-        import datetime
+    def form(self, fid: int, addr: str, port: int, size: int, rank: int, timeout_s: float) -> None:
+        """Make this actor rank ``rank`` of the ``size``-rank world ``fid`` (:mod:`ray_runner.world`):
+        the world the next cases of its block run in. Every rank of the block calls it."""
+        from .world import form_world
 
+        self.formation, self._form_error = None, None
+        self._args_key, self._args = None, None  # tensors of the previous world's case
+        self._enter()  # busy: a kept gang's reaper must not end it while it forms (imports: seconds)
+        try:
+            form_world(addr, port, size, rank, local_index=self.local_index, timeout_s=timeout_s,
+                       backend=self.backend)
+        except BaseException as exc:
+            self._form_error = f"{type(exc).__name__}: {exc}"[:500]
+            raise
+        finally:
+            self._leave()
+        self.formation = (fid, size, rank)
+
+    def _world(self, fid: int, size: int) -> CaseContext:
+        """The context of a case of ``size`` in world ``fid``; a RankFailureError (retried on a
+        fresh gang) when this actor is not in that world (forming it failed)."""
+        if self.formation is None or self.formation[0] != fid or self.formation[1] != size:
+            from triton_dist.errors import RankFailureError
+
+            raise RankFailureError(
+                f"rank {self.rank} of the gang is not in the {size}-rank world {fid} its case needs"
+                + (f": forming it failed: {self._form_error}" if self._form_error else ""))
         import torch.distributed as dist
 
-        from triton_dist.dist import init_distributed, set_world_group
+        return CaseContext(self.formation[2], size, self.backend.device(), dist.group.WORLD)
 
-        world = init_distributed(self.rank, self.world_size, init_method=f"tcp://{addr}:{port}",
-                                 timeout_s=timeout_s, local_rank=self.local_index)
-        # Cases name their group explicitly (autotune_pg); a case of size 1 must tune alone, not
-        # fall back to the registered world group.
-        set_world_group(None)
-        self.groups = {self.world_size: (world, self.rank)}
-        for size in sorted(s for s in set(sizes) if 1 < s < self.world_size):
-            for start in range(0, self.world_size - size + 1, size):
-                ranks = list(range(start, start + size))
-                group = dist.new_group(ranks, timeout=datetime.timedelta(seconds=timeout_s))
-                if self.rank in ranks:
-                    self.groups[size] = (group, self.rank - start)
-        # One collective on each of this rank's groups now: NCCL/HCCL communicators are created
-        # lazily, through the store that rank 0 hosts; creating them while every rank is alive
-        # keeps the other blocks working if a rank dies later, and proves every group works.
-        import torch
-
-        for size in sorted(self.groups):
-            group, _ = self.groups[size]
-            probe = torch.zeros(1, device=self.backend.device())
-            dist.all_reduce(probe, group=group)
-        self.backend.synchronize()
-
-    def _context(self, size: int) -> CaseContext:
-        if size == 1:
-            return CaseContext(0, 1, self.backend.device(), None)
-        group, rank = self.groups[size]
-        return CaseContext(rank, size, self.backend.device(), group)
-
-    def _case_args(self, builder: str, case: Mapping[str, Any], size: int) -> tuple[tuple, dict[str, Any]]:
+    def _case_args(self, builder: str, case: Mapping[str, Any], ctx: CaseContext) -> tuple[tuple, dict[str, Any]]:
         import json
 
-        key = (builder, json.dumps(case, sort_keys=True, default=str), size)
+        key = (builder, json.dumps(case, sort_keys=True, default=str), ctx.world_size, self.formation)
         if self._args_key != key or self._args is None:
             self._args = None  # free the previous case's tensors before building new ones
-            self._args = build_args(builder, case, self._context(size))
+            self._args = build_args(builder, case, ctx)
             self._args_key = key
         return self._args
 
-    def identify(self, function: str, builder: str, case: Mapping[str, Any], size: int = 1) -> dict[str, Any]:
-        """Build the case's arguments (kept for :meth:`tune`) and say where its entry lives.
-
-        Every rank of the case's block runs it: a builder may use ``ctx.group``."""
+    def identify(self, function: str, builder: str, case: Mapping[str, Any], size: int, fid: int) -> dict[str, Any]:
+        """Build the case's arguments (kept for :meth:`tune`) and say where its entry lives, in
+        the case's world ``fid``. Every rank of the case's block runs it: a builder may use
+        ``ctx.group``."""
         entered = time.perf_counter()
         self._enter()
         try:
+            ctx = self._world(fid, size)
             tuner = load_target(function)
-            args, kwargs = self._case_args(builder, case, size)
-            return {**identify_case(tuner, args, kwargs), "busy_s": time.perf_counter() - entered}
+            args, kwargs = self._case_args(builder, case, ctx)
+            return {**identify_case(tuner, args, kwargs, size), "busy_s": time.perf_counter() - entered}
         finally:
             self._leave()
 
-    def tune(self, function: str, builder: str, case: Mapping[str, Any], size: int = 1, *,
+    def tune(self, function: str, builder: str, case: Mapping[str, Any], size: int, fid: int, *,
              known_failures: Mapping[int, str] | None = None, check_correctness: bool = True) -> dict[str, Any]:
         """Tune the case in its block's group; ``known_failures`` are candidates an earlier attempt
         found to leave the device unusable (recorded as failed without running them).
@@ -310,15 +292,16 @@ class CaseWorker:
         entered = time.perf_counter()
         self._enter()
         try:
-            return self._tune(function, builder, case, size, known_failures, check_correctness, entered)
+            return self._tune(function, builder, case, self._world(fid, size), known_failures,
+                              check_correctness, entered)
         finally:
             self._leave()
 
-    def _tune(self, function: str, builder: str, case: Mapping[str, Any], size: int,
+    def _tune(self, function: str, builder: str, case: Mapping[str, Any], ctx: CaseContext,
               known_failures: Mapping[int, str] | None, check_correctness: bool, entered: float) -> dict[str, Any]:
         tuner = load_target(function)
-        args, kwargs = self._case_args(builder, case, size)
-        group = self._context(size).group
+        args, kwargs = self._case_args(builder, case, ctx)
+        group = ctx.group
         capture = _Capture()
         logger = logging.getLogger("triton_dist.tune")
         level, propagate = logger.level, logger.propagate

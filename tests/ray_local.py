@@ -14,8 +14,10 @@ RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 @contextlib.contextmanager
-def local_ray(num_cpus: int, namespace: str, **env: str) -> Iterator[str]:
-    """Start Ray in this process (``num_cpus`` CPUs, ``env`` set meanwhile) and yield its address.
+def local_ray(num_cpus: int, namespace: str, resources: dict[str, float] | None = None,
+              **env: str) -> Iterator[str]:
+    """Start Ray in this process (``num_cpus`` CPUs, custom ``resources``, ``env`` set meanwhile)
+    and yield its address.
 
     The actors import the targets from the driver's working directory: this runs from the repo
     root, and goes back afterwards."""
@@ -27,7 +29,9 @@ def local_ray(num_cpus: int, namespace: str, **env: str) -> Iterator[str]:
             mp.setenv(name, value)
         os.chdir(REPO)
         try:
-            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, namespace=namespace, log_to_driver=False)
+            # "local": a Ray of its own, even when another process on this machine runs one
+            ray.init(address="local", num_cpus=num_cpus, resources=resources, include_dashboard=False, namespace=namespace,
+                     log_to_driver=False)
             yield ray.get_runtime_context().gcs_address
         finally:
             ray.shutdown()

@@ -30,11 +30,11 @@ from triton_dist._logging import TuningLog
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import CandidateResult, DoBench, describe, measure_candidates
+from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
 from triton_dist._store.entry import build_entry, graph_mode, measurement_info, pick_best, pick_note
-from triton_dist._store.fingerprint import hardware_info, software_versions
-from triton_dist._store.keytext import stable_key_text
+from triton_dist._store.fingerprint import hardware_info
 from triton_dist.errors import (
     CacheMissError,
     KeyFunctionError,
@@ -105,10 +105,6 @@ def show_config(config: dict[str, Any]) -> str:
     return "{" + ", ".join(parts) + "}"
 
 
-#: the key's text for the cache, or KeyFunctionError (used by ray_runner's worker and preflight)
-_stable_key = stable_key_text
-
-
 def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list[int]:
     if target.prune_fn is None:
         return list(range(len(target.config_space)))
@@ -138,48 +134,6 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
     return kept
 
 
-def _versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]:
-    old = entry.get("versions", {})
-    return [f"{k}: {old.get(k)} -> {v}" for k, v in sorted(current.items())
-            if k != "python" and old.get(k) != v]
-
-
-def _lookup(target: TuneTarget, path: Path, root: Path, key_text: str, backend: Backend,
-            settings: Settings) -> tuple[int | None, str]:
-    """(index of the cached best config, "") or (None, why it is a miss)."""
-    if not path.exists() and not path.is_symlink():  # a dangling link is read (and warned about)
-        return None, "no cache entry"
-    entry = _cache.read_entry(path, root)
-    if entry is None:
-        return None, "cache entry unusable (see warning)"
-    if entry["key"] != key_text or entry["source_hash"] != target.source_hash():
-        return None, _warn_miss(path, "cache entry is for another key or source")
-    changed = _versions_differ(entry, software_versions(backend))
-    if changed:
-        message = f"cache entry {path} was tuned with other software versions ({'; '.join(changed)})"
-        if settings.version_check:
-            return None, message + " and TRITON_DIST_AUTOTUNE_VERSION_CHECK=1"
-        warnings.warn(message + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
-                      TritonDistWarning, stacklevel=5)
-    index = _cache.find_config(entry["best"]["config"], target.encoded)
-    if index is None:
-        return None, _warn_miss(path, "the cached best config is no longer in config_space")
-    new = _reuse.unmeasured(entry, target.encoded)
-    if new and settings.cache_only == "off":
-        # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
-        # measure the new configs, reusing this entry's timings (see _reuse)
-        return None, f"config_space has {len(new)} config(s) the entry never measured ({new[:10]})"
-    return index, ""
-
-
-def _warn_miss(path: Path, why: str) -> str:
-    """A file is there but cannot serve this call: say so (issue 7 R3), return the reason."""
-    message = f"ignoring cache file {path}: {why}. It is treated as a miss and re-tuned."
-    log.warning("%s", message)
-    warnings.warn(message, TritonDistWarning, stacklevel=6)
-    return why
-
-
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
             verbose: bool = False, overwrite: bool = False, force: bool = False,
             write: bool = True, root: Path | None = None, check_correctness: bool | None = None,
@@ -199,13 +153,13 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
 
     local_error: BaseException | None = None
     key_text, decision, why, kept, path = "", "error", "", [], None
+    call: _decide.CallId | None = None
     reuse: _reuse.Reuse | None = None
     try:
-        key_text = _stable_key(key)
-        hw = hardware_info(backend)
-        path = _cache.entry_path(root, target.name, _cache.entry_id(target.source_hash(), hw["digest"], key_text))
+        call = _decide.identify(target, key, view.size if view is not None else 1, backend)
+        key_text, path = call.key, call.path(root)
         index, why = (None, "forced re-tuning") if force or settings.always_tune else \
-            _lookup(target, path, root, key_text, backend, settings)
+            _decide.lookup(call, root, settings)
         if index is not None:
             decision = f"hit:{index}"
         elif settings.cache_only != "off" and not force:
@@ -216,8 +170,8 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
             if not (force or settings.always_tune):
                 reuse = _reuse.find_reusable(
                     root, target.name, target.encoded, kept, key_text, target.source_hash(),
-                    _reuse.body_hash(target.fn), hw["digest"], software_versions(backend),
-                    measurement_info(target, backend))
+                    _reuse.body_hash(target.fn), call.digest, call.versions,
+                    measurement_info(target, backend), world=call.world)
     except (KeyFunctionError, PruneError, OSError) as exc:
         local_error = exc
 
@@ -243,7 +197,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
                 show_config(target.config_space[index]), path)
         return Outcome(index, "cache", path=path)
     if decision == "cache-only-miss":
-        why = _explain(target, root, key_text, backend, settings, why)
+        why = _explain(target, call, root, backend, settings, why)  # type: ignore[arg-type]
         if settings.cache_only == "strict":
             raise CacheMissError(
                 f"TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict and {target.qualname} has no usable cache "
@@ -272,18 +226,15 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
                      overwrite, path if writer else None, root, why, reuse)
 
 
-def _explain(target: TuneTarget, root: Path, key_text: str, backend: Backend, settings: Settings,
+def _explain(target: TuneTarget, call: _decide.CallId, root: Path, backend: Backend, settings: Settings,
              why: str) -> str:
     """The lookup's reason, made specific by the miss diagnosis (which component differs)."""
     from triton_dist._store.diagnose import explain_miss  # only on a cache-only miss
 
-    hw = hardware_info(backend)
     try:
-        diag = explain_miss(root, target.name, key_text, target.source_hash(), hw["digest"],
-                            software_versions(backend),
-                            list(target.encoded),
-                            body_hash=_reuse.body_hash(target.fn), hardware=hw,
-                            version_check=settings.version_check, cache_only=True)
+        diag = explain_miss(root, call.function, call.key, call.source_hash, call.digest, call.versions,
+                            call.space, body_hash=_reuse.body_hash(target.fn), hardware=hardware_info(backend),
+                            version_check=settings.version_check, cache_only=True, world=call.world)
     except OSError as exc:
         return f"{why}; the cache directory could not be scanned: {exc}"
     return diag.reason if diag.reason and not diag.hit else why

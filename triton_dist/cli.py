@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", metavar="DIGEST", help="compare with this hardware digest instead of this machine's")
     p.add_argument("--no-import", action="store_true",
                    help="with a plain name: import nothing; compare only key, hardware and versions")
+    p.add_argument("--world-size", type=int, metavar="N",
+                   help="the caller tunes over N ranks (autotune_pg's size; 1 without one): an entry "
+                        "measured over another number is a miss (default: not compared)")
 
     p = sub.add_parser("verify", parents=[common], help="check every file; exit 1 on corrupt, foreign or unreadable ones")
 

@@ -3,7 +3,9 @@
 ``python -m tests.ray.verify_hits SPEC_JSON`` with ``SPEC_JSON`` = ``{"world_size": W, "calls":
 [[function, builder, case], ...]}``. With W > 1 it is started once per rank (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) and calls with ``autotune_pg`` = the world group,
-as a multi-rank training job would. Measuring anything raises; so does a miss under
+as a multi-rank training job would. ``"init": true`` initialises the gloo world also for W = 1
+(``torchrun --nproc_per_node=1``); ``"registered": true`` calls without ``autotune_pg`` (the world
+group ``init_distributed`` registered is used, as in a training script that never names it). Measuring anything raises; so does a miss under
 ``TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict``. Prints one JSON line per call.
 """
 
@@ -28,7 +30,7 @@ def main() -> int:
     _tuning.measure_candidates = refuse  # any tuning would go through here
 
     group = None
-    if world_size > 1:
+    if world_size > 1 or spec.get("init"):
         from triton_dist.dist import init_distributed
 
         group = init_distributed(timeout_s=60)
@@ -39,7 +41,7 @@ def main() -> int:
     for function, builder, case in spec["calls"]:
         tuner = load_target(function)
         args, kwargs = build_args(builder, case, CaseContext(rank, world_size, device, group))
-        if group is not None:
+        if group is not None and not spec.get("registered"):
             tuner(*args, autotune_pg=group, **kwargs)
         else:
             tuner(*args, **kwargs)

@@ -238,7 +238,7 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     key_text = _key_text(args.key)
     digest = args.hardware or hw["digest"]
     common: dict[str, Any] = dict(hardware=None if args.hardware else hw, version_check=settings.version_check,
-                                  cache_only=settings.cache_only != "off")
+                                  cache_only=settings.cache_only != "off", world=args.world_size)
     tuner, resolved = None, None
     if ":" in args.function:
         tuner, resolved = _load_tuner(args.function), args.function

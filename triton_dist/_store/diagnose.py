@@ -20,20 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
 
-__all__ = ["Diagnosis", "Difference", "diagnose", "explain_miss", "scan_function_dir",
-           "versions_differ"]
+__all__ = ["Diagnosis", "Difference", "diagnose", "explain_miss", "scan_function_dir"]
 
 #: how far an entry is from the caller when this component differs: a different key matters
-#: most (another business case), then other hardware, then another source, then the space
-_WEIGHTS = {"entry": 32, "key": 16, "hardware": 8, "source": 4, "config_space": 2, "versions": 1}
-
-
-def versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]:
-    """``"name: old -> new"`` for each software version that differs (python is not compared)."""
-    old = entry.get("versions") or {}
-    return [f"{k}: {old.get(k)} -> {v}" for k, v in sorted(current.items())
-            if k != "python" and old.get(k) != v]
+#: most (another business case), then another world, other hardware, another source, the space
+_WEIGHTS = {"entry": 64, "key": 32, "world": 16, "hardware": 8, "source": 4, "config_space": 2, "versions": 1}
 
 
 #: parsed files by path, valid while (mtime, size, inode) stay the same: a job in cache-only mode
@@ -131,12 +124,13 @@ class Diagnosis:
 def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body: str | None,
              hardware_digest: str | None, hardware: dict[str, Any] | None,
              versions: dict[str, str] | None, space: Sequence[Any] | None, version_check: bool,
-             cache_only: bool) -> list[Difference]:
-    from triton_dist._store.reuse import config_key  # late: _reuse imports this module
-
+             cache_only: bool, world: int | None) -> list[Difference]:
     diffs: list[Difference] = []
     if entry["key"] != key_text:
         diffs.append(Difference("key", key_text, entry["key"], f"the entry is for key {_short(entry['key'])}"))
+    if world is not None and entry_world(entry) != world:
+        diffs.append(Difference("world", str(world), str(entry_world(entry)),
+                                f"measured over {entry_world(entry)} rank(s); the caller tunes over {world}"))
     if source_hash is not None and entry["source_hash"] != source_hash:
         detail = (f"the function's source changed since the entry was tuned (source hash "
                   f"{entry['source_hash']} then, {source_hash} now)")
@@ -182,11 +176,13 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
                  hardware_digest: str | None = None, versions: dict[str, str] | None = None,
                  config_space_encoded: Sequence[Any] | None = None, *, body_hash: str | None = None,
                  hardware: dict[str, Any] | None = None, version_check: bool = False,
-                 cache_only: bool = False) -> Diagnosis:
+                 cache_only: bool = False, world: int | None = None) -> Diagnosis:
     """Would ``(function_name, key_text)`` hit, and if not, which component differs?
 
-    Any of source hash, hardware digest, versions and encoded config space may be None (unknown):
-    that component is then not compared. Reads JSON only; never executes anything.
+    Any of source hash, hardware digest, versions, encoded config space and world may be None
+    (unknown): that component is then not compared. When source, hardware, versions and space are
+    known, the verdict is the hit rule's (``_decide.decide``); the scan explains a miss by the
+    nearest entry. Reads JSON only; never executes anything.
     """
     root = Path(root)
     directory = root / _cache.safe_name(function_name)
@@ -215,7 +211,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
     scored = []
     for path, entry in sorted(entries, key=lambda pe: str(pe[1].get("created", "")), reverse=True):
         diffs = _compare(entry, key_text, source_hash, body_hash, hardware_digest, hardware, versions,
-                         config_space_encoded, version_check, cache_only)
+                         config_space_encoded, version_check, cache_only, world)
         score = sum(_WEIGHTS[d.component] for d in diffs if d.blocking)
         scored.append((score, len(diffs), path, diffs))
     # stable sort: among equals the file the tuner looks for, then the newest
@@ -245,12 +241,27 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
     else:
         diag.reason = (f"the nearest entry {path} differs in {', '.join(d.component for d in blocking)}: "
                        + "; ".join(d.detail for d in blocking))
+    if (expected is not None and versions is not None and config_space_encoded is not None
+            and any(p == expected for p, _ in entries)):
+        call = CallId(function_name, key_text, str(source_hash), str(hardware_digest), versions,
+                      list(config_space_encoded), world)
+        _apply_rule(diag, decide(call, root, version_check=version_check, cache_only=cache_only))
     return diag
 
 
-def diagnose(tuner: Any, key: Any, root: Path | str | None = None) -> Diagnosis:
+def _apply_rule(diag: Diagnosis, verdict: Any) -> None:
+    """The verdict is the hit rule's; the scan above only explains it (they agree unless the
+    rule checks something the comparison does not)."""
+    if verdict.hit and diag.verdict != "hit":
+        diag.verdict, diag.reason = "hit", f"would hit {verdict.path}"
+    elif not verdict.hit and diag.verdict == "hit":
+        diag.verdict, diag.reason = "miss", f"{verdict.path}: {verdict.why}"
+
+
+def diagnose(tuner: Any, key: Any, root: Path | str | None = None, world: int | None = 1) -> Diagnosis:
     """:func:`explain_miss` for an ``AutoTuner`` and a key (the key object, or its repr text),
-    with this process's hardware, software versions and settings."""
+    with this process's hardware, software versions and settings, for a call over ``world`` ranks
+    (None: any)."""
     from triton_dist._backends import get_backend
     from triton_dist._store.fingerprint import hardware_info, software_versions
     from triton_dist._store.reuse import body_hash
@@ -266,4 +277,5 @@ def diagnose(tuner: Any, key: Any, root: Path | str | None = None) -> Diagnosis:
         target.source_hash(), hw["digest"], software_versions(backend),
         list(target.encoded), body_hash=body_hash(target.fn),
         hardware=hw, version_check=settings.version_check, cache_only=settings.cache_only != "off",
+        world=world,
     )

@@ -31,10 +31,11 @@ from typing import Any
 
 from triton_dist._measure.bench import CandidateResult
 from triton_dist._store import files as _cache
-from triton_dist._store.diagnose import scan_function_dir, versions_differ
+from triton_dist._store.decide import config_key, entry_world, versions_differ
+from triton_dist._store.diagnose import scan_function_dir
 from triton_dist._store.fingerprint import _kernel_sources
 
-__all__ = ["Reuse", "body_hash", "config_key", "find_reusable", "unmeasured"]
+__all__ = ["Reuse", "body_hash", "config_key", "find_reusable"]
 
 _body_hashes: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
 
@@ -64,17 +65,6 @@ def body_hash(fn: Callable[..., Any]) -> str | None:
         return _compute_body_hash(fn)
     value = _body_hashes[fn] = _compute_body_hash(fn)
     return value
-
-
-def config_key(encoded: Any) -> str:
-    """A hashable text for an encoded config (see ``_cache.encode_config``)."""
-    return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
-
-
-def unmeasured(entry: dict[str, Any], encoded_space: Sequence[dict[str, Any]]) -> list[int]:
-    """Indices of the (encoded) configs that ``entry`` has no candidate row for."""
-    seen = {config_key(c.get("config")) for c in entry.get("candidates", []) if isinstance(c, dict)}
-    return [i for i, c in enumerate(encoded_space) if config_key(c) not in seen]
 
 
 @dataclasses.dataclass
@@ -156,8 +146,9 @@ def _plan(entry: dict[str, Any], path: Path, space: Sequence[dict[str, Any]],
 
 def find_reusable(root: Path, name: str, encoded_space: Sequence[dict[str, Any]], kept: Sequence[int],
                   key_text: str, source_hash: str, body: str | None, hardware_digest: str,
-                  versions: dict[str, str], measurement: dict[str, Any]) -> Reuse | None:
-    """The newest entry of ``<root>/<name>/`` whose timings may be reused (module docstring)."""
+                  versions: dict[str, str], measurement: dict[str, Any], world: int = 1) -> Reuse | None:
+    """The newest entry of ``<root>/<name>/`` whose timings may be reused (module docstring);
+    only one measured over ``world`` ranks, as the caller tunes."""
     directory = Path(root) / _cache.safe_name(name)
     entries, _ = scan_function_dir(directory, Path(root))
     usable = []
@@ -167,6 +158,8 @@ def find_reusable(root: Path, name: str, encoded_space: Sequence[dict[str, Any]]
         if entry["source_hash"] != source_hash and (body is None or entry.get("body_hash") != body):
             continue
         if entry.get("measurement") != measurement or versions_differ(entry, versions):
+            continue
+        if entry_world(entry) != world:
             continue
         usable.append((str(entry.get("created", "")), path, entry))
     for _, path, entry in sorted(usable, key=lambda t: t[0], reverse=True):

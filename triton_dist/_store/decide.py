@@ -1,0 +1,192 @@
+"""THE hit rule: would this call hit the disk cache, and if not, why not.
+
+Every place that asks "is this (function, key) already tuned?" calls :func:`decide`: inline
+tuning (``_tuning.resolve``, through :func:`lookup`), a campaign's skip decision
+(``ray_runner.executor``), ``python -m ray_runner preflight``, ``python -m triton_dist.cache why``
+(``_store.diagnose``) and the campaign's workers (through :func:`identify`). One rule, so a campaign never
+skips a case that training would re-tune, and preflight never promises a hit that training misses.
+
+A call is identified by a :class:`CallId`: the function's cache name, its business key as stable
+text, its source hash, the hardware digest, the software versions, the encoded config space and
+the *world*: the number of ranks the call tunes over (``autotune_pg``'s size, or 1). The entry
+file is ``<root>/<function>/<entry_id(source, digest, key)>.json``; :func:`decide` reads it and
+checks, in this order: readable; key and source; hardware; world; software versions (a miss only
+with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``, else a note); the best config still in the space;
+no config the entry never measured (space growth: a miss unless in cache-only mode, where the
+entry's best is used and the new configs stay untried).
+
+The public names here (no leading underscore) are the core's internal API for ``ray_runner``;
+they are not part of the user-facing API.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from triton_dist._store import files as _cache
+from triton_dist._store.keytext import stable_key_text
+from triton_dist.errors import TritonDistWarning
+
+__all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "lookup",
+           "stable_key", "unmeasured", "versions_differ"]
+
+log = logging.getLogger(__name__)
+
+
+#: the key's text that names its cache entry; a KeyFunctionError when it cannot name one
+stable_key = stable_key_text
+
+
+def versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]:
+    """``"name: old -> new"`` for each software version that differs (python is not compared)."""
+    old = entry.get("versions") or {}
+    return [f"{k}: {old.get(k)} -> {v}" for k, v in sorted(current.items())
+            if k != "python" and old.get(k) != v]
+
+
+def config_key(encoded: Any) -> str:
+    """A hashable text for an encoded config (see ``_cache.encode_config``)."""
+    return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
+
+
+def unmeasured(entry: dict[str, Any], space: Sequence[Any]) -> list[int]:
+    """Indices of the configs of the encoded ``space`` that ``entry`` has no candidate row for."""
+    seen = {config_key(c.get("config")) for c in entry.get("candidates", []) if isinstance(c, dict)}
+    return [i for i, c in enumerate(space) if config_key(c) not in seen]
+
+
+def entry_world(entry: dict[str, Any]) -> int:
+    """The number of ranks the entry was measured over (entries before it was recorded: 1)."""
+    world = entry.get("world_size", 1)
+    return world if isinstance(world, int) and not isinstance(world, bool) else -1
+
+
+@dataclasses.dataclass(frozen=True)
+class CallId:
+    """Everything the hit rule compares, for one call (picklable; ``to_dict`` for Ray)."""
+
+    function: str
+    """The function's cache name (``TuneTarget.name``)."""
+    key: str
+    source_hash: str
+    digest: str
+    """The hardware digest."""
+    versions: dict[str, str]
+    space: list[Any]
+    """The encoded config space."""
+    world: int | None
+    """Ranks the call tunes over; None only for ``cache why`` without ``--world-size``."""
+    qualname: str = ""
+
+    @property
+    def id(self) -> str:
+        return _cache.entry_id(self.source_hash, self.digest, self.key)
+
+    def path(self, root: Path | str) -> Path:
+        return _cache.entry_path(Path(root), self.function, self.id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "id": self.id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CallId:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def identify(target: Any, key: Any, world: int | None, backend: Any = None) -> CallId:
+    """The :class:`CallId` of a call of ``target`` (a ``TuneTarget``) with ``key`` (the key_fn's
+    value) over ``world`` ranks, on this process's hardware and software."""
+    from triton_dist._backends import get_backend
+    from triton_dist._store.fingerprint import hardware_info, software_versions
+
+    backend = backend if backend is not None else get_backend()
+    # the space as decorated (``TuneTarget.encoded``): a host function may mutate its configs
+    return CallId(target.name, stable_key(key), target.source_hash(), hardware_info(backend)["digest"],
+                  software_versions(backend), list(target.encoded), world, target.qualname)
+
+
+@dataclasses.dataclass
+class Verdict:
+    """The answer of :func:`decide`."""
+
+    index: int | None
+    """Index in the config space of the entry's best config on a hit; None on a miss."""
+    why: str
+    """Why it misses ("" on a hit)."""
+    path: Path
+    entry: dict[str, Any] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """Differences that do not make it a miss (software versions without the check)."""
+    unusable: bool = False
+    """A file is there but cannot serve this call (inline tuning warns about it)."""
+
+    @property
+    def hit(self) -> bool:
+        return self.index is not None
+
+
+def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: bool | str) -> Verdict:
+    """Would ``call`` hit the cache under ``root``? (the module docstring lists the checks).
+
+    ``cache_only``: the caller's ``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` (``"off"``/False: a tuning
+    caller, which re-tunes when the space grew). Reads one JSON file; never executes anything.
+    """
+    root = Path(root)
+    path = call.path(root)
+    if not path.exists() and not path.is_symlink():  # a dangling link is read (and warned about)
+        return Verdict(None, "no cache entry", path)
+    entry = _cache.read_entry(path, root)
+    if entry is None:
+        return Verdict(None, "cache entry unusable (see warning)", path)
+
+    def unusable(why: str) -> Verdict:
+        return Verdict(None, why, path, entry, unusable=True)
+
+    if entry["key"] != call.key or entry["source_hash"] != call.source_hash:
+        return unusable("cache entry is for another key or source")
+    if entry["hardware"].get("digest") != call.digest:
+        return unusable(f"cache entry was tuned on other hardware (digest {entry['hardware'].get('digest')})")
+    world = entry_world(entry)
+    if call.world is not None and world != call.world:
+        return unusable(f"cache entry was measured over {world} rank(s), this call tunes over {call.world} "
+                        "(make key_fn include the world size so that each world has its own entry)")
+    verdict = Verdict(None, "", path, entry)
+    changed = versions_differ(entry, call.versions)
+    if changed:
+        message = f"cache entry {path} was tuned with other software versions ({'; '.join(changed)})"
+        if version_check:
+            verdict.why = message + " and TRITON_DIST_AUTOTUNE_VERSION_CHECK=1"
+            return verdict
+        verdict.notes.append(message)
+    best = entry["best"]["config"]
+    if best not in call.space:
+        return unusable("the cached best config is no longer in config_space")
+    new = unmeasured(entry, call.space)
+    if new and cache_only in (False, "off"):
+        # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
+        # a tuning caller measures the new configs, reusing this entry's timings (see _reuse)
+        verdict.why = f"config_space has {len(new)} config(s) the entry never measured ({new[:10]})"
+        return verdict
+    verdict.index = call.space.index(best)
+    return verdict
+
+
+def lookup(call: CallId, root: Path, settings: Any) -> tuple[int | None, str]:
+    """Inline tuning's question: (index of the cached best config, "") or (None, why it is a miss),
+    warning about a file that is there but unusable and about differing software versions."""
+    verdict = decide(call, root, version_check=settings.version_check, cache_only=settings.cache_only)
+    if verdict.unusable:
+        message = f"ignoring cache file {verdict.path}: {verdict.why}. It is treated as a miss and re-tuned."
+        log.warning("%s", message)
+        warnings.warn(message, TritonDistWarning, stacklevel=5)
+    for note in verdict.notes:
+        warnings.warn(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
+                      TritonDistWarning, stacklevel=5)
+    return verdict.index, verdict.why
