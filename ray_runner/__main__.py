@@ -55,6 +55,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="where the report (JSON, Markdown, plot) goes; default: the campaign's report_dir, "
                           "relative to the driver's working directory (under `ray job submit`, Ray's copy of "
                           "--working-dir: pass an absolute DIR there)")
+    run.add_argument("--no-binaries", action="store_true",
+                     help="with --seed nodes, do not ship the Triton binaries of the best configs into the "
+                          "nodes' Triton caches (shipped by default to nodes whose Triton matches)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     run.add_argument("--keep-gangs", type=float, default=0.0, metavar="SECONDS",
                      help="keep the gangs alive (idle) for SECONDS after the campaign, for the next campaign "
@@ -90,7 +93,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.keep_gangs < 0:
         raise CampaignError(f"--keep-gangs must be >= 0 seconds, got {args.keep_gangs:g}")
     options = RunOptions(address=args.address, cache_dir=args.cache_dir, seed=args.seed, force=args.force,
-                         progress=not args.no_progress, keep_gangs_s=args.keep_gangs, report_dir=args.report_dir)
+                         progress=not args.no_progress, keep_gangs_s=args.keep_gangs, report_dir=args.report_dir,
+                         ship_binaries=False if args.no_binaries else None)
     try:
         from tqdm.contrib.logging import logging_redirect_tqdm
     except ImportError:  # pragma: no cover - tqdm is a dependency
@@ -112,6 +116,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"FAILED {run.spec.label()}: {run.errors[-1] if run.errors else ''}", file=sys.stderr)
     for error in result.seed_errors:
         print(f"SEED FAILED {error}", file=sys.stderr)
+    for seeded in result.seeded:  # nodes that got entries but not the compiled binaries (issue 23)
+        for why in (seeded.get("binaries") or {}).get("skipped", [])[:3]:
+            print(f"binaries not shipped to {seeded.get('address') or seeded.get('host')}: {why}")
     return EXIT_OK if result.ok else EXIT_FAILED
 
 

@@ -43,6 +43,10 @@ class RunOptions:
     """Re-tune cases whose entry is already in the cache."""
     progress: bool = True
     write_report: bool = True
+    ship_binaries: bool | None = None
+    """Ship the Triton binaries of each case's best config with ``--seed nodes`` (nodes whose
+    Triton would recompile them skip them; :mod:`ray_runner.binaries`). None: on devices that
+    compile (not on the CPU, where the interpreter compiles nothing); True: always."""
     keep_gangs_s: float = 0.0
     """Keep the gangs alive this long (idle) for the next campaign on the cluster to reuse
     (:mod:`ray_runner.pool`); 0: they end with the campaign."""
@@ -105,6 +109,8 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     from triton_dist._backends import BACKENDS
     from triton_dist.settings import get_settings
 
+    from .binaries import Shipper
+    from .binaries import load as load_binaries
     from .report import write_report
     from .seed import seed_nodes
 
@@ -139,13 +145,15 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             from .pool import code_digest
 
             pool_code = code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))
+        ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
         opts = GangOptions(kind=kind, resource=resource, placement_timeout_s=campaign.placement_timeout_s,
                            rendezvous_timeout_s=min(campaign.case_timeout_s, 300.0),
                            strategy=campaign.placement_strategy, env=campaign.env_dict(),
                            pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
         queue = sch.CaseQueue(specs, campaign.retries)
         progress = Progress(len(specs), campaign.name, enabled=options.progress)
-        executor = Executor(campaign, queue, opts, root, options.force, progress)
+        executor = Executor(campaign, queue, opts, root, options.force, progress,
+                            shipper=Shipper(root, progress, ship))
         progress.event("%d cases (world sizes %s) on %s: %s %s per node; cache %s%s", len(specs),
                        queue.world_sizes(), kind, resource, sorted(executor.capacity.values(), reverse=True),
                        root, " (forced re-tuning)" if options.force else "")
@@ -174,7 +182,9 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
         if interrupted:
             pass  # no seeding of a partial campaign: a re-run finishes it and seeds
         elif options.seed == "nodes":
-            result.seeded = seed_nodes(entries, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s))
+            bundles = load_binaries(root, entries) if ship else None
+            result.seeded = seed_nodes(entries, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s),
+                                       binaries=bundles)
         elif options.seed == "shared":
             result.seeded = [{"root": str(root), "written": len(entries), "unchanged": 0, "errors": []}]
     if options.write_report:

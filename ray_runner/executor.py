@@ -21,6 +21,7 @@ from triton_dist._store import files as _cache
 
 from . import scheduler as sch
 from ._ray import cluster_capacity, import_ray
+from .binaries import Shipper
 from .claims import Claims
 from .errors import CampaignError, CaseTimeoutError, describe_failure
 from .gang import Gang, GangOptions
@@ -70,16 +71,14 @@ class _Live:
 
 class Executor:
     def __init__(self, campaign: Campaign, queue: sch.CaseQueue, opts: GangOptions, root: Path,
-                 force: bool, progress: Progress) -> None:
+                 force: bool, progress: Progress, shipper: Shipper | None = None) -> None:
         self.ray = import_ray()
         self.campaign, self.queue, self.opts, self.root = campaign, queue, opts, root
-        self.force, self.progress = force, progress
-        self.strict = opts.strategy == "STRICT_PACK"
-        self.sizes = queue.world_sizes()
+        self.force, self.progress, self.shipper = force, progress, shipper or Shipper(root, progress, False)
+        self.strict, self.sizes = opts.strategy == "STRICT_PACK", queue.world_sizes()
         self.live: list[_Live] = []
         self.starting: dict[concurrent.futures.Future, tuple[Gang, float]] = {}
-        self.start_failures = 0
-        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="gang-start")
+        self.start_failures, self.pool = 0, concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="gang-start")
         self.capacity = cluster_capacity(opts.resource)
         self._capacity_at = time.monotonic()
         self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [], "gang_start_device_s": 0.0,
@@ -227,7 +226,7 @@ class Executor:
         spec = work.run.spec
         return live.gang.tune(work.ranks, spec.target.function, spec.target.args, spec.case,
                               known_failures=dict(work.run.known_failures),
-                              check_correctness=self.campaign.check_correctness)
+                              check_correctness=self.campaign.check_correctness, ship_binaries=self.shipper.enabled)
 
     def _collect(self, live: _Live, work: _Work, ready: set[Any]) -> None:
         for i, ref in enumerate(work.refs):
@@ -280,6 +279,7 @@ class Executor:
                 self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
                                             spec.label(), run.attempts, text)
             return
+        self.shipper.store(entry, outs, spec.label())  # the winner's compiled binaries (issue 23)
         run.overhead_s = max(0.0, seconds - work.actor_s)
         self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
         best = entry["best"]

@@ -245,11 +245,13 @@ class Gang:
         return [self.actors[r].identify.remote(function, builder, case, len(ranks), fid) for r in ranks]
 
     def tune(self, ranks: tuple[int, ...], function: str, builder: str, case: dict[str, Any], *,
-             known_failures: dict[int, str] | None = None, check_correctness: bool = True) -> list[Any]:
+             known_failures: dict[int, str] | None = None, check_correctness: bool = True,
+             ship_binaries: bool = False) -> list[Any]:
         """The block's ranks tune the case in the block's world (one ObjectRef per rank)."""
         fid = self.world_of(ranks)
         return [self.actors[r].tune.remote(function, builder, case, len(ranks), fid, known_failures=known_failures,
-                                           check_correctness=check_correctness) for r in ranks]
+                                           check_correctness=check_correctness, ship_binaries=ship_binaries)
+                for r in ranks]
 
     def kill_ranks(self, ranks: tuple[int, ...]) -> None:
         """Kill some actors now (hung past the case's time limit); the rest finish their cases."""

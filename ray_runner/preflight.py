@@ -62,8 +62,13 @@ def _check(function: str, builder: str, world_size: int, rank: int, case: dict[s
             warnings.simplefilter("always")
             verdict = _decide.decide(call, root, version_check=settings.version_check,
                                      cache_only=settings.cache_only)
-        return {"key": call.key, "path": str(verdict.path), "hit": verdict.hit, "index": verdict.index,
-                "why": verdict.why, "warnings": [str(w.message) for w in caught] + verdict.notes}
+        row = {"key": call.key, "path": str(verdict.path), "hit": verdict.hit, "index": verdict.index,
+               "why": verdict.why, "warnings": [str(w.message) for w in caught] + verdict.notes}
+        if verdict.hit and backend.kind != "cpu":  # will its first call still compile? (issue 23)
+            from triton_dist._store import binaries
+
+            row["compiles"] = binaries.check(tuner.target.name, Path(verdict.path).stem)
+        return row
     except Exception as exc:  # noqa: BLE001 - reported as a miss with the reason
         return {"hit": False, "why": describe_failure(exc)[0]}
 
@@ -120,4 +125,8 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
         for r in misses:
             lines.append(f"  MISS {r['function']} {case_text(r['case'])} rank {r['rank']}/{r['world_size']}: "
                          f"{r.get('why')}" + (f" ({r['path']})" if r.get("path") else ""))
+        for r in node["rows"]:  # a hit whose first call still compiles: reported, not a failure
+            if r.get("hit") and r.get("compiles"):
+                lines.append(f"  COMPILES {r['function']} {case_text(r['case'])} rank {r['rank']}/"
+                             f"{r['world_size']}: {r['compiles']}")
     return ok, lines

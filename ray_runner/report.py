@@ -188,6 +188,13 @@ def markdown(report: dict[str, Any]) -> str:
         for s in report["seeded"]:
             lines.append(f"| {s.get('address') or s.get('host') or '–'} | `{s.get('root')}` | {s.get('written')} | "
                          f"{s.get('unchanged')} | {len(s.get('errors', []))} |")
+        shipped = [s for s in report["seeded"] if s.get("binaries")]
+        if shipped:  # issue 23: the winners' compiled binaries in each node's Triton cache
+            lines += ["", "| node | Triton cache | binaries installed | already there | skipped (would recompile) |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| {s.get('address') or s.get('host') or '–'} | `{s['binaries']['dir']}` | "
+                      f"{s['binaries']['installed']} | {s['binaries']['unchanged']} | {len(s['binaries']['skipped'])} |"
+                      for s in shipped]
     return "\n".join(lines) + "\n"
 
 

@@ -49,16 +49,24 @@ def write_entries(root: str | Path | None, entries: Sequence[dict[str, Any]]) ->
             "unchanged": unchanged, "errors": errors}
 
 
-def _seed_here(entries: Sequence[dict[str, Any]], root: str | None) -> dict[str, Any]:
+def _seed_here(entries: Sequence[dict[str, Any]], root: str | None,
+               binaries: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     import ray
 
     result = write_entries(root, entries)
+    if binaries:  # the compiled winners of these entries, into this node's Triton cache
+        from .binaries import install_here
+
+        result["binaries"] = install_here(entries, binaries)
+        result["errors"] += result["binaries"]["errors"]
     result["node_id"] = ray.get_runtime_context().get_node_id()
     return result
 
 
-def seed_nodes(entries: Sequence[dict[str, Any]], cache_dir: str | None, timeout_s: float) -> list[dict[str, Any]]:
-    """Write ``entries`` into the cache root of every alive node; one summary per node."""
+def seed_nodes(entries: Sequence[dict[str, Any]], cache_dir: str | None, timeout_s: float,
+               binaries: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Write ``entries`` into the cache root of every alive node; one summary per node.
+    ``binaries`` (entry id -> bundle, :mod:`ray_runner.binaries`) go into each node's Triton cache."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ._ray import alive_nodes, import_ray
@@ -66,11 +74,12 @@ def seed_nodes(entries: Sequence[dict[str, Any]], cache_dir: str | None, timeout
     ray = import_ray()
     task = ray.remote(num_cpus=0, max_retries=1)(_seed_here)
     payload = ray.put(list(entries))
+    shipped = ray.put(dict(binaries or {}))
     nodes = alive_nodes()
     refs = {}
     for node in nodes:
         strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-        refs[node["NodeID"]] = task.options(scheduling_strategy=strategy).remote(payload, cache_dir)
+        refs[node["NodeID"]] = task.options(scheduling_strategy=strategy).remote(payload, cache_dir, shipped)
     ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
     ready_set = set(ready)
     results = []

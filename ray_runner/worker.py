@@ -27,6 +27,8 @@ from typing import Any
 
 from triton_dist.errors import CampaignError
 
+from .binaries import collect
+
 __all__ = ["CaseContext", "CaseWorker", "build_args", "identify_case", "load_attr", "load_target"]
 
 log = logging.getLogger(__name__)
@@ -283,7 +285,8 @@ class CaseWorker:
             self._leave()
 
     def tune(self, function: str, builder: str, case: Mapping[str, Any], size: int, fid: int, *,
-             known_failures: Mapping[int, str] | None = None, check_correctness: bool = True) -> dict[str, Any]:
+             known_failures: Mapping[int, str] | None = None, check_correctness: bool = True,
+             ship_binaries: bool = False) -> dict[str, Any]:
         """Tune the case in its block's group; ``known_failures`` are candidates an earlier attempt
         found to leave the device unusable (recorded as failed without running them).
 
@@ -293,12 +296,13 @@ class CaseWorker:
         self._enter()
         try:
             return self._tune(function, builder, case, self._world(fid, size), known_failures,
-                              check_correctness, entered)
+                              check_correctness, entered, ship_binaries)
         finally:
             self._leave()
 
     def _tune(self, function: str, builder: str, case: Mapping[str, Any], ctx: CaseContext,
-              known_failures: Mapping[int, str] | None, check_correctness: bool, entered: float) -> dict[str, Any]:
+              known_failures: Mapping[int, str] | None, check_correctness: bool, entered: float,
+              ship_binaries: bool = False) -> dict[str, Any]:
         tuner = load_target(function)
         args, kwargs = self._case_args(builder, case, ctx)
         group = ctx.group
@@ -313,6 +317,8 @@ class CaseWorker:
             entry = tuner.tune(*args, autotune_pg=group, force=True, write_cache=False,
                                check_correctness=check_correctness,
                                known_failures={int(k): v for k, v in (known_failures or {}).items()}, **kwargs)
+            # the best config's compiled kernels, for the seeds (issue 23; ray_runner.binaries)
+            shipped = collect(tuner, args, kwargs, entry) if ship_binaries else None
         finally:
             logger.removeHandler(capture)
             logger.setLevel(level)
@@ -320,4 +326,4 @@ class CaseWorker:
             self._args_key, self._args = None, None
         return {"rank": self.rank, "entry": entry, "log": capture.lines,
                 "seconds": time.perf_counter() - start, "busy_s": time.perf_counter() - entered,
-                "host": socket.gethostname()}
+                "host": socket.gethostname(), "binaries": shipped}

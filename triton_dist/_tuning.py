@@ -30,6 +30,7 @@ from triton_dist._logging import TuningLog
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import CandidateResult, DoBench, describe, measure_candidates
+from triton_dist._measure.compile import precompile_target
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
@@ -66,13 +67,12 @@ class TuneTarget:
     """compare each candidate's output with the default config's; a mismatch is ``inf``"""
     restore_inplace: bool = True
     """restore tensor arguments the function mutates before each run (see ``_safety``)"""
-    known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
-    """candidates recorded as failed without running (a campaign's retry after one of them left
-    the device unusable)"""
+    known_failures: dict[int, str] = dataclasses.field(default_factory=dict)  # failed without running (retries)
     adaptive: bool = False
     """stop timing clearly slower candidates early (``_adaptive.measure_adaptive``)"""
     graphs: bool | None = None  # device graphs (``_measure.rounds``); None: where the backend has them
     flush_l2: bool = False  # flush L2 before every timed sample (cold-cache timings; devices only)
+    compile_workers: int | None = None  # the compile pass's threads (_measure.compile); None: the setting
     encoded: Sequence[dict[str, Any]] = ()
     """each config's JSON encoding at decoration: its cache identity, whatever fn does to it later"""
 
@@ -285,8 +285,8 @@ def _tune(target: TuneTarget, key_text: str, args: tuple, kwargs: dict, kept: li
             # interleaved (device) measurement: the first config whose warm-up passed is the
             # in-place/correctness reference, as it is when configs are measured one by one
             on_warm=lambda i: guard.done(i, True),
-            timeout_s=settings.candidate_timeout_s, known_failures=target.known_failures,
-        )
+            timeout_s=settings.candidate_timeout_s, known_failures=precompile_target(  # + compile errors
+                target, to_measure, args, kwargs, overwrite, view is not None, backend, tlog.info))
     if reuse is not None:
         results = reuse.merge(results, kept)
     if view is not None:

@@ -56,7 +56,7 @@ class ContextualAutoTuner(Generic[R]):
     """The callable that :func:`contextual_autotune` returns; calls return what ``fn`` returns."""
 
     def __init__(self, fn: Callable[..., R], is_dist: bool = False, n_repeat: int = 5,
-                 n_warmup: int = 3) -> None:
+                 n_warmup: int = 3, compile_workers: int | None = None) -> None:
         if not callable(fn):
             raise TypeError(f"contextual_autotune decorates a callable, got {fn!r}")
         if not isinstance(is_dist, bool):
@@ -68,6 +68,7 @@ class ContextualAutoTuner(Generic[R]):
         self.is_dist = is_dist
         self.n_repeat = _check_count("n_repeat", n_repeat, 1)
         self.n_warmup = _check_count("n_warmup", n_warmup, 0)
+        self.compile_workers = None if compile_workers is None else _check_count("compile_workers", compile_workers, 1)
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     @property
@@ -85,7 +86,8 @@ class ContextualAutoTuner(Generic[R]):
         from triton_dist._contextual.session import Session
 
         with _activated(self):
-            session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat)
+            session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat,
+                              compile_workers=self.compile_workers)
             with _takeover(session):
                 while True:
                     session.begin_run()
@@ -139,22 +141,26 @@ def _takeover(session: Any) -> Iterator[None]:
             )
 
 
-def contextual_autotune(is_dist: bool = False, n_repeat: int = 5,
-                        n_warmup: int = 3) -> Callable[[Callable[..., R]], ContextualAutoTuner[R]]:
+def contextual_autotune(is_dist: bool = False, n_repeat: int = 5, n_warmup: int = 3,
+                        compile_workers: int | None = None) -> Callable[[Callable[..., R]], ContextualAutoTuner[R]]:
     """Decorate a function that launches ``@triton.autotune`` kernels (see the module docstring).
 
     :param is_dist: reduce each candidate's time with MAX over the default WORLD group before
         choosing (torch.distributed must be initialised, and every WORLD rank must call).
     :param n_repeat: timed launches per candidate; their mean decides.
     :param n_warmup: untimed launches per candidate before the timed ones.
+    :param compile_workers: threads that compile a newly registered kernel's configs concurrently
+        before its first launch (None: ``TRITON_DIST_COMPILE_WORKERS`` or the CPU count, and no
+        compiling ahead on the CPU; 1: each config compiles at its first launch).
     """
     if callable(is_dist):
         raise TypeError("use @contextual_autotune(...) with parentheses, e.g. "
                         "@contextual_autotune(is_dist=False, n_repeat=5, n_warmup=3)")
     # validate at decoration time, not at the first call
-    ContextualAutoTuner(lambda: None, is_dist, n_repeat, n_warmup)
+    ContextualAutoTuner(lambda: None, is_dist, n_repeat, n_warmup, compile_workers)
 
     def decorate(fn: Callable[..., R]) -> ContextualAutoTuner[R]:
-        return ContextualAutoTuner(fn, is_dist=is_dist, n_repeat=n_repeat, n_warmup=n_warmup)
+        return ContextualAutoTuner(fn, is_dist=is_dist, n_repeat=n_repeat, n_warmup=n_warmup,
+                                   compile_workers=compile_workers)
 
     return decorate

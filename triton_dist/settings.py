@@ -24,6 +24,10 @@ VERSION_CHECK = "TRITON_DIST_AUTOTUNE_VERSION_CHECK"
 CACHE_ONLY = "TRITON_DIST_AUTOTUNE_CACHE_ONLY"
 AGREE_TIMEOUT = "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S"
 CANDIDATE_TIMEOUT = "TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S"
+COMPILE_WORKERS = "TRITON_DIST_COMPILE_WORKERS"
+
+#: the most compile threads the default (the CPU count) asks for
+MAX_DEFAULT_COMPILE_WORKERS = 32
 
 #: the device kinds ``TRITON_DIST_DEVICE`` (and a campaign's ``device``) may name, in detection
 #: order; one backend each
@@ -38,6 +42,8 @@ ENV_VARS: Mapping[str, str] = {
     CACHE_ONLY: "1 (true/on/yes): a miss runs config_space[0] without tuning; strict: a miss is an error",
     AGREE_TIMEOUT: "seconds the ranks of a group wait for each other before failing (default 300)",
     CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out (CPU threads only; default: off)",
+    COMPILE_WORKERS: "threads that compile a miss's configs concurrently before measuring (default: the CPU "
+                     "count, at most 32; 1: each config compiles at its first launch)",
 }
 
 
@@ -59,6 +65,8 @@ class Settings:
     """``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``: bound on every cross-rank wait."""
     candidate_timeout_s: float | None
     """``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``: opt-in per-candidate time limit."""
+    compile_workers: int = 1
+    """``TRITON_DIST_COMPILE_WORKERS``: bound on the threads of a miss's compile pass."""
 
 
 #: the spellings of a boolean value, case-insensitive: upstream Triton-distributed accepts
@@ -99,6 +107,25 @@ def _positive_float(env: Mapping[str, str], name: str, default: float | None) ->
     return value
 
 
+def default_compile_workers() -> int:
+    """The CPUs this process may run on (its affinity), at most ``MAX_DEFAULT_COMPILE_WORKERS``."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        count = os.cpu_count() or 1
+    return max(1, min(count, MAX_DEFAULT_COMPILE_WORKERS))
+
+
+def _workers(env: Mapping[str, str], name: str) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default_compile_workers()
+    if not raw.isdigit() or int(raw) < 1:
+        raise SettingsError(f"{name}={raw!r} is not valid: give a whole number >= 1 of compile threads "
+                            "(1 compiles each config at its first launch), or unset it for the CPU count.")
+    return int(raw)
+
+
 def _parse(env: Mapping[str, str]) -> Settings:
     root = env.get(AUTOTUNE_DIR, "").strip()
     device = env.get(DEVICE, "").strip().lower() or None
@@ -122,6 +149,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         cache_only=cache_only,
         agree_timeout_s=_positive_float(env, AGREE_TIMEOUT, 300.0),  # type: ignore[arg-type]
         candidate_timeout_s=_positive_float(env, CANDIDATE_TIMEOUT, None),
+        compile_workers=_workers(env, COMPILE_WORKERS),
     )
 
 

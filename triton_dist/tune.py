@@ -97,6 +97,7 @@ class AutoTuner:
         adaptive: bool = False,
         graphs: bool | None = None,
         flush_l2: bool = False,
+        compile_workers: int | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
@@ -106,6 +107,10 @@ class AutoTuner:
             raise ConfigSpaceError(f"prune_fn of {fn.__qualname__} must be callable or None, got {prune_fn!r:.100}")
         if int(n_warmup) < 0 or int(n_repeat) < 1:
             raise ConfigSpaceError(f"n_warmup must be >= 0 and n_repeat >= 1, got {n_warmup}, {n_repeat}")
+        if compile_workers is not None and (isinstance(compile_workers, bool) or not isinstance(compile_workers, int)
+                                            or compile_workers < 1):
+            raise ConfigSpaceError(f"compile_workers of {fn.__qualname__} must be an int >= 1 (1: no "
+                                   f"compile pass) or None (TRITON_DIST_COMPILE_WORKERS), got {compile_workers!r}")
         self.fn = fn
         self.config_space = _validate_space(fn, config_space)
         self.key_fn = key_fn
@@ -125,6 +130,7 @@ class AutoTuner:
             check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
             adaptive=bool(adaptive), graphs=None if graphs is None else bool(graphs),
             flush_l2=bool(flush_l2),
+            compile_workers=compile_workers,
         )
         functools.update_wrapper(self, fn)
 
@@ -317,7 +323,8 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
              do_bench: DoBench | None = None, check_correctness: bool = False,
              restore_inplace: bool = True,
              adaptive: bool = False, graphs: bool | None = None,
-             flush_l2: bool = False) -> Callable[[Callable[..., Any]], AutoTuner]:
+             flush_l2: bool = False,
+             compile_workers: int | None = None) -> Callable[[Callable[..., Any]], AutoTuner]:
     """Decorate a host function to tune it over ``config_space``.
 
     Args:
@@ -355,11 +362,16 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             as ``triton.testing.do_bench`` measures; one run per sample). Off by default: on a
             GEMM -> softmax -> GEMM block measured as a whole, warm timings picked configs as fast
             as flushed ones (docs/performance.md). No effect on the CPU or with ``do_bench``.
+        compile_workers: on a miss, compile the kept configs concurrently on this many threads
+            before measuring (a first pass of host-function calls whose Triton launches only
+            compile; triton_dist/_measure/compile.py). None: ``TRITON_DIST_COMPILE_WORKERS`` or
+            the CPU count, and no pass on the CPU (nothing compiles there); 1: each config
+            compiles at its first launch. Skipped for a tuning with a process group.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
         return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
                          do_bench=do_bench, check_correctness=check_correctness,
                          restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs,
-                         flush_l2=flush_l2)
+                         flush_l2=flush_l2, compile_workers=compile_workers)
 
     return decorator

@@ -36,6 +36,7 @@ from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, l
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.bench import NOT_CONFIG_FAILURES, describe
+from triton_dist._measure.compile import precompile_candidates
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
 from triton_dist.settings import get_settings
 
@@ -57,17 +58,15 @@ def _key_text(key: tuple, named: dict[str, Any]) -> str:
 class Session:
     """State of one call of a contextual tuner (all its runs of the outer function)."""
 
-    def __init__(self, qualname: str, is_dist: bool, n_warmup: int, n_repeat: int) -> None:
-        self.qualname = qualname
-        self.n_warmup = n_warmup
-        self.n_repeat = n_repeat
+    def __init__(self, qualname: str, is_dist: bool, n_warmup: int, n_repeat: int, *, compile_workers: int | None = None) -> None:
+        self.qualname, self.compile_workers = qualname, compile_workers  # compile pass: issue 23
+        self.n_warmup, self.n_repeat = n_warmup, n_repeat
         self.backend = get_backend()
         self.view: GroupView | None = _world_view(qualname) if is_dist else None
         self.rank = _global_rank()
         self.timeout_s = get_settings().agree_timeout_s
         self.states: dict[tuple[int, tuple], KernelTuning] = {}
-        self.run_index = 0
-        self.run_tunes = False
+        self.run_index, self.run_tunes = 0, False
         self._log: TuningLog | None = None
         self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
 
@@ -153,6 +152,8 @@ class Session:
             at.cache[key] = configs[0]
             return None
         candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
+        if not precompile_candidates(candidates, at, args, kwargs, self, f"func: {name} | key: {key_text}"):
+            raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["compile error"])
         state = KernelTuning(at, key, name, key_text, candidates, self.n_warmup, self.n_repeat,
                              registered_run=self.run_index, inner=read_options(at))
         self.states[(id(at), key)] = state

@@ -197,12 +197,12 @@ def _not_under(root: Path, function: str, prefix: str) -> str:
 class Finding:
     path: str
     kind: str
-    """ok, history, log, leftover, corrupt, foreign, invalid, inconsistent, unreadable, symlink"""
+    """ok, history, log, leftover, binaries, corrupt, foreign, invalid, inconsistent, unreadable, symlink"""
     detail: str = ""
 
     @property
     def problem(self) -> bool:
-        return self.kind not in ("ok", "history", "log", "leftover")
+        return self.kind not in ("ok", "history", "log", "leftover", "binaries")
 
 
 def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
@@ -250,7 +250,7 @@ def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
         elif name.startswith(".") and name.endswith(".tmp"):
             yield Finding(str(path), "leftover", "temporary file of an interrupted write")
         elif path.is_dir():
-            if depth == 0 or (depth == 1 and name in ("history", ".locks")):
+            if depth == 0 or (depth == 1 and name in ("history", ".locks", "binaries")):
                 yield from _walk(path, root, depth + 1)
             else:
                 yield Finding(str(path), "foreign", "unexpected directory in the cache")
@@ -260,6 +260,8 @@ def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
             yield _classify_json(path, root, "ok")
         elif depth == 2 and directory.name == "history" and name.endswith(".json"):
             yield _classify_json(path, root, "history")
+        elif depth == 2 and directory.name == "binaries" and name.endswith(".json"):
+            yield Finding(str(path), "binaries")  # compiled winners a campaign ships (ray_runner.binaries)
         elif depth == 1 and name.endswith(".log"):
             yield Finding(str(path), "log")
         else:

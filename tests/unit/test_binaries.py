@@ -1,0 +1,188 @@
+"""Shipping compiled winners (issue 23): bundle, install, check; the campaign's store and load.
+
+The kernels are compiled by the stand-in compile step (tests/unit/compile_standin.py) into a
+real Triton file cache; Triton's own reader (``FileCacheManager.get_group``) must find what an
+install wrote.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tests.unit.compile_standin import standin  # noqa: F401 - the fixture
+from triton_dist._measure.compile import capture_kernels
+from triton_dist._store import binaries
+from triton_dist.tune import autotune
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def add(x: torch.Tensor, y: torch.Tensor, BLOCK: int) -> torch.Tensor:
+    out = torch.empty_like(x)
+    add_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), BLOCK=BLOCK)
+    return out
+
+
+def _compiled_bundle(standin: Any) -> tuple[dict[str, Any], Path]:  # noqa: F811
+    x = torch.randn(300)
+    kernels = capture_kernels(lambda: add(x, x, BLOCK=128))
+    assert [k.name for k in kernels] == ["add_kernel"]
+    assert [e.kind for e in standin.events] == ["warmup"]  # a capture compiles, launches nothing
+    assert not standin.launches
+    return json.loads(json.dumps(binaries.bundle(kernels))), binaries.triton_cache_dir()
+
+
+def _group(cache: Path, payload: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> dict[str, str] | None:
+    """What Triton's own cache reader finds for the bundle's kernel under ``cache``."""
+    from triton.runtime.cache import FileCacheManager
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
+    (digest,) = payload["kernels"]
+    manager = FileCacheManager.__new__(FileCacheManager)  # the reader, for an existing directory
+    manager.key, manager.cache_dir, manager.lock_path = digest, str(cache / digest), None
+    return manager.get_group("add_kernel.json")
+
+
+def test_install_writes_what_triton_reads_and_check_confirms_it(standin, tmp_path, monkeypatch) -> None:  # noqa: F811
+    payload, source = _compiled_bundle(standin)
+    node = tmp_path / "node-triton-cache"
+    summary = binaries.install(payload, "add", "e" * 32, cache_dir=node)
+    assert summary == {"installed": 1, "unchanged": 0, "skipped": "", "errors": []}
+
+    group = _group(node, payload, monkeypatch)
+    assert group is not None and set(group) == {"add_kernel.cubin", "add_kernel.json"}
+    (digest,) = payload["kernels"]
+    for name, path in group.items():  # absolute paths rewritten for this node, bytes identical
+        assert Path(path).parent == node / digest
+        assert Path(path).read_bytes() == (source / digest / name).read_bytes()
+    assert binaries.check("add", "e" * 32, cache_dir=node) is None
+    assert not list(node.rglob("*.tmp"))
+
+    again = binaries.install(payload, "add", "e" * 32, cache_dir=node)
+    assert again["unchanged"] == 1 and again["installed"] == 0
+
+
+def test_a_corrupted_bundle_installs_nothing_of_that_kernel(standin, tmp_path) -> None:  # noqa: F811
+    payload, _ = _compiled_bundle(standin)
+    files = next(iter(payload["kernels"].values()))
+    files["add_kernel.cubin"]["data"] = base64.b64encode(b"not the binary").decode()
+    node = tmp_path / "node"
+    summary = binaries.install(payload, "add", "e" * 32, cache_dir=node)
+    assert summary["installed"] == 0 and "checksum mismatch" in summary["errors"][0]
+    assert not [p for p in node.rglob("*") if p.is_file()]  # no file, no manifest
+    assert "no shipped binaries" in binaries.check("add", "e" * 32, cache_dir=node)
+
+
+def test_a_node_whose_triton_would_recompile_installs_nothing(standin, tmp_path) -> None:  # noqa: F811
+    payload, _ = _compiled_bundle(standin)
+    payload["fingerprint"]["triton_key"] = "0" * 20
+    summary = binaries.install(payload, "add", "e" * 32, cache_dir=tmp_path / "node")
+    assert summary["installed"] == 0 and summary["errors"] == []
+    assert summary["skipped"].startswith("this node's Triton would recompile: triton_key: 000")
+    assert not (tmp_path / "node").exists()
+
+
+def test_refuses_names_that_leave_the_cache(standin, tmp_path) -> None:  # noqa: F811
+    payload, _ = _compiled_bundle(standin)
+    (digest, files), = payload["kernels"].items()
+    payload["kernels"] = {digest: {"../../evil": files["add_kernel.cubin"]}}
+    summary = binaries.install(payload, "add", "e" * 32, cache_dir=tmp_path / "node")
+    assert "refusing the file name" in summary["errors"][0]
+    assert not (tmp_path / "evil").exists()
+    payload["kernels"] = {"..": files}
+    assert "refusing the kernel directory" in binaries.install(payload, "add", "f" * 32, cache_dir=tmp_path / "n2")["errors"][0]
+
+
+def test_check_reports_why_a_fresh_process_would_compile(standin, tmp_path) -> None:  # noqa: F811
+    payload, _ = _compiled_bundle(standin)
+    node = tmp_path / "node"
+    binaries.install(payload, "add", "e" * 32, cache_dir=node)
+    (digest,) = payload["kernels"]
+    binary = node / digest / "add_kernel.cubin"
+    binary.write_bytes(b"changed")
+    assert "was changed since it was installed" in binaries.check("add", "e" * 32, cache_dir=node)
+    binary.unlink()
+    assert "is missing" in binaries.check("add", "e" * 32, cache_dir=node)
+    manifest = binaries.manifest_path("add", "e" * 32, node)
+    data = json.loads(manifest.read_text())
+    data["fingerprint"]["triton"] = "0.0.1"
+    manifest.write_text(json.dumps(data))
+    assert "would recompile: triton: 0.0.1 (shipped)" in binaries.check("add", "e" * 32, cache_dir=node)
+
+
+def test_the_campaign_keeps_bundles_next_to_entries_and_installs_them(standin, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """ray_runner.binaries without Ray: a rank collects, the driver stores (verify stays clean),
+    seeding loads and a node installs into its Triton cache."""
+    from ray_runner import binaries as shipping
+    from triton_dist._store import admin
+
+    tuned = autotune([{"BLOCK": b} for b in (32, 64)], lambda x, y: (x.numel(),), n_warmup=0, n_repeat=1)(add)
+    x = torch.randn(200)
+    entry = tuned.tune(x, x, write_cache=False)
+    collected = shipping.collect(tuned, (x, x), {}, entry)
+    assert set(collected) == {"bundle"}, collected
+    root = tmp_path / "driver-root"
+    from triton_dist._store import files
+
+    files.write_entry(root, entry)
+    assert shipping.store(root, entry, [{"binaries": collected}, {"binaries": {"error": "x"}}]) is None
+    assert [f.kind for f in admin.verify(root) if f.problem] == []
+    bundles = shipping.load(root, [entry])
+    assert list(bundles) == [entry["id"]]
+    node_cache = tmp_path / "node-cache"
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(node_cache))
+    summary = shipping.install_here([entry], bundles)
+    assert summary["installed"] == 1 and summary["errors"] == [] and summary["dir"] == str(node_cache)
+    assert binaries.check(entry["function"], entry["id"]) is None
+    # a bundle for another best config is not shipped with this entry
+    other = dict(entry, best=dict(entry["best"], index=1 - entry["best"]["index"]))
+    assert shipping.load(root, [other]) == {}
+
+
+def test_preflight_lists_hits_whose_first_call_compiles() -> None:
+    from ray_runner.preflight import summarize
+
+    rows = [{"function": "m:f", "case": {"n": 1}, "world_size": 1, "rank": 0, "hit": True,
+             "compiles": "no shipped binaries (...): the first call compiles"},
+            {"function": "m:f", "case": {"n": 2}, "world_size": 1, "rank": 0, "hit": True, "compiles": None}]
+    ok, lines = summarize([{"host": "h", "device": "cuda:0", "root": "/r", "rows": rows}])
+    assert ok  # a hit stays a hit; compiling is reported, not a failure
+    assert [line for line in lines if "COMPILES" in line] == [
+        '  COMPILES m:f {"n": 1} rank 0/1: no shipped binaries (...): the first call compiles']
+
+
+def test_host_modules_travel_with_the_kernels(standin, tmp_path) -> None:  # noqa: F811
+    """The driver's host modules (launchers, utilities: one ``*.so`` each, built with the C
+    compiler at a fresh process's first launch) are shipped and installed with the kernels."""
+    import hashlib
+    import sysconfig
+
+    from triton.runtime.cache import get_cache_manager
+
+    name = "__triton_launcher" + (sysconfig.get_config_var("EXT_SUFFIX") or ".so")
+    manager = get_cache_manager(hashlib.sha256(b"launcher source").hexdigest())
+    manager.put(b"\x7fELF stand-in launcher", name)
+    x = torch.randn(300)
+    payload = json.loads(json.dumps(binaries.bundle(capture_kernels(lambda: add(x, x, BLOCK=64)))))
+    assert Path(manager.cache_dir).name in payload["kernels"]
+    assert len(payload["kernels"]) == 2
+    node = tmp_path / "node"
+    assert binaries.install(payload, "add", "e" * 32, cache_dir=node)["installed"] == 2
+    assert (node / Path(manager.cache_dir).name / name).read_bytes() == b"\x7fELF stand-in launcher"
+    assert binaries.check("add", "e" * 32, cache_dir=node) is None
+    (node / Path(manager.cache_dir).name / name).unlink()
+    assert "is missing" in binaries.check("add", "e" * 32, cache_dir=node)
+    assert len(binaries.bundle([], host_modules=True)["kernels"]) == 0  # nothing without a kernel

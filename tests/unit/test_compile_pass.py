@@ -1,0 +1,200 @@
+"""A miss compiles its configs concurrently before measuring (issue 23; _measure/compile.py).
+
+Real Triton kernels in the interpreter, real threads, real Triton cache files; only the compile
+step is a stand-in (tests/unit/compile_standin.py), since the interpreter compiles nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tests.unit.compile_standin import standin  # noqa: F401 - the fixture
+from triton_dist.autotuner import contextual_autotune
+from triton_dist.errors import ConfigSpaceError, SettingsError
+from triton_dist.settings import get_settings, override
+from triton_dist.tune import autotune
+
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+BLOCKS = (16, 32, 64, 128, 256, 512)
+
+
+def _key(x: torch.Tensor, alpha: float) -> tuple:
+    return (x.numel(), str(x.dtype))
+
+
+def _scale(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
+    y = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK)
+    return y
+
+
+def _tuned(workers: int | None, blocks: tuple[int, ...] = BLOCKS, fn=_scale):  # noqa: ANN001, ANN202
+    return autotune([{"BLOCK": b} for b in blocks], _key, n_warmup=1, n_repeat=2,
+                    compile_workers=workers)(fn)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_pass_compiles_every_config_concurrently_before_the_first_launch(standin, workers, tmp_path) -> None:  # noqa: F811
+    x = torch.randn(1000)
+    y = _tuned(workers)(x, 2.0)
+
+    assert torch.allclose(y, x * 2.0)
+    assert standin.kinds() == ["warmup"] * len(BLOCKS)  # nothing compiled at a launch
+    assert sorted(e.options["BLOCK"] for e in standin.events) == sorted(BLOCKS)
+    assert 1 < standin.max_in_flight <= workers
+    assert len({e.thread for e in standin.events} - {threading.get_ident()}) >= 2
+    first_launch = min(t for t, _ in standin.launches)
+    assert max(e.end for e in standin.events) <= first_launch
+    # Triton's own cache holds every config, in its layout (a group file per kernel)
+    groups = list((tmp_path / "triton-cache").glob("*/__grp__scale_kernel.json"))
+    assert len(groups) == len(BLOCKS)
+
+
+def test_one_worker_compiles_each_config_at_its_first_launch(standin) -> None:  # noqa: F811
+    x = torch.randn(1000)
+    _tuned(1)(x, 2.0)
+    assert standin.kinds() == ["launch"] * len(BLOCKS)
+    assert standin.max_in_flight == 1
+
+
+def test_no_pass_on_the_cpu_unless_asked(standin) -> None:  # noqa: F811
+    """The CPU compiles nothing: the default (None) runs no pass there; the environment
+    variable only bounds the threads."""
+    with override(TRITON_DIST_COMPILE_WORKERS="8"):
+        _tuned(None)(torch.randn(100), 1.0)
+    assert set(standin.kinds()) == {"launch"}
+
+
+def test_a_compile_error_is_that_configs_failure_and_it_never_launches(standin, cache_dir) -> None:  # noqa: F811
+    standin.fail_when = {"BLOCK": 64}
+    tuned = _tuned(4)
+    x = torch.randn(1000)
+    y = tuned(x, 3.0)
+    assert torch.allclose(y, x * 3.0)
+    assert tuned.best_config(x, 3.0)["BLOCK"] != 64
+    assert all(opts["BLOCK"] != 64 for _, opts in standin.launches)
+    log = next(cache_dir.rglob("*.log")).read_text()
+    assert "config 2 {'BLOCK': 64}: failed: compile error: CompilationError" in log
+    assert "1 compile errors" in log
+
+
+def test_a_host_function_that_cannot_take_part_compiles_at_its_first_launch(standin, cache_dir) -> None:  # noqa: F811
+    def checked(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
+        y = torch.full_like(x, float("nan"))
+        scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK)
+        if BLOCK == 32 and y.isnan().any():  # reads what the kernel wrote: not in a compile pass
+            raise ValueError("the kernel left NaN")
+        return y
+
+    tuned = _tuned(4, fn=checked)
+    x = torch.randn(1000)
+    assert torch.allclose(tuned(x, 2.0), x * 2.0)
+    by_block = {e.options["BLOCK"]: e.kind for e in standin.events}
+    # its compile happened inside the pass's launch (before the host raised) — nothing lost
+    assert by_block == {b: "warmup" for b in BLOCKS}
+    log = next(cache_dir.rglob("*.log")).read_text()
+    assert "1 eager (1: ValueError: the kernel left NaN)" in log
+    assert "config 1 {'BLOCK': 32}:" in log and "failed" not in log.split("config 1 {'BLOCK': 32}:")[1].split("\n")[0]
+
+
+def test_the_scope_leaves_triton_as_it_was_and_other_threads_alone(standin) -> None:  # noqa: F811
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    from triton_dist._measure import compile as comp
+
+    before = {cls: cls.__dict__.get("run") for cls in (JITFunction, Autotuner, InterpretedFunction)}
+    seen: list[torch.Tensor] = []
+    x = torch.randn(256)
+
+    def other_thread_launch() -> None:  # runs while the pass is active: a real launch
+        seen.append(_scale(x, 5.0, BLOCK=64))
+
+    def host(i: int) -> None:
+        if i == 0:
+            t = threading.Thread(target=other_thread_launch)
+            t.start()
+            t.join()
+        _scale(x, 1.0, BLOCK=16 * (i + 1))
+
+    result = comp.compile_pass([(i, lambda i=i: host(i)) for i in range(3)], 3, _cpu_backend())
+    assert sorted(result.compiled) == [0, 1, 2] and not result.failed and not result.eager
+    assert torch.allclose(seen[0], x * 5.0)
+    assert {cls: cls.__dict__.get("run") for cls in before} == before
+
+
+def _cpu_backend():  # noqa: ANN202
+    from triton_dist._backends import get_backend
+
+    return get_backend()
+
+
+def test_an_inner_autotuned_kernel_compiles_its_configs_and_keeps_its_cache(standin) -> None:  # noqa: F811
+    inner = triton.autotune([triton.Config({"BLOCK": b}) for b in (32, 64, 128)], key=["n"])(
+        triton.jit(scale_kernel.fn))
+
+    def host(x: torch.Tensor, alpha: float, WIDTH: int) -> torch.Tensor:
+        y = torch.empty_like(x)
+        inner[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, alpha * WIDTH / WIDTH, x.numel())
+        return y
+
+    from triton_dist._measure import compile as comp
+
+    x = torch.randn(500)
+    result = comp.compile_pass([(0, lambda: host(x, 1.0, 1)), (1, lambda: host(x, 1.0, 2))], 2, _cpu_backend())
+    assert sorted(result.compiled) == [0, 1]
+    # both calls compile what the inner kernel's real run will launch (Triton has no in-flight
+    # de-duplication: two threads may compile one specialisation at the same time)
+    assert {e.options["BLOCK"] for e in standin.events} == {32, 64, 128}
+    assert set(standin.kinds()) == {"warmup"}
+    assert inner.cache == {}  # no pick from launches that only compiled
+
+
+def test_compile_workers_is_validated() -> None:
+    with pytest.raises(ConfigSpaceError, match="compile_workers"):
+        autotune([{"BLOCK": 16}], _key, compile_workers=0)(_scale)
+    with pytest.raises(ValueError, match="compile_workers"):
+        contextual_autotune(compile_workers=0)
+    with override(TRITON_DIST_COMPILE_WORKERS="many"), pytest.raises(SettingsError, match="TRITON_DIST_COMPILE_WORKERS"):
+        get_settings()
+    with override(TRITON_DIST_COMPILE_WORKERS="3"):
+        assert get_settings().compile_workers == 3
+    assert get_settings().compile_workers >= 1
+
+
+def test_contextual_precompiles_the_inner_kernels_configs(standin, tmp_path, monkeypatch) -> None:  # noqa: F811
+    monkeypatch.chdir(tmp_path)
+    standin.fail_when = {"BLOCK": 64}
+    inner = triton.autotune([triton.Config({"BLOCK": b}) for b in (16, 32, 64, 128)], key=["n"])(
+        triton.jit(scale_kernel.fn))
+
+    @contextual_autotune(n_repeat=2, n_warmup=1, compile_workers=4)
+    def run(x: torch.Tensor, alpha: float) -> torch.Tensor:
+        y = torch.empty_like(x)
+        inner[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, alpha, x.numel())
+        return y
+
+    x = torch.randn(700)
+    assert torch.allclose(run(x, 4.0), x * 4.0)
+    warm = [e for e in standin.events if e.kind == "warmup"]
+    assert sorted(e.options["BLOCK"] for e in warm) == [16, 32, 128]  # 64 failed to compile
+    assert standin.kinds().count("launch") == 0
+    assert standin.max_in_flight > 1
+    assert all(opts["BLOCK"] != 64 for _, opts in standin.launches)
+    assert max(e.end for e in warm) <= min(t for t, _ in standin.launches)
+    log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+    assert "compile error: CompilationError" in log
+    assert list(inner.cache.values())[0].kwargs["BLOCK"] != 64

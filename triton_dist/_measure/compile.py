@@ -1,0 +1,305 @@
+"""Compile a miss's configs concurrently, before the first timed launch (issue 23).
+
+Triton compiles a kernel specialisation at its first launch, on the launching thread. Tuning
+launches config after config, so a miss used to wait for every config's compiler one after the
+other (24 attention configs: 11.5 s of compiling against 0.38 s of measuring on the H200).
+
+- Function-level ``autotune``: a *compile pass* calls the host function once per config in a
+  bounded thread pool, inside a scope where the Triton launches of those threads only compile
+  (``JITFunction.run(..., warmup=True)``: Triton's own ahead-of-time path, which fills the same
+  in-memory and on-disk caches a launch does and launches nothing). Torch work of the host
+  function runs as usual on the thread's bound device; its results are thrown away (the
+  measurement's run guard restores arguments that torch ops mutated, by version counter). A host
+  function that raises in the pass (it reads a result the kernels never wrote, say) takes no part:
+  its configs compile eagerly at their first launch, as before. An error of the compile step
+  itself is the config's failure, recorded without running it.
+- ``contextual_autotune``: the inner ``@triton.autotune`` kernel and its configs are known, so
+  :func:`precompile_configs` compiles each config's specialisation directly (no host code runs).
+
+Triton's own cache rules stay in charge: the compile step is Triton's (its cache key, its
+atomic file writes, its in-memory kernel cache), only the thread it runs on changes. Triton's
+compiler releases the GIL in its native passes and runs ``ptxas`` as a subprocess, so threads
+overlap the expensive parts. The pass is bounded by ``TRITON_DIST_COMPILE_WORKERS`` (or the
+decorator's ``compile_workers``).
+
+The scope patches ``JITFunction.run`` (and the interpreter's and ``Autotuner``'s ``run``) only
+while a pass is active, and only for the pass's own threads; every other thread, and every call
+after the pass, goes to the original unchanged. Importing this module changes nothing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import dataclasses
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from triton_dist._measure.bench import candidate_failure_types, describe
+
+__all__ = ["PassResult", "capture_kernels", "compile_pass", "precompile_candidates", "precompile_configs",
+           "precompile_target",
+           "resolve_workers"]
+
+log = logging.getLogger(__name__)
+
+
+def resolve_workers(option: int | None) -> tuple[int, bool]:
+    """(threads, explicitly asked for): the decorator's option wins over the environment."""
+    from triton_dist.settings import get_settings
+
+    if option is not None:
+        if isinstance(option, bool) or not isinstance(option, int) or option < 1:
+            raise ValueError(f"compile_workers={option!r} must be an int >= 1 (1: no compile pass) or None")
+        return option, True
+    return get_settings().compile_workers, False
+
+
+def _failures() -> tuple[type[BaseException], ...]:
+    """What a failed compile raises (compile errors, out of resources, Triton's base error)."""
+    return candidate_failure_types()
+
+
+# ---------------------------------------------------------------------------- the scope
+
+class _Recorder:
+    """One thread's view of a pass: the kernels its launches compiled, the compile error."""
+
+    def __init__(self) -> None:
+        self.kernels: list[Any] = []
+        self.error: BaseException | None = None
+
+
+_lock = threading.Lock()
+_threads: dict[int, _Recorder] = {}
+_installed: list[tuple[type, Any, Any]] = []  # (class, saved __dict__ value, our replacement)
+_users = 0
+_MISSING = object()
+
+
+def _jit_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def run(fn: Any, *args: Any, **kwargs: Any) -> Any:
+        recorder = _threads.get(threading.get_ident())
+        if recorder is None:
+            return original(fn, *args, **kwargs)
+        kwargs["warmup"] = True  # compile (or find in Triton's caches); launch nothing
+        try:
+            kernel = original(fn, *args, **kwargs)
+        except _failures() as exc:
+            recorder.error = recorder.error or exc
+            raise
+        if kernel is not None:
+            recorder.kernels.append(kernel)
+        return kernel
+
+    return run
+
+
+def _autotuner_run(original: Callable[..., Any]) -> Callable[..., Any]:
+    """An inner ``@triton.autotune`` kernel in a pass thread: compile what its real run will
+    launch (the cached config, or every pruned config it will benchmark) and leave its cache
+    alone (a benchmark of launches that only compile would cache a meaningless pick)."""
+    from triton_dist._contextual import triton_compat as compat
+
+    @functools.wraps(original)
+    def run(at: Any, *args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() not in _threads:
+            return original(at, *args, **kwargs)
+        key, _ = compat.tuning_key(at, args, kwargs)
+        cache = getattr(at, "cache", None) or {}
+        configs = [cache[key]] if key in cache else compat.prune(at, compat.named_args(at, args), kwargs)
+        kernel = None
+        for config in configs:
+            kernel = at.fn.run(*args, **dict(kwargs, **config.all_kwargs()))
+        return kernel
+
+    return run
+
+
+def _targets() -> list[tuple[type, Callable[[Callable[..., Any]], Callable[..., Any]]]]:
+    from triton.runtime.autotuner import Autotuner
+    from triton.runtime.jit import JITFunction
+
+    targets: list[tuple[type, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
+        (JITFunction, _jit_run), (Autotuner, _autotuner_run)]
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        targets.append((InterpretedFunction, _jit_run))
+    except ImportError:  # a Triton without the interpreter
+        pass
+    return targets
+
+
+@contextlib.contextmanager
+def _scope() -> Iterator[None]:
+    """The patches, installed while at least one pass is active."""
+    global _users
+    with _lock:
+        if _users == 0:
+            for cls, wrap in _targets():
+                saved = cls.__dict__.get("run", _MISSING)
+                replacement = wrap(cls.run)
+                cls.run = replacement
+                _installed.append((cls, saved, replacement))
+        _users += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _users -= 1
+            if _users == 0:
+                while _installed:
+                    cls, saved, replacement = _installed.pop()
+                    if cls.__dict__.get("run") is not replacement:
+                        continue  # someone patched over ours: theirs stays, ours forwards
+                    if saved is _MISSING:
+                        delattr(cls, "run")
+                    else:
+                        cls.run = saved
+
+
+@contextlib.contextmanager
+def _compile_only() -> Iterator[_Recorder]:
+    """Make this thread's Triton launches compile only, for the duration."""
+    recorder = _Recorder()
+    ident = threading.get_ident()
+    _threads[ident] = recorder
+    try:
+        yield recorder
+    finally:
+        _threads.pop(ident, None)
+
+
+# ---------------------------------------------------------------------------- passes
+
+@dataclasses.dataclass
+class PassResult:
+    compiled: dict[int, int] = dataclasses.field(default_factory=dict)
+    """index -> kernels its host-function call compiled (or found in Triton's caches)"""
+    failed: dict[int, str] = dataclasses.field(default_factory=dict)
+    """index -> the compile error (the config's failure)"""
+    eager: dict[int, str] = dataclasses.field(default_factory=dict)
+    """index -> why its host function took no part (it compiles at its first launch)"""
+
+
+def _binder(backend: Any) -> Callable[[], None]:
+    """Bind a pool thread to the caller's device (current device is per thread)."""
+    device = backend.device()
+    index = getattr(device, "index", None)
+    if index is None:
+        return lambda: None
+    return lambda: backend.set_device(index)
+
+
+def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, backend: Any) -> PassResult:
+    """Call each ``call`` once in a pool of ``workers`` threads with compile-only launches."""
+    result = PassResult()
+    if not calls:
+        return result
+    bind = _binder(backend)
+
+    def one(index: int, call: Callable[[], Any]) -> None:
+        bind()
+        with _compile_only() as recorder:
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - sorted below, never lost
+                if recorder.error is not None:
+                    result.failed[index] = f"compile error: {describe(recorder.error)}"
+                else:
+                    result.eager[index] = describe(exc)
+                return
+        result.compiled[index] = len(recorder.kernels)
+
+    with _scope(), concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
+        for future in [pool.submit(one, index, call) for index, call in calls]:
+            future.result()
+    return result
+
+
+def precompile_target(target: Any, indices: Sequence[int], args: tuple, kwargs: dict, overwrite: bool,
+                      grouped: bool, backend: Any, note: Callable[..., None]) -> dict[int, str]:
+    """Function-level tuning: run the compile pass over ``indices`` when it applies; the
+    target's known failures plus the configs whose compile failed (recorded without running)."""
+    known = dict(target.known_failures)
+    workers, explicit = resolve_workers(target.compile_workers)
+    todo = [i for i in indices if i not in known]
+    if workers < 2 or len(todo) < 2:
+        return known
+    if not explicit and backend.kind == "cpu":  # the interpreter and host code compile nothing
+        return known
+    if grouped:  # concurrent host calls would interleave the group's collectives
+        note("compile pass skipped: the ranks of a group run the host function's collectives "
+             "together, so each config compiles at its first launch")
+        return known
+    start = time.perf_counter()
+    result = compile_pass([(i, functools.partial(target.call, i, args, kwargs, overwrite)) for i in todo],
+                          workers, backend)
+    note("compile pass: %d configs on %d threads in %.2fs: %d compiled, %d compile errors, %d eager%s",
+         len(todo), min(workers, len(todo)), time.perf_counter() - start, len(result.compiled),
+         len(result.failed), len(result.eager),
+         "" if not result.eager else f" ({'; '.join(f'{i}: {why}' for i, why in sorted(result.eager.items()))[:300]})")
+    for index, error in sorted(result.failed.items()):
+        note("config %d: %s", index, error)
+    known.update(result.failed)
+    return known
+
+
+def capture_kernels(call: Callable[[], Any]) -> list[Any]:
+    """The compiled kernels ``call``'s Triton launches use, found by one compile-only call on this
+    thread (nothing is launched). What a campaign ships for a case's best config."""
+    with _scope(), _compile_only() as recorder:
+        call()
+    if recorder.error is not None:
+        raise recorder.error
+    return recorder.kernels
+
+
+def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: dict, session: Any,
+                          prefix: str) -> bool:
+    """Contextual tuning: compile the candidates (``.config``) of an inner kernel concurrently,
+    before its first timed launch. A candidate whose compile failed gets its ``error`` set (and a
+    line in the session's log) and, without ``is_dist``, leaves ``candidates`` (renumbered in
+    place); with it, its slots stay, so that every rank keeps the same schedule. False when no
+    candidate is left."""
+    workers, explicit = resolve_workers(session.compile_workers)
+    backend = session.backend
+    if workers < 2 or len(candidates) < 2 or (not explicit and backend.kind == "cpu"):
+        return True
+    errors = precompile_configs(at, [c.config for c in candidates], args, kwargs, workers, backend)
+    for cand, error in zip(candidates, errors, strict=True):
+        if error:
+            cand.error = error
+            session.info("%s | config-id: %d | %s", prefix, cand.config_id, error)
+    if session.view is None:  # a candidate's index is its place in the schedule
+        candidates[:] = [c for c in candidates if c.ok]
+        for position, cand in enumerate(candidates):
+            cand.index = position
+    return any(c.ok for c in candidates)
+
+
+def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dict, workers: int,
+                       backend: Any) -> list[str | None]:
+    """Compile each config of an inner ``@triton.autotune`` kernel concurrently (contextual
+    tuning); per config None or its compile error. Other exceptions are left to the eager launch."""
+    bind = _binder(backend)
+
+    def one(config: Any) -> str | None:
+        bind()
+        try:
+            at.fn.run(*args, **dict(kwargs, **config.all_kwargs(), warmup=True))
+        except _failures() as exc:
+            return f"compile error: {describe(exc)}"
+        except Exception as exc:  # noqa: BLE001 - the timed launch reports it as it always did
+            log.debug("precompiling %s raised %s; it compiles at its first launch", config, describe(exc))
+        return None
+
+    with concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, min(workers, len(configs))), thread_name_prefix="triton_dist-compile") as pool:
+        return list(pool.map(one, configs))
