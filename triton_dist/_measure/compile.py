@@ -100,21 +100,38 @@ def _jit_run(original: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _inner_configs(at: Any, args: tuple, kwargs: dict) -> list[Any]:
+    """What an inner autotuner's real run will launch: its cached config for this call's key
+    (the key as stock ``Autotuner.run`` computes it), else every config its pruning keeps.
+    (Not through ``_contextual.triton_compat``: the measuring layer does not import it.)"""
+    names = list(getattr(at, "arg_names", ()) or ())
+    nargs = dict(zip(names, args, strict=False))
+    cache = getattr(at, "cache", None) or {}
+    if cache and getattr(at, "keys", None) is not None:
+        given = {k: v for k, v in {**nargs, **kwargs}.items() if k in names}
+        key = tuple([given[k] for k in at.keys if k in given] + [str(v.dtype) for v in given.values()
+                                                                 if hasattr(v, "dtype")])
+        if key in cache:
+            return [cache[key]]
+    previous = getattr(at, "nargs", None)
+    at.nargs = nargs  # early_config_prune and perf_model read self.nargs
+    try:
+        return list(at.prune_configs(kwargs)) if hasattr(at, "prune_configs") else list(at.configs)
+    finally:
+        at.nargs = previous
+
+
 def _autotuner_run(original: Callable[..., Any]) -> Callable[..., Any]:
     """An inner ``@triton.autotune`` kernel in a pass thread: compile what its real run will
-    launch (the cached config, or every pruned config it will benchmark) and leave its cache
-    alone (a benchmark of launches that only compile would cache a meaningless pick)."""
-    from triton_dist._contextual import triton_compat as compat
+    launch and leave its cache alone (a benchmark of launches that only compile would cache a
+    meaningless pick)."""
 
     @functools.wraps(original)
     def run(at: Any, *args: Any, **kwargs: Any) -> Any:
         if threading.get_ident() not in _threads:
             return original(at, *args, **kwargs)
-        key, _ = compat.tuning_key(at, args, kwargs)
-        cache = getattr(at, "cache", None) or {}
-        configs = [cache[key]] if key in cache else compat.prune(at, compat.named_args(at, args), kwargs)
         kernel = None
-        for config in configs:
+        for config in _inner_configs(at, args, kwargs):
             kernel = at.fn.run(*args, **dict(kwargs, **config.all_kwargs()))
         return kernel
 
