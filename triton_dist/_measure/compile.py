@@ -225,7 +225,7 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
         with _compile_only() as recorder:
             try:
                 call()
-            except BaseException as exc:  # noqa: BLE001 - sorted below, never lost
+            except Exception as exc:  # noqa: BLE001 - sorted here, never lost (an interrupt propagates)
                 if recorder.error is not None:
                     result.failed[index] = f"compile error: {describe(recorder.error)}"
                 else:
