@@ -57,3 +57,54 @@ def brief(value: Any, budget: int = 80) -> str:
 
 def show(value: Any) -> str:
     return f"{type(value).__name__} {brief(value)}" if value is not None else "nothing (null)"
+
+
+class Unchecked:
+    """Stands in for a value that failed :func:`plain` (too big, too deep, or not plain data), so
+    that the pydantic models are never handed it: every field rejects it, and error messages show
+    the glimpse taken here, once, within the bounds."""
+
+    __slots__ = ("glimpse",)
+
+    def __init__(self, value: Any) -> None:
+        self.glimpse = show(value)
+
+    def __repr__(self) -> str:
+        return self.glimpse
+
+
+def glimpse(value: Any) -> str:
+    """``show(value)``, or the glimpse an :class:`Unchecked` kept of the value it replaced."""
+    return value.glimpse if isinstance(value, Unchecked) else show(value)
+
+
+class Screen:
+    """Replaces every value of a loaded document that fails :func:`plain` by :class:`Unchecked`.
+
+    Only the containers the campaign format nests (the caller says which) are entered; everything
+    else is one bounded :func:`plain` walk. YAML aliases make one object appear many times: its
+    verdict is kept by identity, so a file of a thousand aliases to one big tree costs one walk."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[Any, Any]] = {}  # id -> (the object, kept alive; its verdict)
+
+    def leaf(self, value: Any) -> Any:
+        if not isinstance(value, (list, dict)):
+            return value if plain(value) else Unchecked(value)
+        known = self._seen.get(id(value))
+        if known is None:
+            known = self._seen[id(value)] = (value, value if plain(value) else Unchecked(value))
+        return known[1]
+
+    def mapping(self, value: Any, each: Any = None) -> Any:
+        """A mapping whose values go through ``each`` (default :meth:`leaf`); keys stay as they are
+        (YAML keys are scalars), so that unknown or ill-typed names can be reported."""
+        if not isinstance(value, dict):
+            return self.leaf(value)
+        each = each or self.leaf
+        return {key: each(item) for key, item in value.items()}
+
+    def sequence(self, value: Any, each: Any) -> Any:
+        if not isinstance(value, list):
+            return self.leaf(value)
+        return [each(item) for item in value]

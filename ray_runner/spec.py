@@ -1,6 +1,6 @@
 """Campaign files → validated, frozen objects; every error names its field path.
 
-A campaign file is YAML (see ``examples/campaigns/``)::
+A campaign file is YAML (see ``examples/campaigns/``; every field: docs/campaigns.md)::
 
     name: gemm-pretune            # optional: names the report files (default: the file's stem)
     device: auto                  # auto | npu | cuda | cpu
@@ -14,31 +14,38 @@ A campaign file is YAML (see ``examples/campaigns/``)::
         cases: [{M: 4096, N: 4096, K: 4096, dtype: float16}]
         grid: {M: [1024, 2048], N: [4096], K: [4096], dtype: [float16]}
 
-Validation is hand-written over frozen dataclasses rather than pydantic: the GPU and NPU images
-that run campaigns carry PyYAML but not pydantic, and the checks are few. All problems of a file
-are reported at once, one ``path: message`` line each.
+The pydantic models below are the one source of the fields, their types, defaults, descriptions
+and checks; ``python -m ray_runner schema`` prints their JSON schema (docs/campaign.schema.json).
+pydantic comes with ``ray[default]`` (the ``[ray]`` extra, both images). A loaded file is first
+screened by :mod:`ray_runner._values` (issue 17: a value over 10,000 nodes or 32 levels, or not
+plain data, is replaced by a marker every field rejects) and its case count is bounded from the
+grids' sizes, so pydantic only ever sees bounded values; messages are built by
+:mod:`ray_runner._spec_errors` (``path: message`` lines, did-you-mean hints), all at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import itertools
 import json
 import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, Strict, StringConstraints,
+                      ValidationError, WithJsonSchema, model_validator)
+from pydantic_core import PydanticCustomError
 
 from triton_dist.errors import CampaignError
 from triton_dist.settings import DEVICE_KINDS
 
-from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, brief
-from ._values import plain as _plain
-from ._values import show as _show
+from ._spec_errors import CAMPAIGN_ERROR, error_lines
+from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, Screen, Unchecked, glimpse, plain
 
-__all__ = ["DEVICES", "Campaign", "CaseSpec", "TargetSpec", "load_campaign", "parse_campaign"]
+__all__ = ["DEVICES", "MAX_CASES", "Campaign", "CaseSpec", "TargetSpec", "campaign_schema", "load_campaign",
+           "parse_campaign"]
 
 DEVICES = ("auto", *DEVICE_KINDS)
 STRATEGIES = ("STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD")
@@ -46,39 +53,194 @@ _IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
+#: default bound of a campaign's cases (explicit cases plus every grid's product), counted before
+#: any is built: an 8 x 10 grid is 10^8 cases from a 300-byte file (issue 17). ``max_cases:`` in
+#: the campaign file raises it.
+MAX_CASES = 100_000
 
-@dataclasses.dataclass(frozen=True)
-class TargetSpec:
-    """One tuned function and the cases to tune it for."""
 
-    function: str
-    """``module:attr`` of an ``autotune``-decorated function (an ``AutoTuner``)."""
-    args: str
-    """``module:attr`` of the argument builder ``(case: dict, ctx) -> (args, kwargs)``."""
-    world_size: int = 1
-    """Ranks per case: each case runs on a gang of this many device actors."""
-    cases: tuple[dict[str, Any], ...] = ()
-    """The explicit cases (business parameters handed to the builder)."""
-    grid: tuple[tuple[str, tuple[Any, ...]], ...] = ()
-    """Optional cartesian product of parameters, added after ``cases``."""
+# ---------------------------------------------------------------------------- field types
+
+def _fail(message: str) -> NoReturn:
+    # the message goes in as context: a glimpse of a mapping has braces a template would read
+    raise PydanticCustomError(CAMPAIGN_ERROR, "{message}", {"message": message})
+
+
+def _text(pattern: re.Pattern[str], what: str, *, strip: bool = False) -> Any:
+    """A string matching ``pattern``; anything else fails with "must be <what>"."""
+    def check(value: Any) -> str:
+        if isinstance(value, str) and pattern.match(value.strip() if strip else value):
+            return value.strip() if strip else value
+        _fail(f"must be {what}, got {glimpse(value)}")
+    return Annotated[str, StringConstraints(pattern=pattern.pattern), BeforeValidator(check)]
+
+
+def _nonblank(what: str) -> Any:
+    def check(value: Any) -> str:
+        if isinstance(value, str) and value.strip():
+            return value
+        _fail(f"must be {what}, got {glimpse(value)}")
+    return Annotated[str, StringConstraints(min_length=1), BeforeValidator(check)]
+
+
+def _plain_value(value: Any) -> Any:
+    if isinstance(value, Unchecked) or not plain(value):
+        _fail(f"must be a plain value (number, string, bool, null or a list/mapping of them, at most "
+              f"{MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep), got {glimpse(value)}")
+    return value
+
+
+def _grid_values(value: Any) -> Any:
+    if not isinstance(value, (list, Unchecked)):
+        _fail(f"must be a non-empty list of values, got {glimpse(value)}")
+    if isinstance(value, Unchecked) or not plain(value):
+        _fail(f"values must be plain (numbers, strings, bools, null), at most {MAX_VALUE_NODES} of them, "
+              f"got {glimpse(value)}")
+    return value
+
+
+def _env_value(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        _fail(f"must be a string (quote it), got {glimpse(value)}")
+    return str(value)
+
+
+def _targets(value: Any) -> Any:
+    # here, not as min_length: pydantic counts a list's valid items, so a list of bad targets
+    # would also be reported as empty
+    if value is None or (isinstance(value, list) and not value):
+        _fail(f"must be a non-empty list of targets, got {glimpse(value)}")
+    return value
+
+
+def _null_is(empty: Any) -> BeforeValidator:
+    """``field:`` with nothing after it (YAML null) reads as the empty default."""
+    return BeforeValidator(lambda value: empty if value is None else value)
+
+
+ImportPath = _text(_IMPORT_PATH, "an import path 'package.module:attribute'", strip=True)
+PlainValue = Annotated[Any, BeforeValidator(_plain_value), WithJsonSchema(
+    {"description": "a number, string, bool, null, or a list/mapping of them "
+                    f"(at most {MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep)"})]
+ParamName = Annotated[str, Strict()]
+Case = dict[ParamName, PlainValue]
+GridValues = Annotated[tuple[PlainValue, ...], Field(min_length=1, max_length=MAX_VALUE_NODES),
+                       BeforeValidator(_grid_values)]
+EnvName = _text(_ENV_NAME, "an environment variable name (letters, digits, '_', not starting with a digit)")
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+Name = _text(_NAME, "a file-name-safe string (letters, digits, '.', '_', '-')")
+ReportDir = _nonblank("a directory path")
+ResourceName = _nonblank("a Ray resource name")
+Device = Literal[DEVICES]  # type: ignore[valid-type]
+Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
+
+
+def _seconds(description: str, default: float) -> Any:
+    return Field(default, gt=0, allow_inf_nan=False, strict=True, description=description)
+
+
+_MODEL = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, validate_default=False)
+
+
+# ---------------------------------------------------------------------------- the models
+
+class TargetSpec(BaseModel):
+    """One tuned function and the cases to tune it for (``targets[i]``)."""
+
+    model_config = _MODEL
+
+    function: ImportPath = Field(description="`module:attr` of a function decorated with "
+                                 "`triton_dist.tune.autotune`, importable on the device actors.")
+    args: ImportPath = Field(description="`module:attr` of the argument builder "
+                             "`builder(case: dict, ctx) -> (args: tuple, kwargs: dict)`.")
+    world_size: int = Field(1, ge=1, strict=True, description="Ranks per case: each case runs on a gang "
+                            "of this many device actors, in a world of exactly that size.")
+    cases: Annotated[tuple[Case, ...], _null_is(())] = Field(
+        (), description="The explicit cases: mappings of parameter names to plain values, handed to the builder.")
+    grid: Annotated[dict[ParamName, GridValues], Field(min_length=1)] | None = Field(
+        None, description="Parameter -> non-empty list of plain values; the cartesian product is added "
+                          "after `cases` (duplicates dropped).")
+
+    @model_validator(mode="after")
+    def _has_cases(self) -> TargetSpec:
+        if not self.cases and self.grid is None:
+            _fail("has no cases: give 'cases' (a list of mappings) and/or 'grid'")
+        return self
 
     def all_cases(self) -> list[dict[str, Any]]:
         """``cases`` then the grid's product, duplicates dropped (first occurrence kept)."""
         out: list[dict[str, Any]] = []
         seen: set[str] = set()
-        names = [name for name, _ in self.grid]
-        product = (dict(zip(names, values, strict=True)) for values in itertools.product(*(v for _, v in self.grid)))
-        for case in itertools.chain(self.cases, product if self.grid else ()):
+        grid = self.grid or {}
+        product = (dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values()))
+        for case in itertools.chain(self.cases, product if grid else ()):
             text = case_text(case)
             if text not in seen:
                 seen.add(text)
                 out.append(dict(case))
         return out
 
+    def case_count(self) -> int:
+        """How many cases ``all_cases`` yields at most, without building them."""
+        return len(self.cases) + (math.prod(len(v) for v in self.grid.values()) if self.grid else 0)
+
+
+class Campaign(BaseModel):
+    """A validated campaign file."""
+
+    model_config = _MODEL
+
+    name: Name = Field(
+        "campaign", description="Names the report files `<report_dir>/<name>.json`, `.md`, `.png`; "
+                                "default: the file's stem.")
+    device: Device = Field(
+        "auto", description="`auto` (NPU, else GPU, else CPU, from the cluster's resources), `npu`, `cuda` "
+                            "or `cpu`: what the device actors tune on.")
+    retries: int = Field(2, ge=0, strict=True, description="Extra attempts per case after a failure, each on "
+                         "a fresh gang; then the case is recorded as failed.")
+    case_timeout_s: float = _seconds("Seconds one attempt of one case may take (argument building and "
+                                     "tuning).", 600.0)
+    placement_timeout_s: float = _seconds("Seconds a gang may wait for its placement group (its "
+                                          "`world_size` devices) before the attempt fails.", 120.0)
+    report_dir: ReportDir = Field(
+        "reports", description="Where the report JSON, Markdown and plot go (relative to the driver's "
+                               "working directory).")
+    env: Annotated[dict[EnvName, EnvValue], _null_is({})] = Field(
+        default_factory=dict, description="Extra environment variables of the device actors, names to "
+                                          "string values (e.g. `TRITON_INTERPRET: \"1\"`).")
+    ray_resource: ResourceName | None = Field(
+        None, description="The Ray resource one device actor asks for; default: the device's (`CPU`, `GPU`, "
+                          "`NPU`). A custom resource stands in for devices on clusters started with `--resources`.")
+    placement_strategy: Strategy = Field(
+        "STRICT_PACK", description="Placement-group strategy of a gang; `STRICT_PACK` keeps a gang on one node.")
+    check_correctness: bool = Field(True, strict=True, description="Compare each candidate's output with "
+                                    "`config_space[0]`'s; a mismatch records the candidate as failed.")
+    max_cases: int = Field(MAX_CASES, ge=1, strict=True, description="The most cases the campaign may have, "
+                           "counted from `cases` and the grids' sizes before any case is built.")
+    targets: Annotated[tuple[TargetSpec, ...], BeforeValidator(_targets)] = Field(
+        description="The functions to tune and their cases (a non-empty list).", json_schema_extra={"minItems": 1})
+
+    _source: str | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> str | None:
+        """The file it was read from, if any."""
+        return self._source
+
+    def cases(self) -> list[CaseSpec]:
+        out: list[CaseSpec] = []
+        for t_index, target in enumerate(self.targets):
+            for case in target.all_cases():
+                out.append(CaseSpec(len(out), t_index, target, case))
+        return out
+
+    def env_dict(self) -> dict[str, str]:
+        return dict(self.env)
+
 
 @dataclasses.dataclass(frozen=True)
 class CaseSpec:
-    """One unit of work: a target and one case of it."""
+    """One unit of work: a target and one case of it (built by :meth:`Campaign.cases`)."""
 
     number: int
     """Position in the campaign (0-based, stable for a given file)."""
@@ -94,239 +256,75 @@ class CaseSpec:
         return f"targets[{self.target_index}] {self.target.function} {case_text(self.case)} (W={self.world_size})"
 
 
-@dataclasses.dataclass(frozen=True)
-class Campaign:
-    """A validated campaign file."""
-
-    name: str
-    """Names the report files; defaults to the file's stem."""
-    targets: tuple[TargetSpec, ...]
-    device: str = "auto"
-    """``auto`` (NPU, else GPU, else CPU, from the cluster's resources), ``npu``, ``cuda`` or ``cpu``."""
-    retries: int = 2
-    """Extra attempts per case after a failure, each on a fresh gang."""
-    case_timeout_s: float = 600.0
-    """Time limit of one attempt of one case (argument building + tuning)."""
-    placement_timeout_s: float = 120.0
-    """How long a gang may wait for its placement group (its W devices) before the attempt fails."""
-    report_dir: str = "reports"
-    """Where the report JSON, Markdown and plot go (relative to the driver's working directory)."""
-    env: tuple[tuple[str, str], ...] = ()
-    """Extra environment variables of the device actors (e.g. ``TRITON_INTERPRET: "1"``)."""
-    ray_resource: str | None = None
-    """Ray resource one device actor asks for; default: the device's (``CPU``/``GPU``/``NPU``).
-    A custom resource stands in for devices on clusters started with ``--resources``."""
-    placement_strategy: str = "STRICT_PACK"
-    """Placement-group strategy of a gang; STRICT_PACK keeps a gang on one node."""
-    check_correctness: bool = True
-    """Compare each candidate's output with the default config's; a mismatch is ``inf`` (issue 7)."""
-    source: str | None = None
-    """The file it was read from, if any."""
-
-    def cases(self) -> list[CaseSpec]:
-        out = []
-        for t_index, target in enumerate(self.targets):
-            for case in target.all_cases():
-                out.append(CaseSpec(len(out), t_index, target, case))
-        return out
-
-    def env_dict(self) -> dict[str, str]:
-        return dict(self.env)
-
-
 def case_text(case: Mapping[str, Any]) -> str:
     """A stable one-line form of a case (sorted keys): its identity in reports and logs."""
     return json.dumps(case, sort_keys=True, separators=(", ", ": "), default=str)
 
 
-# ---------------------------------------------------------------------------- validation
+def campaign_schema() -> dict[str, Any]:
+    """The JSON schema of a campaign file (``python -m ray_runner schema``; docs/campaign.schema.json)."""
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **Campaign.model_json_schema()}
 
-class _Checker:
-    def __init__(self) -> None:
-        self.errors: list[str] = []
 
-    def error(self, path: str, message: str) -> None:
-        self.errors.append(f"{path}: {message}")
+# ---------------------------------------------------------------------------- reading
 
-    def unknown(self, path: str, data: Mapping[str, Any], known: tuple[str, ...]) -> None:
-        for field in data:
-            if field not in known:
-                field = field if isinstance(field, str) else brief(field, 40)  # noqa: PLW2901
-                near = difflib.get_close_matches(field, known, n=1)
-                hint = f" (did you mean {near[0]!r}?)" if near else f"; known fields: {', '.join(known)}"
-                self.error(f"{path}{'.' if path else ''}{field}", f"unknown field{hint}")
+def _screen(data: dict[Any, Any]) -> dict[Any, Any]:
+    """The document with every value over the bounds replaced (see :class:`_values.Screen`)."""
+    screen = Screen()
 
-    def integer(self, path: str, value: Any, minimum: int) -> int | None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.error(path, f"must be an integer, got {_show(value)}")
-            return None
-        if value < minimum:
-            self.error(path, f"must be >= {minimum}, got {value}")
-            return None
-        return value
-
-    def seconds(self, path: str, value: Any) -> float | None:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.error(path, f"must be a number of seconds, got {_show(value)}")
-            return None
-        if not 0 < value < float("inf"):
-            self.error(path, f"must be > 0, got {value}")
-            return None
-        return float(value)
-
-    def import_path(self, path: str, value: Any) -> str | None:
-        if not isinstance(value, str) or not _IMPORT_PATH.match(value.strip()):
-            self.error(path, f"must be an import path 'package.module:attribute', got {_show(value)}")
-            return None
-        return value.strip()
-
-    def case(self, path: str, value: Any) -> dict[str, Any] | None:
+    def target(value: Any) -> Any:
         if not isinstance(value, dict):
-            self.error(path, f"must be a mapping of parameter names to values, got {_show(value)}")
-            return None
-        ok = True
-        for name, item in value.items():
-            if not isinstance(name, str):
-                self.error(f"{path}", f"parameter names must be strings, got {_show(name)}")
-                ok = False
-            elif not _plain(item):
-                self.error(f"{path}.{name}", f"must be a plain value (number, string, bool, null or a "
-                                             f"list/mapping of them, at most {MAX_VALUE_NODES} items "
-                                             f"nested {MAX_VALUE_DEPTH} deep), got {_show(item)}")
-                ok = False
-        return dict(value) if ok else None
+            return screen.leaf(value)
+        nested = {"cases": lambda v: screen.sequence(v, screen.mapping), "grid": screen.mapping}
+        return {key: nested.get(key, screen.leaf)(item) for key, item in value.items()}
+
+    return {key: screen.sequence(item, target) if key == "targets" else screen.leaf(item)
+            for key, item in data.items()}
 
 
-_TARGET_FIELDS = ("function", "args", "world_size", "cases", "grid")
-_CAMPAIGN_FIELDS = ("name", "device", "retries", "case_timeout_s", "placement_timeout_s", "report_dir",
-                    "env", "ray_resource", "placement_strategy", "check_correctness", "max_cases", "targets")
-
-#: default bound of a campaign's cases (explicit cases plus every grid's product), counted before
-#: any is built: an 8 x 10 grid is 10^8 cases from a 300-byte file (issue 17). ``max_cases:`` in
-#: the campaign file raises it.
-MAX_CASES = 100_000
-
-
-def _count_cases(ck: _Checker, targets: list[TargetSpec], paths: list[str], limit: int) -> None:
-    """Refuse a campaign whose cases would exceed ``limit``, from the grids' sizes alone."""
+def _too_many_cases(data: dict[Any, Any]) -> str | None:
+    """The ``max_cases`` error of a screened document, from its lists' lengths alone, or None.
+    A malformed ``max_cases`` or target is left to the model to report."""
+    limit = data.get("max_cases", Campaign.model_fields["max_cases"].default)
+    targets = data.get("targets")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1 or not isinstance(targets, list):
+        return None
     total, parts = 0, []
-    for path, target in zip(paths, targets, strict=True):
-        size = math.prod(len(values) for _, values in target.grid) if target.grid else 0
-        total += len(target.cases) + size
-        if target.grid:
-            shape = " x ".join(f"{len(v)} {name}" for name, v in target.grid)
-            parts.append(f"{path}.grid is {shape} = {size} case(s)")
-    if total > limit:
-        ck.error("max_cases", f"the campaign has up to {total} cases, more than max_cases = {limit}: "
-                              f"{'; '.join(parts) or 'explicit cases'}. Split the campaign, shrink the grid, "
-                              f"or raise max_cases if you mean it.")
-
-
-def _target(ck: _Checker, path: str, data: Any) -> TargetSpec | None:
-    if not isinstance(data, dict):
-        ck.error(path, f"must be a mapping with 'function', 'args', 'world_size' and 'cases'/'grid', got {_show(data)}")
+    for i, target in enumerate(targets):
+        if not isinstance(target, dict):
+            continue
+        cases, grid = target.get("cases"), target.get("grid")
+        total += len(cases) if isinstance(cases, list) else 0
+        if isinstance(grid, dict) and grid and all(isinstance(v, list) for v in grid.values()):
+            size = math.prod(len(v) for v in grid.values())
+            total += size
+            parts.append(f"targets[{i}].grid is {' x '.join(f'{len(v)} {k}' for k, v in grid.items())} "
+                         f"= {size} case(s)")
+    if total <= limit:
         return None
-    ck.unknown(path, data, _TARGET_FIELDS)
-    before = len(ck.errors)
-    function = ck.import_path(f"{path}.function", data.get("function"))
-    args = ck.import_path(f"{path}.args", data.get("args"))
-    world_size = ck.integer(f"{path}.world_size", data.get("world_size", 1), 1)
-    cases: list[dict[str, Any]] = []
-    raw_cases = data.get("cases", [])
-    if raw_cases is None:
-        raw_cases = []
-    if not isinstance(raw_cases, list):
-        ck.error(f"{path}.cases", f"must be a list of mappings, got {_show(raw_cases)}")
-    else:
-        for i, raw in enumerate(raw_cases):
-            case = ck.case(f"{path}.cases[{i}]", raw)
-            if case is not None:
-                cases.append(case)
-    grid: list[tuple[str, tuple[Any, ...]]] = []
-    raw_grid = data.get("grid")
-    if raw_grid is not None:
-        if not isinstance(raw_grid, dict) or not raw_grid:
-            ck.error(f"{path}.grid", f"must be a non-empty mapping of parameter -> list of values, got {_show(raw_grid)}")
-        else:
-            for name, values in raw_grid.items():
-                if not isinstance(name, str):
-                    ck.error(f"{path}.grid", f"parameter names must be strings, got {_show(name)}")
-                elif not isinstance(values, list) or not values:
-                    ck.error(f"{path}.grid.{name}", f"must be a non-empty list of values, got {_show(values)}")
-                elif len(values) > MAX_VALUE_NODES or not all(_plain(v) for v in values):
-                    ck.error(f"{path}.grid.{name}", "values must be plain (numbers, strings, bools, null), "
-                                                    f"at most {MAX_VALUE_NODES} of them")
-                else:
-                    grid.append((name, tuple(values)))
-    if not raw_cases and raw_grid is None:
-        ck.error(path, "has no cases: give 'cases' (a list of mappings) and/or 'grid'")
-    if len(ck.errors) > before:
-        return None
-    return TargetSpec(function=function, args=args, world_size=world_size,  # type: ignore[arg-type]
-                      cases=tuple(cases), grid=tuple(grid))
+    return (f"max_cases: the campaign has up to {total} cases, more than max_cases = {limit}: "
+            f"{'; '.join(parts) or 'explicit cases'}. Split the campaign, shrink the grid, or raise max_cases "
+            f"if you mean it.")
 
 
 def parse_campaign(data: Any, *, default_name: str = "campaign", source: str | None = None) -> Campaign:
     """Validate a loaded campaign mapping; raise :class:`CampaignError` listing every problem."""
-    ck = _Checker()
     where = f" in {source}" if source else ""
     if not isinstance(data, dict):
-        raise CampaignError(f"campaign file{where} must be a YAML mapping with 'targets', got {_show(data)}")
-    ck.unknown("", data, _CAMPAIGN_FIELDS)
-    name = data.get("name", default_name)
-    if not isinstance(name, str) or not _NAME.match(name):
-        ck.error("name", f"must be a file-name-safe string (letters, digits, '.', '_', '-'), got {_show(name)}")
-    device = data.get("device", "auto")
-    if device not in DEVICES:
-        ck.error("device", f"must be one of {', '.join(DEVICES)}, got {_show(device)}")
-    retries = ck.integer("retries", data.get("retries", 2), 0)
-    case_timeout = ck.seconds("case_timeout_s", data.get("case_timeout_s", 600))
-    placement_timeout = ck.seconds("placement_timeout_s", data.get("placement_timeout_s", 120))
-    report_dir = data.get("report_dir", "reports")
-    if not isinstance(report_dir, str) or not report_dir.strip():
-        ck.error("report_dir", f"must be a directory path, got {_show(report_dir)}")
-    env: list[tuple[str, str]] = []
-    raw_env = data.get("env") or {}
-    if not isinstance(raw_env, dict):
-        ck.error("env", f"must be a mapping of variable names to values, got {_show(raw_env)}")
-    else:
-        for key, value in raw_env.items():
-            if not isinstance(key, str) or not _ENV_NAME.match(key):
-                ck.error("env", f"{_show(key)} is not a valid environment variable name")
-            elif isinstance(value, bool) or not isinstance(value, (str, int, float)):
-                ck.error(f"env.{key}", f"must be a string (quote it), got {_show(value)}")
-            else:
-                env.append((key, str(value)))
-    resource = data.get("ray_resource")
-    if resource is not None and (not isinstance(resource, str) or not resource.strip()):
-        ck.error("ray_resource", f"must be a Ray resource name, got {_show(resource)}")
-    strategy = data.get("placement_strategy", "STRICT_PACK")
-    if strategy not in STRATEGIES:
-        ck.error("placement_strategy", f"must be one of {', '.join(STRATEGIES)}, got {_show(strategy)}")
-    check = data.get("check_correctness", True)
-    if not isinstance(check, bool):
-        ck.error("check_correctness", f"must be true or false, got {_show(check)}")
-    max_cases = ck.integer("max_cases", data.get("max_cases", MAX_CASES), 1)
-    targets: list[TargetSpec] = []
-    paths: list[str] = []
-    raw_targets = data.get("targets")
-    if not isinstance(raw_targets, list) or not raw_targets:
-        ck.error("targets", f"must be a non-empty list of targets, got {_show(raw_targets)}")
-    else:
-        for i, raw in enumerate(raw_targets):
-            target = _target(ck, f"targets[{i}]", raw)
-            if target is not None:
-                targets.append(target)
-                paths.append(f"targets[{i}]")
-    if max_cases is not None:
-        _count_cases(ck, targets, paths, max_cases)
-    if ck.errors:
-        lines = "\n".join(f"  {e}" for e in ck.errors)
-        raise CampaignError(f"invalid campaign{where}:\n{lines}", errors=list(ck.errors))
-    return Campaign(name=name, targets=tuple(targets), device=device, retries=retries,  # type: ignore[arg-type]
-                    case_timeout_s=case_timeout, placement_timeout_s=placement_timeout,  # type: ignore[arg-type]
-                    report_dir=report_dir, env=tuple(env), ray_resource=resource,
-                    placement_strategy=strategy, check_correctness=check, source=source)
+        raise CampaignError(f"campaign file{where} must be a YAML mapping with 'targets', got {glimpse(data)}")
+    data = _screen({"name": default_name, **data})
+    too_many = _too_many_cases(data)
+    try:
+        if too_many is not None:  # before pydantic walks the lists
+            errors = [too_many]
+        else:
+            campaign = Campaign.model_validate(data)
+            campaign._source = source
+            return campaign
+    except ValidationError as exc:
+        errors = error_lines(exc, Campaign)
+    lines = "\n".join(f"  {e}" for e in errors)
+    raise CampaignError(f"invalid campaign{where}:\n{lines}", errors=errors)
 
 
 def load_campaign(path: str | Path) -> Campaign:
