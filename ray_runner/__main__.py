@@ -82,6 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--address", help=ADDRESS_HELP)
     pre.add_argument("--cache-dir", help="the cache root to check on every node (default: each node's "
                                          "TRITON_DIST_AUTOTUNE_DIR, else ~/.triton_dist/autotune)")
+
+    sub.add_parser("schema", help="print the JSON schema of campaign files (docs/campaign.schema.json), "
+                                  "for editors and other tools")
     return parser
 
 
@@ -144,6 +147,15 @@ def _validate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _schema(args: argparse.Namespace) -> int:
+    import json
+
+    from .spec import campaign_schema
+
+    print(json.dumps(campaign_schema(), indent=2, ensure_ascii=False))
+    return EXIT_OK
+
+
 def _preflight(args: argparse.Namespace) -> int:
     from .preflight import preflight, summarize
     from .spec import load_campaign
@@ -180,7 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     _signals.install()  # `ray job stop` and Kubernetes send SIGTERM: unwind, tear the gangs down
     try:
-        return {"run": _run, "validate": _validate, "preflight": _preflight, "pool": _pool}[args.command](args)
+        return {"run": _run, "validate": _validate, "preflight": _preflight, "pool": _pool,
+                "schema": _schema}[args.command](args)
     except CampaignError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INVALID

@@ -34,8 +34,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, Strict, StringConstraints,
-                      ValidationError, WithJsonSchema, model_validator)
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    Strict,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from triton_dist.errors import CampaignError
@@ -57,6 +68,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: any is built: an 8 x 10 grid is 10^8 cases from a 300-byte file (issue 17). ``max_cases:`` in
 #: the campaign file raises it.
 MAX_CASES = 100_000
+_SHOWN = 100  # error lines in a CampaignError's message (its details keep all)
 
 
 # ---------------------------------------------------------------------------- field types
@@ -83,17 +95,22 @@ def _nonblank(what: str) -> Any:
     return Annotated[str, StringConstraints(min_length=1), BeforeValidator(check)]
 
 
-def _plain_value(value: Any) -> Any:
-    if isinstance(value, Unchecked) or not plain(value):
+def _screened(info: ValidationInfo) -> bool:
+    """parse_campaign has bounded every value already (see _screen): no second walk per reference."""
+    return isinstance(info.context, dict) and info.context.get("screened") is True
+
+
+def _plain_value(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
         _fail(f"must be a plain value (number, string, bool, null or a list/mapping of them, at most "
               f"{MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep), got {glimpse(value)}")
     return value
 
 
-def _grid_values(value: Any) -> Any:
+def _grid_values(value: Any, info: ValidationInfo) -> Any:
     if not isinstance(value, (list, Unchecked)):
         _fail(f"must be a non-empty list of values, got {glimpse(value)}")
-    if isinstance(value, Unchecked) or not plain(value):
+    if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
         _fail(f"values must be plain (numbers, strings, bools, null), at most {MAX_VALUE_NODES} of them, "
               f"got {glimpse(value)}")
     return value
@@ -205,7 +222,9 @@ class Campaign(BaseModel):
     report_dir: ReportDir = Field(
         "reports", description="Where the report JSON, Markdown and plot go (relative to the driver's "
                                "working directory).")
-    env: Annotated[dict[EnvName, EnvValue], _null_is({})] = Field(
+    env: Annotated[dict[EnvName, EnvValue], _null_is({}), WithJsonSchema(  # pydantic writes patternProperties,
+        {"type": "object", "propertyNames": {"pattern": _ENV_NAME.pattern},  # which let other names pass
+         "additionalProperties": {"type": ["string", "number"]}})] = Field(
         default_factory=dict, description="Extra environment variables of the device actors, names to "
                                           "string values (e.g. `TRITON_INTERPRET: \"1\"`).")
     ray_resource: ResourceName | None = Field(
@@ -318,13 +337,15 @@ def parse_campaign(data: Any, *, default_name: str = "campaign", source: str | N
         if too_many is not None:  # before pydantic walks the lists
             errors = [too_many]
         else:
-            campaign = Campaign.model_validate(data)
+            campaign = Campaign.model_validate(data, context={"screened": True})
             campaign._source = source
             return campaign
     except ValidationError as exc:
         errors = error_lines(exc, Campaign)
-    lines = "\n".join(f"  {e}" for e in errors)
-    raise CampaignError(f"invalid campaign{where}:\n{lines}", errors=errors)
+    # every problem is listed, up to a screenful: 50,000 aliases to one bad case are one mistake
+    lines = "\n".join(f"  {e}" for e in errors[:_SHOWN])
+    more = f"\n  ... and {len(errors) - _SHOWN} more" if len(errors) > _SHOWN else ""
+    raise CampaignError(f"invalid campaign{where}:\n{lines}{more}", errors=errors)
 
 
 def load_campaign(path: str | Path) -> Campaign:

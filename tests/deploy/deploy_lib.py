@@ -16,6 +16,8 @@ from pathlib import Path
 
 import yaml
 
+from ray_runner.spec import Campaign, TargetSpec
+
 REPO = Path(__file__).resolve().parents[2]
 DEPLOY = REPO / "deploy"
 K8S = DEPLOY / "k8s"
@@ -42,12 +44,9 @@ def _ray_runner_options() -> dict[str, set[str]]:
 RAY_RUNNER_OPTIONS = _ray_runner_options()
 CACHE_SUBCOMMANDS = {"ls", "show", "why", "verify", "export", "import", "prune"}
 SEED_MODES = {"none", "nodes", "shared"}
-# Campaign file format (ray_runner/spec.py validates it; the last two are its optional extras).
-CAMPAIGN_TOP_KEYS = {
-    "name", "device", "retries", "case_timeout_s", "placement_timeout_s", "report_dir", "env",
-    "targets", "ray_resource", "placement_strategy",
-}
-CAMPAIGN_TARGET_KEYS = {"function", "args", "world_size", "cases", "grid"}
+# Campaign file format: the fields of ray_runner/spec.py's models (no second list to drift).
+CAMPAIGN_TOP_KEYS = set(Campaign.model_fields)
+CAMPAIGN_TARGET_KEYS = set(TargetSpec.model_fields)
 DEVICE_RESOURCES = {"npu": "huawei.com/Ascend910", "cuda": "nvidia.com/gpu"}
 SECRET_NAME = re.compile(r"TOKEN|PASSWORD|PASSWD|SECRET|API_?KEY|CREDENTIAL", re.I)
 DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
