@@ -78,6 +78,9 @@ def glimpse(value: Any) -> str:
     return value.glimpse if isinstance(value, Unchecked) else show(value)
 
 
+_SCALARS = frozenset({bool, int, float, str})
+
+
 class Screen:
     """Replaces every value of a loaded document that fails :func:`plain` by :class:`Unchecked`.
 
@@ -89,6 +92,8 @@ class Screen:
         self._seen: dict[int, tuple[Any, Any]] = {}  # id -> (the object, kept alive; its verdict)
 
     def leaf(self, value: Any) -> Any:
+        if value is None or type(value) in _SCALARS:  # most values: nothing to walk
+            return value
         if not isinstance(value, (list, dict)):
             return value if plain(value) else Unchecked(value)
         known = self._seen.get(id(value))
