@@ -116,11 +116,11 @@ def _message(error: Any) -> str:
     return f"{template.format(**values)}, got {got}"
 
 
-def error_lines(exc: ValidationError, root: type[BaseModel], prefix: tuple[Any, ...] = ()) -> list[str]:
+def error_lines(exc: ValidationError, root: type[BaseModel]) -> list[str]:
     """One ``path: message`` line per error of ``exc`` (raised validating ``root``)."""
     lines = []
     for error in exc.errors(include_url=False):
-        loc = prefix + tuple(error["loc"])
+        loc = tuple(error["loc"])
         if loc and loc[-1] == "[key]":  # a mapping's key failed its check: (..., key, "[key]")
             lines.append(f"{field_path(loc[:-2])}: a name {_message(error)}")
         elif error["type"] == "missing":

@@ -197,10 +197,6 @@ class TargetSpec(BaseModel):
                 out.append(dict(case))
         return out
 
-    def case_count(self) -> int:
-        """How many cases ``all_cases`` yields at most, without building them."""
-        return len(self.cases) + (math.prod(len(v) for v in self.grid.values()) if self.grid else 0)
-
 
 class Campaign(BaseModel):
     """A validated campaign file."""
