@@ -27,6 +27,7 @@ from triton_dist._store import admin as _cache_admin
 from triton_dist._store import archive as _cache_archive
 from triton_dist._store import diagnose as _diagnose
 from triton_dist._store import files as _cache
+from triton_dist._store.scan import scan_function_dir
 from triton_dist.errors import CacheAdminError, TritonDistError
 
 __all__ = ["COMMANDS", "emit"]
@@ -211,7 +212,7 @@ def _from_qualname(qualname: str) -> Any | None:
 
 def _guess_tuner(root: Path, name: str, key_text: str) -> tuple[Any | None, str | None]:
     """A plain function name: the AutoTuner its entries' ``qualname`` names, if it imports."""
-    entries, _ = _diagnose.scan_function_dir(root / _cache.safe_name(name), root)
+    entries, _ = scan_function_dir(root / _cache.safe_name(name), root)
     entries.sort(key=lambda pe: str(pe[1].get("created", "")), reverse=True)
     entries.sort(key=lambda pe: pe[1]["key"] != key_text)  # stable: this key's newest first
     tried: list[str] = []
@@ -226,19 +227,16 @@ def _guess_tuner(root: Path, name: str, key_text: str) -> tuple[Any | None, str 
     return None, None
 
 
-def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+def _this_digest() -> str:
+    """This machine's hardware digest."""
     from triton_dist._backends import get_backend
-    from triton_dist._store.fingerprint import hardware_info, software_versions
-    from triton_dist._store.reuse import body_hash
-    from triton_dist.settings import get_settings
+    from triton_dist._store.fingerprint import hardware_info
 
-    settings = get_settings()
-    backend = get_backend()
-    hw = hardware_info(backend)
+    return hardware_info(get_backend())["digest"]
+
+
+def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     key_text = _key_text(args.key)
-    digest = args.hardware or hw["digest"]
-    common: dict[str, Any] = dict(hardware=None if args.hardware else hw, version_check=settings.version_check,
-                                  cache_only=settings.cache_only != "off", world=args.world_size)
     tuner, resolved = None, None
     if ":" in args.function:
         tuner, resolved = _load_tuner(args.function), args.function
@@ -246,17 +244,12 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         tuner, resolved = _from_qualname(args.function), args.function
     elif not args.no_import:
         tuner, resolved = _guess_tuner(root, args.function, key_text)
-    if tuner is not None:
-        target = tuner.target
-        diag = _diagnose.explain_miss(
-            root, target.name, key_text, target.source_hash(), digest, software_versions(backend),
-            list(target.encoded), body_hash=body_hash(target.fn), **common)
-    else:
-        name = args.function.rpartition(".")[2]
-        diag = _diagnose.explain_miss(root, name, key_text, None, digest,
-                                      software_versions(backend), None, **common)
+    name = tuner.target.name if tuner is not None else args.function.rpartition(".")[2]
+    diag = _diagnose.explain_here(root, name, key_text, args.world_size,
+                                  tuner.target if tuner is not None else None, digest=args.hardware)
     if as_json:
-        emit({**diag.to_dict(), "root": str(root), "hardware_digest": digest, "imported": resolved})
+        emit({**diag.to_dict(), "root": str(root), "hardware_digest": args.hardware or _this_digest(),
+              "imported": resolved})
         return 1 if diag.verdict == "miss" else 0
     say("\n".join(f"{k:<9} {v}" for k, v in [
         ("function", diag.function + (f" (compared with {resolved})" if resolved else "")),
@@ -316,10 +309,7 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         if args.hardware:
             keep = args.hardware
         else:
-            from triton_dist._backends import get_backend
-            from triton_dist._store.fingerprint import hardware_info
-
-            keep = hardware_info(get_backend())["digest"]
+            keep = _this_digest()
     elif args.hardware:
         raise TritonDistError("--hardware only goes with --other-hardware")
     removals = _cache_admin.prune(root, older_than_days=args.older_than, keep_hardware=keep,

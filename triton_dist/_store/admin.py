@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store.check import check_entry  # the one check, shared with the tuner's reader
 from triton_dist._store.fingerprint import digest
 from triton_dist.errors import CacheAdminError
 
-__all__ = ["Finding", "check_entry", "config_fields", "entry_problem", "find_entry", "list_entries", "prune",
+__all__ = ["Finding", "config_fields", "entry_problem", "find_entry", "list_entries", "prune",
            "varying_fields", "verify"]
 
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -30,10 +31,6 @@ STALE_TMP_S = 3600.0
 
 
 # ---------------------------------------------------------------------------- checking entries
-
-#: the one check of an entry's structure and values, shared with the tuner's reader (issue 17)
-check_entry = _cache.check_entry
-
 
 def entry_problem(entry: dict[str, Any], path: Path | None = None) -> str | None:
     """Why a schema-valid entry is inconsistent (id, file name, directory, hardware digest)."""

@@ -27,7 +27,8 @@ from typing import Any
 
 from triton_dist import __version__
 from triton_dist._store import files as _cache
-from triton_dist._store.admin import HISTORY_RE, ID_RE, check_entry, entry_problem, iter_entries
+from triton_dist._store.admin import HISTORY_RE, ID_RE, entry_problem, iter_entries
+from triton_dist._store.check import check_entry
 from triton_dist.errors import CacheAdminError
 
 __all__ = ["export_archive", "import_archive"]

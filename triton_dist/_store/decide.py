@@ -33,7 +33,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store.keytext import stable_key_text
 from triton_dist.errors import TritonDistWarning
 
-__all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "lookup",
+__all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "identify_text", "lookup",
            "stable_key", "unmeasured", "versions_differ"]
 
 log = logging.getLogger(__name__)
@@ -103,12 +103,20 @@ class CallId:
 def identify(target: Any, key: Any, world: int | None, backend: Any = None) -> CallId:
     """The :class:`CallId` of a call of ``target`` (a ``TuneTarget``) with ``key`` (the key_fn's
     value) over ``world`` ranks, on this process's hardware and software."""
+    return identify_text(target, stable_key(key), world, backend)
+
+
+def identify_text(target: Any, key_text: str, world: int | None, backend: Any = None) -> CallId:
+    """:func:`identify` for a key already written as its text (``cache why``, entries' keys).
+
+    The one place where a call's backend, hardware digest, software versions, source hash and
+    encoded space are gathered (inline tuning, preflight, workers, ``cache why``)."""
     from triton_dist._backends import get_backend
     from triton_dist._store.fingerprint import hardware_info, software_versions
 
     backend = backend if backend is not None else get_backend()
     # the space as decorated (``TuneTarget.encoded``): a host function may mutate its configs
-    return CallId(target.name, stable_key(key), target.source_hash(), hardware_info(backend)["digest"],
+    return CallId(target.name, key_text, target.source_hash(), hardware_info(backend)["digest"],
                   software_versions(backend), list(target.encoded), world, target.qualname)
 
 

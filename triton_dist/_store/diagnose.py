@@ -21,55 +21,13 @@ from typing import Any
 
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
+from triton_dist._store.scan import scan_function_dir
 
-__all__ = ["Diagnosis", "Difference", "diagnose", "explain_miss", "scan_function_dir"]
+__all__ = ["Diagnosis", "Difference", "diagnose", "explain_here", "explain_miss"]
 
 #: how far an entry is from the caller when this component differs: a different key matters
 #: most (another business case), then another world, other hardware, another source, the space
 _WEIGHTS = {"entry": 64, "key": 32, "world": 16, "hardware": 8, "source": 4, "config_space": 2, "versions": 1}
-
-
-#: parsed files by path, valid while (mtime, size, inode) stay the same: a job in cache-only mode
-#: that misses many keys scans the same directory once per key (entries are treated as read-only)
-_parsed: dict[str, tuple[tuple[int, int, int], dict[str, Any] | None, str | None]] = {}
-_PARSED_MAX = 4096
-
-
-def _load(path: Path, root: Path) -> tuple[dict[str, Any] | None, str | None]:
-    try:
-        st = path.stat()
-    except OSError:
-        return _cache.load_json(path, root)
-    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
-    name = f"{root}\0{path}"  # whether it lies inside the root is part of the answer
-    cached = _parsed.get(name)
-    if cached is not None and cached[0] == stamp:
-        return cached[1], cached[2]
-    entry, why = _cache.load_json(path, root)
-    if len(_parsed) >= _PARSED_MAX:
-        _parsed.clear()
-    _parsed[name] = (stamp, entry, why)
-    return entry, why
-
-
-def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dict[str, Any]]],
-                                                            list[tuple[Path, str]]]:
-    """(usable entries, unusable files with why) of one function's directory (not history).
-
-    The entries are shared with later scans: read them, never change them."""
-    entries: list[tuple[Path, dict[str, Any]]] = []
-    skipped: list[tuple[Path, str]] = []
-    try:
-        paths = sorted(p for p in directory.iterdir() if p.suffix == ".json")
-    except OSError:
-        return entries, skipped
-    for path in paths:
-        entry, why = _load(path, root)
-        if entry is None:
-            skipped.append((path, why or "unusable"))
-        else:
-            entries.append((path, entry))
-    return entries, skipped
 
 
 def _short(value: Any, n: int = 200) -> str:
@@ -258,24 +216,40 @@ def _apply_rule(diag: Diagnosis, verdict: Any) -> None:
         diag.verdict, diag.reason = "miss", f"{verdict.path}: {verdict.why}"
 
 
+def explain_here(root: Path | str, function_name: str, key_text: str, world: int | None,
+                 target: Any = None, *, digest: str | None = None, backend: Any = None,
+                 cache_only: bool | None = None) -> Diagnosis:
+    """:func:`explain_miss` with this process's hardware, software versions and settings.
+
+    With ``target`` (a ``TuneTarget``) every component is compared (its call as
+    ``_decide.identify_text`` gathers it); without, only what the name tells (source and space
+    unknown). ``digest``: compare with another machine's hardware digest instead of this one's.
+    ``cache_only``: None takes ``TRITON_DIST_AUTOTUNE_CACHE_ONLY``."""
+    from triton_dist._backends import get_backend
+    from triton_dist._store.decide import identify_text
+    from triton_dist._store.fingerprint import body_hash, hardware_info, software_versions
+    from triton_dist.settings import get_settings
+
+    settings = get_settings()
+    backend = backend if backend is not None else get_backend()
+    hw = hardware_info(backend)
+    common: dict[str, Any] = dict(
+        hardware=None if digest else hw, version_check=settings.version_check, world=world,
+        cache_only=settings.cache_only != "off" if cache_only is None else cache_only)
+    if target is None:
+        return explain_miss(root, function_name, key_text, None, digest or hw["digest"],
+                            software_versions(backend), None, **common)
+    call = identify_text(target, key_text, world, backend)
+    return explain_miss(root, call.function, call.key, call.source_hash, digest or call.digest, call.versions,
+                        call.space, body_hash=body_hash(target.fn), **common)
+
+
 def diagnose(tuner: Any, key: Any, root: Path | str | None = None, world: int | None = 1) -> Diagnosis:
     """:func:`explain_miss` for an ``AutoTuner`` and a key (the key object, or its repr text),
     with this process's hardware, software versions and settings, for a call over ``world`` ranks
     (None: any)."""
-    from triton_dist._backends import get_backend
-    from triton_dist._store.fingerprint import hardware_info, software_versions
-    from triton_dist._store.reuse import body_hash
     from triton_dist.settings import get_settings
 
-    settings = get_settings()
-    backend = get_backend()
-    hw = hardware_info(backend)
     key_text = key if isinstance(key, str) else _cache.key_repr(key) or repr(key)
-    target = tuner.target
-    return explain_miss(
-        root if root is not None else settings.autotune_dir, target.name, key_text,
-        target.source_hash(), hw["digest"], software_versions(backend),
-        list(target.encoded), body_hash=body_hash(target.fn),
-        hardware=hw, version_check=settings.version_check, cache_only=settings.cache_only != "off",
-        world=world,
-    )
+    root = root if root is not None else get_settings().autotune_dir
+    return explain_here(root, tuner.target.name, key_text, world, tuner.target)

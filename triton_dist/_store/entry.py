@@ -15,7 +15,7 @@ from triton_dist._distributed import GroupView
 from triton_dist._measure.bench import CandidateResult
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.fingerprint import hardware_info, software_versions
+from triton_dist._store.fingerprint import body_hash, hardware_info, software_versions
 
 if TYPE_CHECKING:
     from triton_dist._tuning import TuneTarget
@@ -97,7 +97,7 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
         "qualname": target.qualname,
         "key": key_text,
         "source_hash": target.source_hash(),
-        "body_hash": _reuse.body_hash(target.fn),
+        "body_hash": body_hash(target.fn),
         "hardware": hw,
         "versions": software_versions(backend),
         "created": _cache.utc_now(),

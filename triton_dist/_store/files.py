@@ -40,7 +40,6 @@ __all__ = [
     "MAX_KEY_BYTES",
     "SCHEMA_NAME",
     "SCHEMA_VERSION",
-    "check_entry",
     "encode_config",
     "encode_value",
     "entry_id",

@@ -1,19 +1,22 @@
-"""What a cache entry is valid for: the function's source, the hardware, the software."""
+"""What a cache entry is valid for: the function's source (and body, for timing reuse), the
+hardware, the software."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
 import json
 import platform
 import textwrap
+import weakref
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
 from triton_dist._backends import Backend
 
-__all__ = ["digest", "hardware_info", "software_versions", "source_hash"]
+__all__ = ["body_hash", "digest", "hardware_info", "software_versions", "source_hash"]
 
 _hardware: dict[int, dict[str, Any]] = {}
 _software: dict[int, dict[str, str]] = {}
@@ -69,6 +72,38 @@ def source_hash(fn: Callable[..., Any]) -> str:
         text = repr((code.co_code, code.co_consts, code.co_names)) if code else repr(fn)
     text = "\n".join([text, *_kernel_sources(fn)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+_body_hashes: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def _compute_body_hash(fn: Callable[..., Any]) -> str | None:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None  # no source (REPL, frozen app): never reuse across source changes
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    node.decorator_list = []
+    # ast.dump leaves out line numbers and comments: a reformat keeps the hash, a code edit not.
+    # The Triton kernels it calls count as in the source hash: a kernel edit re-measures all.
+    text = "\n".join([ast.dump(node), *_kernel_sources(fn)])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def body_hash(fn: Callable[..., Any]) -> str | None:
+    """Hash of ``fn``'s definition without its decorators (and of the kernels it calls), or None
+    without source (cached): growing the config space in the decorator keeps it, so the timings
+    of an older entry may be reused (``_store.reuse``)."""
+    try:
+        return _body_hashes[fn]
+    except KeyError:
+        pass
+    except TypeError:  # not weak-referenceable
+        return _compute_body_hash(fn)
+    value = _body_hashes[fn] = _compute_body_hash(fn)
+    return value
 
 
 def hardware_info(backend: Backend) -> dict[str, Any]:

@@ -6,7 +6,7 @@ the entry's best config once more (the fair comparison), and a new entry is writ
 When timings may be reused (docs/cache.md, "Reusing timings"): the old entry is for the same
 function name, business key and hardware digest, was measured the same way (warm-up and timed
 runs, timer), with the same software versions (python aside), and either has the same source hash
-or the same *body hash*: the hash of the function's syntax tree without its decorators (comments
+or the same *body hash* (``_store.fingerprint.body_hash``): the hash of the function's syntax tree without its decorators (comments
 and formatting do not count) and of the Triton kernels it calls (as in the source hash). The
 config space usually lives in the decorator, so growing it changes the source hash but not the
 body hash; editing the function body or a kernel changes both, and then everything is measured
@@ -17,55 +17,19 @@ then), so that drift between the two sessions does not favour either side.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import hashlib
-import inspect
 import json
 import math
-import textwrap
-import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from triton_dist._measure.bench import CandidateResult
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import config_key, entry_world, versions_differ
-from triton_dist._store.diagnose import scan_function_dir
-from triton_dist._store.fingerprint import _kernel_sources
+from triton_dist._store.scan import scan_function_dir
 
-__all__ = ["Reuse", "body_hash", "config_key", "find_reusable"]
-
-_body_hashes: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
-
-
-def _compute_body_hash(fn: Callable[..., Any]) -> str | None:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, ValueError):
-        return None  # no source (REPL, frozen app): never reuse across source changes
-    node = tree.body[0] if tree.body else None
-    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return None
-    node.decorator_list = []
-    # ast.dump leaves out line numbers and comments: a reformat keeps the hash, a code edit not.
-    # The Triton kernels it calls count as in the source hash: a kernel edit re-measures all.
-    text = "\n".join([ast.dump(node), *_kernel_sources(fn)])
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def body_hash(fn: Callable[..., Any]) -> str | None:
-    """Hash of ``fn``'s definition without its decorators, or None without source (cached)."""
-    try:
-        return _body_hashes[fn]
-    except KeyError:
-        pass
-    except TypeError:  # not weak-referenceable
-        return _compute_body_hash(fn)
-    value = _body_hashes[fn] = _compute_body_hash(fn)
-    return value
-
+__all__ = ["Reuse", "config_key", "find_reusable"]
 
 @dataclasses.dataclass
 class Reuse:
