@@ -186,15 +186,16 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     return verdict
 
 
-def lookup(call: CallId, root: Path, settings: Any) -> tuple[int | None, str]:
+def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5) -> tuple[int | None, str]:
     """Inline tuning's question: (index of the cached best config, "") or (None, why it is a miss),
-    warning about a file that is there but unusable and about differing software versions."""
+    warning about a file that is there but unusable and about differing software versions
+    (``stacklevel``: of the warnings, so that they name the user's call)."""
     verdict = decide(call, root, version_check=settings.version_check, cache_only=settings.cache_only)
     if verdict.unusable:
         message = f"ignoring cache file {verdict.path}: {verdict.why}. It is treated as a miss and re-tuned."
         log.warning("%s", message)
-        warnings.warn(message, TritonDistWarning, stacklevel=5)
+        warnings.warn(message, TritonDistWarning, stacklevel=stacklevel)
     for note in verdict.notes:
         warnings.warn(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
-                      TritonDistWarning, stacklevel=5)
+                      TritonDistWarning, stacklevel=stacklevel)
     return verdict.index, verdict.why

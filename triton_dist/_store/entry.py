@@ -18,7 +18,7 @@ from triton_dist._store import reuse as _reuse
 from triton_dist._store.fingerprint import body_hash, hardware_info, software_versions
 
 if TYPE_CHECKING:
-    from triton_dist._tuning import TuneTarget
+    from triton_dist._target import TuneTarget
 
 __all__ = ["MAX_TIE_TOLERANCE", "build_entry", "graph_mode", "measurement_info", "pick_best", "pick_note"]
 

@@ -1,0 +1,78 @@
+"""What a tuning is about and what it decided: :class:`TuneTarget`, :class:`Outcome`.
+
+A leaf: the decorator (``tune``) builds targets, the flow (``_tuning``), the store (entries,
+the hit rule) and the campaigns read them, and none of those needs the others for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from triton_dist._store import files as _cache
+
+if TYPE_CHECKING:
+    from triton_dist._measure.bench import DoBench
+
+__all__ = ["Outcome", "TuneTarget", "show_config"]
+
+
+@dataclasses.dataclass
+class TuneTarget:
+    """What the flow needs to know about a decorated function."""
+
+    fn: Callable[..., Any]
+    name: str
+    qualname: str
+    config_space: Sequence[dict[str, Any]]
+    prune_fn: Callable[..., Any] | None
+    source_hash: Callable[[], str]
+    n_warmup: int = 5
+    n_repeat: int = 10
+    do_bench: DoBench | None = None
+    check_correctness: bool = False
+    """compare each candidate's output with the default config's; a mismatch is ``inf``"""
+    restore_inplace: bool = True
+    """restore tensor arguments the function mutates before each run (see ``_measure.guard``)"""
+    known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
+    """candidates recorded as failed without running (a campaign's retry after one of them left
+    the device unusable; the compile pass adds the configs that failed to compile)"""
+    adaptive: bool = False
+    """stop timing clearly slower candidates early (``_measure.adaptive.measure_adaptive``)"""
+    graphs: bool | None = None  # device graphs (``_measure.rounds``); None: where the backend has them
+    flush_l2: bool = False  # flush L2 before every timed sample (cold-cache timings; devices only)
+    compile_workers: int | None = None  # the compile pass's threads (_measure.compile); None: the setting
+    encoded: Sequence[dict[str, Any]] = ()
+    """each config's JSON encoding at decoration: its cache identity, whatever fn does to it later"""
+
+    def __post_init__(self) -> None:  # upstream's split-K sets config.num_stages (issue 18 item 3)
+        self.encoded = tuple(self.encoded) or tuple(_cache.encode_config(c) for c in self.config_space)
+
+    def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
+        config = self.config_space[index]
+        if overwrite:
+            return self.fn(*args, **{**config, **kwargs})
+        return self.fn(*args, **kwargs, **config)
+
+
+@dataclasses.dataclass
+class Outcome:
+    """The config a call runs with and where it came from."""
+
+    index: int
+    source: str  # "cache" | "tuned" | "default"
+    entry: dict[str, Any] | None = None
+    path: Path | None = None
+
+
+def show_config(config: dict[str, Any]) -> str:
+    """A config for logs and errors: a triton.Config's repr is only its address, its str its fields."""
+    parts = []
+    for name, value in config.items():
+        text = repr(value)
+        if " at 0x" in text:
+            text = f"{type(value).__name__}({value})"
+        parts.append(f"{name!r}: {text}")
+    return "{" + ", ".join(parts) + "}"
