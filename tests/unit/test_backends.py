@@ -3,6 +3,7 @@ stand-in ``torch_npu`` (the only device mocked anywhere: NPUs cannot run on thes
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 import types
@@ -206,3 +207,26 @@ def test_every_device_kind_the_settings_accept_has_a_backend():
     from triton_dist.settings import DEVICE_KINDS
 
     assert tuple(BACKENDS) == DEVICE_KINDS  # same kinds, same detection order
+
+
+def test_the_kinds_are_known_without_importing_a_backend_or_torch():
+    # a Ray driver reads each kind's Ray resource (ray_runner._ray.resolve_device) and must not
+    # import torch for it; the backend module is imported when its kind is probed or used
+    code = ("import sys\n"
+            "from triton_dist._backends import BACKENDS\n"
+            "facts = {k: (v.ray_resource, v.dist_backend, v.visible_devices_env) for k, v in BACKENDS.items()}\n"
+            "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('triton_dist._backends.')"
+            " and m != 'triton_dist._backends.base' and m != 'triton_dist._backends.kinds')\n"
+            "print(facts['cuda'], loaded)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "('GPU', 'nccl', 'CUDA_VISIBLE_DEVICES') []", out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("kind", ["npu", "cuda", "cpu"])
+def test_each_backend_class_carries_its_kinds_launch_facts(kind):
+    from triton_dist._backends import BACKENDS
+
+    facts = BACKENDS[kind]
+    cls = facts.load()
+    assert (cls.kind, cls.dist_backend, cls.ray_resource, cls.visible_devices_env) == (
+        facts.name, facts.dist_backend, facts.ray_resource, facts.visible_devices_env)

@@ -2,30 +2,33 @@
 
 ``TRITON_DIST_DEVICE=cpu|cuda|npu`` forces one; a forced device that is not usable is an error
 naming the variable.
+
+Loaded lazily: importing this package imports no backend module (nor torch). :data:`BACKENDS`
+holds each kind's launch facts (``kinds.py``: what a Ray driver reads); a backend's module is
+imported when its kind is probed or used, and may import torch at its top (``cuda.py``).
 """
 
 from __future__ import annotations
 
 from triton_dist._backends.base import Backend
-from triton_dist._backends.cpu import CpuBackend
-from triton_dist._backends.cuda import CudaBackend
-from triton_dist._backends.npu import NpuBackend
+from triton_dist._backends.kinds import KINDS, Kind
 from triton_dist.errors import DeviceUnavailableError
 from triton_dist.settings import DEVICE, get_settings
 
-__all__ = ["BACKENDS", "Backend", "backend_for", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "Kind", "backend_for", "get_backend"]
 
-#: in detection order
-BACKENDS: dict[str, type[Backend]] = {"npu": NpuBackend, "cuda": CudaBackend, "cpu": CpuBackend}
+#: in detection order; ``BACKENDS[kind].load()`` is the backend class
+BACKENDS: dict[str, Kind] = KINDS
 
 _instances: dict[str | None, Backend] = {}
 
 
 def backend_for(kind: str) -> Backend:
     """The backend of ``kind``; raises DeviceUnavailableError when it cannot be used here."""
-    cls = BACKENDS.get(kind)
-    if cls is None:
+    facts = BACKENDS.get(kind)
+    if facts is None:
         raise DeviceUnavailableError(f"unknown device kind {kind!r}: use one of {sorted(BACKENDS)}")
+    cls = facts.load()
     reason = cls.probe()
     if reason is not None:
         raise DeviceUnavailableError(
@@ -43,6 +46,6 @@ def get_backend() -> Backend:
         if forced is not None:
             backend = backend_for(forced)
         else:
-            backend = next(cls() for cls in BACKENDS.values() if cls.probe() is None)
+            backend = next(cls() for cls in (k.load() for k in BACKENDS.values()) if cls.probe() is None)
         _instances[forced] = backend
     return backend

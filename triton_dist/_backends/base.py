@@ -9,6 +9,8 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from triton_dist._backends.kinds import KINDS
+
 __all__ = ["Backend", "EventRunTimer", "capture_graph"]
 
 log = logging.getLogger(__name__)
@@ -148,6 +150,15 @@ class Backend(abc.ABC):
     """Runs execute on the host thread that issues them (the CPU), so a worker thread can run a
     candidate while the caller waits with a time limit; device backends keep runs on the caller's
     thread (current device and streams are per thread)."""
+
+    def __init_subclass__(cls, kind: str | None = None, **kwargs: Any) -> None:
+        """``class CudaBackend(Backend, kind="cuda")``: the launch facts of a known kind come
+        from ``kinds.KINDS`` (one place, readable without importing the backend)."""
+        super().__init_subclass__(**kwargs)
+        if kind is not None:
+            facts = KINDS[kind]
+            cls.kind, cls.dist_backend, cls.ray_resource = facts.name, facts.dist_backend, facts.ray_resource
+            cls.visible_devices_env = facts.visible_devices_env
 
     @classmethod
     @abc.abstractmethod

@@ -24,10 +24,7 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-class CpuBackend(Backend):
-    kind = "cpu"
-    dist_backend = "gloo"
-    ray_resource = "CPU"
+class CpuBackend(Backend, kind="cpu"):
     host_timed = True
 
     @classmethod

@@ -15,6 +15,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import torch
+
 from triton_dist._backends.base import Backend, EventRunTimer, capture_graph
 
 log = logging.getLogger(__name__)
@@ -38,35 +40,23 @@ WARM_GAP_S = 0.2
 FLUSH_BYTES = 256 * 2**20
 
 
-class CudaBackend(Backend):
-    kind = "cuda"
-    dist_backend = "nccl"
-    ray_resource = "GPU"
-    visible_devices_env = "CUDA_VISIBLE_DEVICES"
+class CudaBackend(Backend, kind="cuda"):
     interleaved = True
     graphs = True
 
     @classmethod
     def probe(cls) -> str | None:
-        import torch
-
         if not torch.cuda.is_available():
             return "torch.cuda.is_available() is False (no CUDA device or a CPU-only torch build)"
         return None
 
     def device(self) -> Any:
-        import torch
-
         return torch.device("cuda", torch.cuda.current_device())
 
     def set_device(self, local_index: int) -> None:
-        import torch
-
         torch.cuda.set_device(local_index % max(torch.cuda.device_count(), 1))
 
     def synchronize(self) -> None:
-        import torch
-
         torch.cuda.synchronize()
         self._last_busy = time.monotonic()
 
@@ -83,13 +73,9 @@ class CudaBackend(Backend):
         self._compose = True  # graphs of k runs from one captured call (cuda_compose)
 
     def graph_pool(self) -> Any:
-        import torch
-
         return torch.cuda.graph_pool_handle()
 
     def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
-        import torch
-
         stream = self._capture_streams.get(torch.cuda.current_device())
         if stream is None:
             stream = self._capture_streams.setdefault(torch.cuda.current_device(), torch.cuda.Stream())
@@ -105,8 +91,6 @@ class CudaBackend(Backend):
         return capture_graph(torch.cuda, torch.cuda.CUDAGraph, stream, fn, runs, pool, self.device())
 
     def run_timer(self) -> EventRunTimer:
-        import torch
-
         timer = self._timers.setdefault(torch.cuda.current_device(), _CudaRunTimer(self))
         if not timer.pair_s:  # what the timer's own event records cost, before the first round
             timer.stop(timer.start())
@@ -129,8 +113,6 @@ class CudaBackend(Backend):
         # until two consecutive ones agree: the clocks have settled and the calibration is right.
         if not self._keep_ahead_ok or time.monotonic() - self._last_busy < WARM_GAP_S:
             return
-        import torch
-
         try:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
@@ -160,8 +142,6 @@ class CudaBackend(Backend):
         ``always``: also behind queued work, which may end before the runs are enqueued."""
         if not self._keep_ahead_ok:
             return
-        import torch
-
         try:
             sleep = torch.cuda._sleep
             probe = torch.cuda.Event()
@@ -179,16 +159,12 @@ class CudaBackend(Backend):
     def _event_pairs(self, n: int) -> tuple[list[Any], list[Any]]:
         # Reused across calls: creating 2n events per candidate costs more host time than the
         # runs of a short kernel. Safe because time_runs synchronises before it returns.
-        import torch
-
         pool = self._events.setdefault(torch.cuda.current_device(), [])
         while len(pool) < 2 * n:
             pool.append(torch.cuda.Event(enable_timing=True))
         return pool[0:2 * n:2], pool[1:2 * n:2]
 
     def time_runs(self, fn: Callable[[], Any], n: int) -> list[float]:
-        import torch
-
         # One event pair per run: per-run times give the statistics that noise-aware selection
         # and adaptive measurement need (a single pair around n runs hides the spread). No
         # synchronisation before: events are ordered on the stream after the queued work, and
@@ -225,8 +201,6 @@ class CudaBackend(Backend):
         return self.time_runs(fn, n_repeat)
 
     def _keep_ahead(self, host_s: list[float], n: int) -> None:
-        import torch
-
         sleep = getattr(torch.cuda, "_sleep", None)
         if sleep is None:  # private torch API; without it the runs are timed as they come
             return
@@ -242,8 +216,6 @@ class CudaBackend(Backend):
 
     def _sleep_cycles_per_ms(self) -> float:
         if self._cycles_per_ms is None:
-            import torch
-
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             torch.cuda.synchronize()
             start.record()
@@ -255,16 +227,12 @@ class CudaBackend(Backend):
 
     def _flush(self) -> Any:
         if self._flush_buffer is None:
-            import torch
-
             l2 = getattr(torch.cuda.get_device_properties(torch.cuda.current_device()), "L2_cache_size", 0)
             size = max(4 * int(l2 or 0), FLUSH_BYTES)
             self._flush_buffer = torch.empty(size, dtype=torch.int8, device=self.device())
         return self._flush_buffer
 
     def hardware(self) -> dict[str, Any]:
-        import torch
-
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         return {
             **super().hardware(),
@@ -275,8 +243,6 @@ class CudaBackend(Backend):
         }
 
     def software(self) -> dict[str, str]:
-        import torch
-
         return {"cuda": str(torch.version.cuda)}
 
 
@@ -284,8 +250,6 @@ class _CudaRunTimer(EventRunTimer):
     """Per-run event pairs on the current stream; keep-ahead through the backend's sleep."""
 
     def __init__(self, backend: CudaBackend) -> None:
-        import torch
-
         super().__init__(lambda: torch.cuda.Event(enable_timing=True))
         self._backend = backend
 

@@ -38,11 +38,7 @@ def _import_torch_npu() -> tuple[Any, str | None]:
     return torch_npu, None
 
 
-class NpuBackend(Backend):
-    kind = "npu"
-    dist_backend = "hccl"
-    ray_resource = "NPU"
-    visible_devices_env = "ASCEND_RT_VISIBLE_DEVICES"
+class NpuBackend(Backend, kind="npu"):
     interleaved = True
     graphs = True
     _timer: EventRunTimer | None = None
