@@ -59,6 +59,16 @@ def resolve_workers(option: int | None) -> tuple[int, bool]:
     return get_settings().compile_workers, False
 
 
+def _compiles(backend: Any) -> bool:
+    """Whether Triton compiles anything here: not on the CPU backend, and not under Triton's
+    interpreter (``TRITON_INTERPRET=1``, also what simulated devices in tests run on), where a
+    pass would only run each host function once more for nothing."""
+    import os
+
+    interpreted = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in {"1", "true", "on", "yes"}
+    return backend.kind != "cpu" and not interpreted
+
+
 def _failures() -> tuple[type[BaseException], ...]:
     """What a failed compile raises (compile errors, out of resources, Triton's base error)."""
     return candidate_failure_types()
@@ -249,7 +259,7 @@ def precompile_target(target: Any, indices: Sequence[int], args: tuple, kwargs: 
     todo = [i for i in indices if i not in known]
     if workers < 2 or len(todo) < 2:
         return known
-    if not explicit and backend.kind == "cpu":  # the interpreter and host code compile nothing
+    if not explicit and not _compiles(backend):  # the interpreter and host code compile nothing
         return known
     if grouped:  # concurrent host calls would interleave the group's collectives
         note("compile pass skipped: the ranks of a group run the host function's collectives "
@@ -287,7 +297,7 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
     candidate is left."""
     workers, explicit = resolve_workers(session.compile_workers)
     backend = session.backend
-    if workers < 2 or len(candidates) < 2 or (not explicit and backend.kind == "cpu"):
+    if workers < 2 or len(candidates) < 2 or (not explicit and not _compiles(backend)):
         return True
     errors = precompile_configs(at, [c.config for c in candidates], args, kwargs, workers, backend)
     for cand, error in zip(candidates, errors, strict=True):
