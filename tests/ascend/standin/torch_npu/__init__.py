@@ -26,3 +26,22 @@ calls = npu.calls
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
 torch._register_device_module("npu", npu) if not hasattr(torch, "npu") else None
+
+
+def _hccl_over_gloo(store, rank, world_size, timeout):  # noqa: ANN001, ANN202 - torch's creator signature
+    """torch_npu registers ``hccl`` with torch.distributed on import; here gloo carries it (the
+    stand-in's NPU tensors live on the host, see npu_standin), under the name ``hccl``."""
+    import torch.distributed as dist
+
+    calls["hccl.process_group"] += 1
+    return dist.ProcessGroupGloo(store, rank, world_size, timeout)
+
+
+def _register_hccl() -> None:
+    import torch.distributed as dist
+
+    if "hccl" not in dist.Backend.backend_list:
+        dist.Backend.register_backend("hccl", _hccl_over_gloo, devices=["cpu", "npu"])
+
+
+_register_hccl()
