@@ -107,7 +107,7 @@ def test_in_place_guard_in_graph_mode(npu, cache_dir):
 
 
 def test_hardware_fingerprint_of_an_ascend_device(npu, monkeypatch):
-    from triton_dist import _fingerprint
+    from triton_dist._store import fingerprint as _fingerprint
 
     backend = get_backend()
     info = _fingerprint.hardware_info(backend)
