@@ -35,9 +35,11 @@ def add(x: torch.Tensor, y: torch.Tensor, *, cfg: Any) -> torch.Tensor:
 def make_add_args(case: dict[str, Any], ctx: Any) -> tuple[tuple, dict[str, Any]]:
     probe = os.environ.get("NPU_PROBE_DIR")
     if probe:
+        import ray
+
         from triton_dist._backends import get_backend
 
-        seen = {"pid": os.getpid(), "rank": ctx.rank, "world_size": ctx.world_size, "n": case["n"],
+        seen = {"ray_ids": ray.get_runtime_context().get_accelerator_ids().get("NPU"), "pid": os.getpid(), "rank": ctx.rank, "world_size": ctx.world_size, "n": case["n"],
                 "visible": os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), "current": torch.npu.current_device(),
                 "backend": get_backend().kind, "group": None if ctx.group is None else
                 torch.distributed.get_backend(ctx.group)}

@@ -164,3 +164,23 @@ def test_stock_run_alone_still_works_with_the_test_driver(n):
     kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, out, n)
     torch.testing.assert_close(out, x + y)
     assert len(kernel.cache) == 1
+
+
+def test_early_prune_that_returns_copies_still_fills_the_cache_with_what_run_would_use():
+    import copy
+
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128, 256)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"], prune_configs_by={
+        "early_config_prune": lambda cfgs, nargs, **kw: [copy.deepcopy(c) for c in cfgs[1:]]})(add_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=0, n_repeat=1)
+    def add(x, y):
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        return out
+
+    x, y = torch.randn(700), torch.randn(700)
+    torch.testing.assert_close(add(x, y), x + y)
+    best = kernel.cache[(700, "torch.float32", "torch.float32", "torch.float32")]
+    assert best not in configs and best.kwargs["BLOCK_SIZE"] in (128, 256)  # a copy, as run stores
+    assert len(measured_ids(log_text())) == 2

@@ -5,6 +5,7 @@ NPUGraph, the in-place guard in graph mode, and the hardware fingerprint of an A
 from __future__ import annotations
 
 import json
+import sys
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -19,8 +20,12 @@ from triton_dist._backends.npu import NpuBackend
 
 from .kernels import add_kernel, increment_kernel
 
-CONFIGS = [{"cfg": triton.Config({"BLOCK_SIZE": b}, num_warps=w, multibuffer=True)}
-           for b, w in ((64, 4), (128, 4), (256, 8))]
+def zero_output(nargs):
+    nargs["output_ptr"].zero_()
+
+
+CONFIGS = [{"cfg": triton.Config({"BLOCK_SIZE": b}, num_warps=w, multibuffer=True, pre_hook=hook)}
+           for b, w, hook in ((64, 4, None), (128, 4, zero_output), (256, 8, None))]
 
 
 def only_entry(root: Path) -> dict:
@@ -67,6 +72,7 @@ def test_interleaved_rounds_timed_with_npu_events(npu, cache_dir):
     assert entry["candidates"][best]["time_ms"] == min(c["time_ms"] for c in entry["candidates"])
     # the entry keeps the triton-ascend Config, bishengir option included
     assert entry["candidates"][0]["config"]["cfg"]["triton.Config"]["multibuffer"] is True
+    assert entry["candidates"][1]["config"]["cfg"]["triton.Config"]["pre_hook"] == "zero_output"  # by name
     before = len(order)
     torch.testing.assert_close(add(x, y), x + y)
     assert len(order) == before + 1  # a hit: one call, nothing measured
@@ -132,3 +138,80 @@ def test_set_device_beyond_the_visible_devices_is_torch_npus_error(npu, monkeypa
     assert torch.npu.current_device() == 1
     with pytest.raises(RuntimeError, match="Invalid device ID 2"):
         torch.npu.set_device(2)
+
+
+def test_graph_capture_with_a_torch_npu_whose_capture_begin_has_no_error_mode(npu, cache_dir, monkeypatch):
+    # torch_npu releases before capture_error_mode: capture_begin(pool=None) only
+    original = npu.NPUGraph.capture_begin
+
+    def capture_begin(self, pool=None):
+        return original(self, pool=pool)
+
+    monkeypatch.setattr(npu.NPUGraph, "capture_begin", capture_begin)
+    order: list[int] = []
+    add = make_add(order, n_warmup=1, n_repeat=2, graphs=True)
+    x, y = torch.randn(512), torch.randn(512)
+    torch.testing.assert_close(add(x, y), x + y)
+    assert npu.calls["NPUGraph.replay"] >= 3 and only_entry(cache_dir)["measurement"]["graphs"] is True
+
+
+def test_without_torch_npu_forcing_the_npu_names_the_variable(npu, monkeypatch):
+    from triton_dist._backends import npu as npu_module
+    from triton_dist.errors import DeviceUnavailableError
+
+    class NoCann:  # how torch_npu fails to import on a machine without CANN
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name == "torch_npu":
+                raise OSError("libhccl.so: cannot open shared object file: No such file or directory")
+
+    monkeypatch.delitem(sys.modules, "torch_npu")
+    monkeypatch.setattr(sys, "meta_path", [NoCann, *sys.meta_path])
+    npu_module._import_torch_npu.cache_clear()
+    assert "torch_npu cannot be imported: OSError: libhccl.so" in NpuBackend.probe()
+    with pytest.raises(DeviceUnavailableError, match="TRITON_DIST_DEVICE"):
+        get_backend()
+    with pytest.raises(DeviceUnavailableError, match="NPU backend unusable: torch_npu cannot be imported"):
+        NpuBackend().synchronize()
+    npu_module._import_torch_npu.cache_clear()
+
+
+def test_a_torch_npu_whose_runtime_fails_means_no_npu(npu, monkeypatch):
+    from triton_dist._backends import npu as npu_module
+
+    def no_driver():
+        raise RuntimeError("call aclrtGetDeviceCount failed, error code 100000 (no driver)")
+
+    monkeypatch.setattr(npu, "is_available", no_driver)
+    npu_module._import_torch_npu.cache_clear()
+    assert "torch.npu is unusable: call aclrtGetDeviceCount failed" in NpuBackend.probe()
+    monkeypatch.delenv("TRITON_DIST_DEVICE")
+    assert get_backend().kind == "cpu"
+    npu_module._import_torch_npu.cache_clear()
+
+
+def test_the_backends_device_is_torch_npus_current_device(npu, monkeypatch):
+    import npu_standin
+
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "4,5")
+    backend = NpuBackend()
+    backend.set_device(1)
+    assert npu_standin.original_device(backend) == torch.device("npu", 1)
+    backend.set_device(0)
+
+
+def test_cann_version_without_get_cann_version(npu, monkeypatch):
+    import torch_npu
+
+    monkeypatch.delattr(torch_npu.npu.utils, "get_cann_version")  # torch_npu < 2.1
+    monkeypatch.setenv("ASCEND_TOOLKIT_VERSION", "8.0.0")
+    assert NpuBackend().software() == {"torch_npu": "2.7.1.post4", "cann": "8.0.0"}
+
+
+def test_gemm_examples_shared_memory_budget_on_a_driver_without_properties(monkeypatch):
+    # examples/gemm.py asks the active Triton driver for max_shared_mem; triton-ascend's test driver
+    # (like some triton-ascend versions) reports none: the conservative budget is used
+    from examples import gemm
+
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert gemm.shared_memory_budget() == gemm.INTERPRETER_SMEM_BYTES

@@ -100,7 +100,7 @@ def test_npu_campaign_gangs_of_1_2_4_then_strict_cache_only_hits(npu_ray: None, 
     assert {(s["n"], s["world_size"]) for s in seen} == {(1000, 1), (3000, 1), (2000, 2), (4000, 4)}
     for s in seen:
         assert s["backend"] == "npu" and s["current"] == 0
-        assert s["visible"] is not None and s["visible"] in {str(i) for i in range(NPUS)}, s
+        assert s["visible"] is not None and [s["visible"]] == s["ray_ids"], s
         assert s["group"] == ("hccl" if s["world_size"] > 1 else None)
     four = [s for s in seen if s["world_size"] == 4]
     assert sorted(s["rank"] for s in four) == [0, 1, 2, 3]
@@ -116,6 +116,33 @@ def test_npu_campaign_gangs_of_1_2_4_then_strict_cache_only_hits(npu_ray: None, 
         for line in lines:
             assert line["calls"] == {str(best[line["case"]["n"]]): 1}, (line, best)
     _resource_names_agree_with_the_npu_manifests(result.resource)
+
+
+def test_device_auto_finds_the_npus_and_noset_actors_select_their_npu_by_id(npu_ray: None, tmp_path: Path) -> None:
+    """``device: auto`` resolves to npu from the cluster's resources; with Ray told not to narrow
+    ASCEND_RT_VISIBLE_DEVICES (RAY_EXPERIMENTAL_NOSET_...), each actor sees every NPU of the node
+    and selects the one Ray assigned it by its id."""
+    import ray
+
+    from ray_runner._ray import resolve_device
+
+    assert resolve_device("auto", ray.cluster_resources()) == "npu"
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    campaign = parse_campaign({
+        "name": "npu-noset", "device": "auto", "retries": 0, "case_timeout_s": 180, "placement_timeout_s": 120,
+        "report_dir": str(tmp_path / "reports"),
+        "env": {"TRITON_INTERPRET": "1", "NPU_PROBE_DIR": str(probe),
+                f"RAY_EXPERIMENTAL_NOSET_{NpuBackend.visible_devices_env}": "1"},
+        "targets": [{"function": ADD[0], "args": ADD[1], "world_size": 2, "cases": [{"n": 500}]}]})
+    result = run_campaign(campaign, RunOptions(cache_dir=str(tmp_path / "cache"), progress=False))
+    assert result.ok and (result.kind, result.resource) == ("npu", "NPU"), [r.errors for r in result.runs]
+    seen = [json.loads(p.read_text()) for p in probe.glob("*.json")]
+    assert len(seen) == 2
+    for s in seen:
+        assert s["visible"] is None  # Ray left the variable alone: all 8 NPUs of the stand-in node
+        assert s["current"] == int(s["ray_ids"][0]), s
+    assert len({s["current"] for s in seen}) == 2
 
 
 def _resource_names_agree_with_the_npu_manifests(resource: str) -> None:

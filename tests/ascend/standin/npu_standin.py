@@ -25,7 +25,7 @@ import statistics
 import time
 from typing import Any
 
-__all__ = ["CpuTestDriver", "install", "worker_setup"]
+__all__ = ["CpuTestDriver", "install", "original_device", "worker_setup"]
 
 _done = {"installed": False}
 
@@ -101,8 +101,14 @@ def install() -> None:
     import torch_npu  # noqa: F401  (the stand-in: names PrivateUse1 "npu", registers torch.npu)
     from triton_dist._backends import npu as npu_backend
 
+    _done["original_device"] = npu_backend.NpuBackend.device
     npu_backend.NpuBackend.device = lambda self: torch.device("cpu")
     _done["installed"] = True
+
+
+def original_device(backend: Any) -> Any:
+    """What ``NpuBackend.device()`` answers without the host-memory replacement."""
+    return _done["original_device"](backend)
 
 
 def worker_setup() -> None:
