@@ -20,6 +20,7 @@ from triton_dist._backends.npu import NpuBackend
 
 from .kernels import add_kernel, increment_kernel
 
+
 def zero_output(nargs):
     nargs["output_ptr"].zero_()
 
@@ -178,6 +179,11 @@ def test_without_torch_npu_forcing_the_npu_names_the_variable(npu, monkeypatch):
 
 def test_a_torch_npu_whose_runtime_fails_means_no_npu(npu, monkeypatch):
     from triton_dist._backends import npu as npu_module
+
+    monkeypatch.setenv("ASCEND_RT_VISIBLE_DEVICES", "")  # a node whose NPUs are all hidden
+    npu_module._import_torch_npu.cache_clear()
+    assert "torch.npu.is_available() is False" in NpuBackend.probe()
+    monkeypatch.delenv("ASCEND_RT_VISIBLE_DEVICES")
 
     def no_driver():
         raise RuntimeError("call aclrtGetDeviceCount failed, error code 100000 (no driver)")

@@ -97,8 +97,8 @@ def install() -> None:
     interpreter.RESERVED_KWS.extend(extra)
 
     import torch
-
     import torch_npu  # noqa: F401  (the stand-in: names PrivateUse1 "npu", registers torch.npu)
+
     from triton_dist._backends import npu as npu_backend
 
     _done["original_device"] = npu_backend.NpuBackend.device
