@@ -36,6 +36,12 @@ import npu_standin  # noqa: E402
 npu_standin.install()
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # triton-ascend 3.2's interpreter converts 1-element arrays with int(): NumPy's deprecation
+    # warning on every launch says nothing about this project
+    config.addinivalue_line("filterwarnings", "ignore::DeprecationWarning:triton.runtime.interpreter")
+
+
 @pytest.fixture(autouse=True)
 def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Contextual tuning logs to ./.autotune_logs: keep it in the test's directory."""
