@@ -139,8 +139,9 @@ def test_user_pre_and_post_hooks_wrap_every_launch():
 
 
 def test_a_config_that_fails_to_run_is_skipped_and_the_rest_tuned():
-    # BLOCK_SIZE=100 is not a power of 2: tl.arange raises in the interpreter, as compilation would
-    configs = [triton.Config({"BLOCK_SIZE": 100}), triton.Config({"BLOCK_SIZE": 128})]
+    # a block beyond TRITON_MAX_TENSOR_NUMEL: tl.arange raises in the interpreter, as compilation
+    # would (triton-ascend's interpreter accepts blocks that are not powers of 2)
+    configs = [triton.Config({"BLOCK_SIZE": 2**21}), triton.Config({"BLOCK_SIZE": 128})]
     kernel = triton.autotune(configs=configs, key=["n_elements"])(add_kernel)
 
     @contextual_autotune(is_dist=False, n_warmup=0, n_repeat=1)
@@ -152,6 +153,7 @@ def test_a_config_that_fails_to_run_is_skipped_and_the_rest_tuned():
     x, y = torch.randn(256), torch.randn(256)
     torch.testing.assert_close(add(x, y), x + y)
     assert kernel.cache[(256, "torch.float32", "torch.float32", "torch.float32")] is configs[1]
+    assert "TRITON_MAX_TENSOR_NUMEL" in log_text()  # the failed candidate is logged with its reason
 
 
 @pytest.mark.parametrize("n", [256])

@@ -23,9 +23,11 @@ __all__ = ["npu", "calls"]
 __version__ = "2.7.1.post4"
 calls = npu.calls
 
+# what torch_npu does on import: PrivateUse1 is named "npu", torch.npu is its module
 if torch._C._get_privateuse1_backend_name() != "npu":
     torch.utils.rename_privateuse1_backend("npu")
-torch._register_device_module("npu", npu) if not hasattr(torch, "npu") else None
+if not hasattr(torch, "npu"):
+    torch._register_device_module("npu", npu)
 
 
 def _hccl_over_gloo(store, rank, world_size, timeout):  # noqa: ANN001, ANN202 - torch's creator signature

@@ -118,6 +118,7 @@ class Stream:
         return event
 
 
+# the default stream exists before any call (not counted as a Stream() call)
 _default = Stream.__new__(Stream)
 _default.device_index, _default.priority = 0, 0
 
