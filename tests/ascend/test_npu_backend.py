@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -221,3 +222,24 @@ def test_gemm_examples_shared_memory_budget_on_a_driver_without_properties(monke
 
     monkeypatch.delenv("TRITON_INTERPRET")
     assert gemm.shared_memory_budget() == gemm.INTERPRETER_SMEM_BYTES
+
+
+def test_flush_l2_writes_a_buffer_beyond_the_npus_l2_before_timed_samples(npu, cache_dir):
+    from triton_dist._backends.npu import FLUSH_BYTES
+
+    order: list[int] = []
+    add = make_add(order, n_warmup=0, n_repeat=1, flush_l2=True)
+    x, y = torch.randn(256), torch.randn(256)
+    torch.testing.assert_close(add(x, y), x + y)
+    assert only_entry(cache_dir)["measurement"].get("flush_l2") is True
+    backend = get_backend()
+    assert backend._flush_buffer.numel() == FLUSH_BYTES >= 4 * 192 * 2**20  # 910B: 192 MB of L2
+    assert not backend._flush_buffer.any()  # zeroed
+
+
+def test_the_default_benchmarker_times_each_run_between_npu_events(npu):
+    # what benchmarks/ and a custom measurement call: Backend.measure -> NpuBackend.time_runs
+    runs: list[int] = []
+    times = get_backend().measure(lambda: (runs.append(1), time.sleep(0.002)), 1, 3)
+    assert len(runs) == 4 and len(times) == 3 and all(t >= 2.0 for t in times)
+    assert npu.calls["Event.elapsed_time"] == 3 and npu.calls["synchronize"] >= 2
