@@ -90,8 +90,9 @@ def test_graph_mode_captures_and_replays_npu_graphs(npu, cache_dir):
     assert npu.calls["NPUGraph.capture_begin"] == npu.calls["NPUGraph.capture_end"] >= 3
     assert npu.calls["NPUGraph.replay"] >= 3 * 2
     assert all(c["error"] is None and c["time_ms"] > 0 for c in entry["candidates"])
-    # eager runs: the first run of each config and the final call; the timed ones were replays
-    assert len(order) < 3 * (1 + 2) + 1
+    # host calls per config: the compile pass, the first (eager) run, the capture; then the final
+    # call. The timed runs were replays (eager timing would add n_warmup + n_repeat per config).
+    assert len(order) <= 3 * 3 + 1
 
 
 def test_in_place_guard_in_graph_mode(npu, cache_dir):
