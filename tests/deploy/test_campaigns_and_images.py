@@ -96,8 +96,9 @@ def test_dockerfile_pins_versions_and_installs_the_project(name: str):
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     copied = re.search(r"^COPY \. (\S+)", code, re.M)
     assert copied, f"{name}: copy the repository into the build"
-    assert re.search(rf"pip install \"?{re.escape(copied.group(1))}/?\[ray\]", code), (
-        f"{name}: install the copied project with its [ray] extra"
+    extras = "ray,npu" if name == "Dockerfile.ascend" else "ray"
+    assert re.search(rf"pip install (?:--\S+ \S+ )*\"?{re.escape(copied.group(1))}/?\[{extras}\]", code), (
+        f"{name}: install the copied project with its [{extras}] extra"
     )
     assert "ray[default]==${RAY_VERSION}" in text
     for line in re.findall(r"^(?:ARG|ENV)\s+(.*)$", text, re.M):
@@ -108,6 +109,23 @@ def test_dockerfile_pins_versions_and_installs_the_project(name: str):
         assert "torch-npu==${TORCH_NPU_VERSION}" in text and "triton-ascend==${TRITON_ASCEND_VERSION}" in text
     else:
         assert "triton==${TRITON_VERSION}" in text
+
+
+def test_npu_extra_names_what_the_ascend_image_and_the_ascend_layer_install():
+    """pyproject's npu extra == the Ascend image's pins == what tests/ascend runs and fakes."""
+    import tomllib
+
+    root = IMAGES.parents[1]
+    extra = tomllib.loads((root / "pyproject.toml").read_text())["project"]["optional-dependencies"]["npu"]
+    pins = dict(req.split("==") for req in extra)
+    assert set(pins) == {"torch-npu", "triton-ascend"}, f"npu extra must pin both: {extra}"
+    args = dockerfile_args(IMAGES / "Dockerfile.ascend")
+    assert pins["torch-npu"] == args["TORCH_NPU_VERSION"] and pins["triton-ascend"] == args["TRITON_ASCEND_VERSION"]
+    assert pins["torch-npu"].startswith(args["TORCH_VERSION"]), "torch_npu X.Y.Z[.postN] goes with torch X.Y.Z"
+    layer = (root / "requirements" / "ascend.txt").read_text()
+    assert f"triton-ascend=={pins['triton-ascend']}" in layer.split()
+    standin = (root / "tests" / "ascend" / "standin" / "torch_npu" / "__init__.py").read_text()
+    assert f'__version__ = "{pins["torch-npu"]}"' in standin
 
 
 def test_ray_versions_agree():

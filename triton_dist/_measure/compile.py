@@ -169,6 +169,8 @@ def _scope() -> Iterator[None]:
     with _lock:
         if _users == 0:
             for cls, wrap in _targets():
+                if not hasattr(cls, "run"):  # triton-ascend 3.2's InterpretedFunction: run per instance
+                    continue
                 saved = cls.__dict__.get("run", _MISSING)
                 replacement = wrap(cls.run)
                 cls.run = replacement

@@ -1,0 +1,188 @@
+"""contextual_autotune taking over triton-ascend 3.2's own ``Autotuner`` (not stock Triton's).
+
+Each test builds its kernel with ``triton.autotune`` exactly as triton-ascend's users do, calls
+it inside an outer host function decorated with ``contextual_autotune``, and checks what stock
+``Autotuner.run`` would have done: the cache key, the pruning, the hooks, the restored values.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+from triton.runtime.autotuner import Autotuner
+
+from triton_dist.autotuner import contextual_autotune
+
+from .kernels import add_kernel, increment_kernel, softmax_kernel
+
+ORIGINAL_RUN = Autotuner.__dict__["run"]
+
+
+def log_text() -> str:
+    return (Path.cwd() / ".autotune_logs" / "rank-0.log").read_text()
+
+
+def measured_ids(text: str) -> set[int]:
+    return {int(m) for m in re.findall(r"config-id: (\d+) \|.*round: timed", text)}
+
+
+def test_the_autotuner_is_triton_ascends():
+    assert triton.__version__ == "3.2.0"
+    params = inspect.signature(Autotuner.__init__).parameters
+    # triton-ascend 3.2's constructor: auto_profile_dir is its own; its Config carries bishengir options
+    assert {"auto_profile_dir", "restore_value", "pre_hook", "post_hook", "prune_configs_by"} <= set(params)
+    assert "multibuffer" in triton.Config({}, multibuffer=True).all_kwargs()
+
+
+def test_takeover_of_a_tutorial_softmax_with_ascend_config_fields():
+    configs = [triton.Config({"XBLOCK": xb}, multibuffer=mb, num_buffers_warp_spec=0)
+               for xb in (1, 4) for mb in (True, False)]
+    kernel = triton.autotune(configs=configs, key=["n_rows", "n_cols"])(softmax_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=2)
+    def softmax(x: torch.Tensor) -> torch.Tensor:
+        # the host function a model calls: allocation, grid from the meta-parameters, launch
+        n_rows, n_cols = x.shape
+        y = torch.empty_like(x)
+        grid = lambda meta: (triton.cdiv(n_rows, meta["XBLOCK"]),)  # noqa: E731
+        kernel[grid](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=triton.next_power_of_2(n_cols))
+        return y
+
+    x = torch.randn(8, 50)
+    torch.testing.assert_close(softmax(x), torch.softmax(x, dim=-1))
+    key = (8, 50, "torch.float32", "torch.float32")  # stock run's key: key args, then tensor dtypes
+    assert kernel.cache[key] in configs
+    assert measured_ids(log_text()) == {0, 1, 2, 3}
+    assert Autotuner.__dict__["run"] is ORIGINAL_RUN
+    # a second call goes through triton-ascend's own run and finds the config there
+    torch.testing.assert_close(softmax(x), torch.softmax(x, dim=-1))
+    assert list(kernel.cache) == [key]
+
+
+def test_prune_configs_by_early_prune_and_perf_model_top_k():
+    seen: dict[str, list] = {"early": [], "model": []}
+
+    def early_config_prune(configs, named_args, **kwargs):
+        seen["early"].append((len(configs), named_args["n_elements"]))
+        return [c for c in configs if c.kwargs["BLOCK_SIZE"] >= 128]
+
+    def perf_model(**kwargs):
+        seen["model"].append(kwargs["BLOCK_SIZE"])
+        return kwargs["BLOCK_SIZE"]  # smaller predicted time for smaller blocks
+
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128, 256, 512)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"],
+                             prune_configs_by={"early_config_prune": early_config_prune,
+                                               "perf_model": perf_model, "top_k": 2})(add_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=0, n_repeat=1)
+    def add(x, y):
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        return out
+
+    x, y = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(add(x, y), x + y)
+    assert seen["early"] == [(4, 1000)]
+    assert sorted(seen["model"]) == [128, 256, 512]
+    best = kernel.cache[(1000, "torch.float32", "torch.float32", "torch.float32")]
+    assert best.kwargs["BLOCK_SIZE"] in (128, 256)  # top_k=2 of the model's order
+    assert measured_ids(log_text()) <= {1, 2} and len(measured_ids(log_text())) == 2
+
+
+def test_restore_value_keeps_an_in_place_kernel_applied_once():
+    configs = [triton.Config({"BLOCK": b}) for b in (32, 64, 128)]
+    kernel = triton.autotune(configs=configs, key=["n"], restore_value=["x_ptr"])(increment_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=2)
+    def bump(x):
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, x.numel())
+        return x
+
+    x = torch.arange(300, dtype=torch.float32)
+    expected = x + 1
+    bump(x)  # 3 candidates × 3 launches during tuning, yet x moves by exactly one
+    torch.testing.assert_close(x, expected)
+    assert measured_ids(log_text()) == {0, 1, 2}
+
+
+def test_user_pre_and_post_hooks_wrap_every_launch():
+    events: list[str] = []
+
+    def pre_hook(nargs, reset_only=False):
+        events.append("reset" if reset_only else f"pre {nargs['BLOCK_SIZE']}")
+
+    def post_hook(nargs, exception):
+        events.append(f"post {nargs['BLOCK_SIZE']} {exception is None}")
+
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (128, 256)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"], pre_hook=pre_hook, post_hook=post_hook)(add_kernel)
+    assert kernel.user_defined_pre_hook and kernel.user_defined_post_hook
+
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=1)
+    def add(x, y):
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        return out
+
+    x, y = torch.randn(512), torch.randn(512)
+    torch.testing.assert_close(add(x, y), x + y)
+    for block in (128, 256):  # warm-up + timed launch of each, each wrapped by both hooks
+        assert events.count(f"pre {block}") >= 2
+        assert events.count(f"post {block} True") == events.count(f"pre {block}")
+    assert "reset" in events  # stock run's reset_only call before the real launch
+
+
+def test_a_config_that_fails_to_run_is_skipped_and_the_rest_tuned():
+    # a block beyond TRITON_MAX_TENSOR_NUMEL: tl.arange raises in the interpreter, as compilation
+    # would (triton-ascend's interpreter accepts blocks that are not powers of 2)
+    configs = [triton.Config({"BLOCK_SIZE": 2**21}), triton.Config({"BLOCK_SIZE": 128})]
+    kernel = triton.autotune(configs=configs, key=["n_elements"])(add_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=0, n_repeat=1)
+    def add(x, y):
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        return out
+
+    x, y = torch.randn(256), torch.randn(256)
+    torch.testing.assert_close(add(x, y), x + y)
+    assert kernel.cache[(256, "torch.float32", "torch.float32", "torch.float32")] is configs[1]
+    assert "TRITON_MAX_TENSOR_NUMEL" in log_text()  # the failed candidate is logged with its reason
+
+
+@pytest.mark.parametrize("n", [256])
+def test_stock_run_alone_still_works_with_the_test_driver(n):
+    # what the takeover replaces, for comparison: triton-ascend's run + the host benchmarker
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"])(add_kernel)
+    x, y = torch.randn(n), torch.randn(n)
+    out = torch.empty_like(x)
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK_SIZE"]),)](x, y, out, n)
+    torch.testing.assert_close(out, x + y)
+    assert len(kernel.cache) == 1
+
+
+def test_early_prune_that_returns_copies_still_fills_the_cache_with_what_run_would_use():
+    import copy
+
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128, 256)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"], prune_configs_by={
+        "early_config_prune": lambda cfgs, nargs, **kw: [copy.deepcopy(c) for c in cfgs[1:]]})(add_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=0, n_repeat=1)
+    def add(x, y):
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        return out
+
+    x, y = torch.randn(700), torch.randn(700)
+    torch.testing.assert_close(add(x, y), x + y)
+    best = kernel.cache[(700, "torch.float32", "torch.float32", "torch.float32")]
+    assert best not in configs and best.kwargs["BLOCK_SIZE"] in (128, 256)  # a copy, as run stores
+    assert len(measured_ids(log_text())) == 2
