@@ -12,6 +12,11 @@ layers=${TRITON_DIST_TEST_LAYERS:-$([ $# -eq 0 ] && echo all || echo main)}
 case "$layers" in main|ascend|all) ;; *) echo "TRITON_DIST_TEST_LAYERS must be main, ascend or all, got '$layers'" >&2; exit 2 ;; esac
 bash scripts/setup.sh
 source scripts/env.sh
+# KubeRay's CRDs for the manifest schema test: shared/ lies beside the checkout (CI and sessions)
+if [ -z "${KUBERAY_CRD_DIR:-}" ] && [ -d ../shared/kuberay-crd ]; then
+  KUBERAY_CRD_DIR=$(cd ../shared/kuberay-crd && pwd)
+  export KUBERAY_CRD_DIR
+fi
 .venv/bin/python -m ruff check triton_dist ray_runner tests benchmarks examples
 rc=0
 if [ "$layers" != ascend ]; then
