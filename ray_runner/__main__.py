@@ -105,11 +105,9 @@ def _run(args: argparse.Namespace) -> int:
     else:
         with logging_redirect_tqdm(loggers=[logging.getLogger()]):
             result = run_campaign(campaign, options)
-    counts = {}
-    for run in result.runs:
-        counts[run.status] = counts.get(run.status, 0) + 1
-    print(f"campaign {campaign.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-          + f" in {result.wall_s:.1f}s")
+    resumed = f" ({result.resumed} of them finished by an earlier run)" if result.resumed else ""
+    print(f"campaign {campaign.name}: " + ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+          + f"{resumed} in {result.wall_s:.1f}s")
     # under `ray job submit` the driver runs on the head, in Ray's copy of the working directory,
     # with the head's environment: say exactly where things went (issue 18 item 8)
     print(f"cache root: {result.root} (from {result.root_source}, on {result.driver_host})")
@@ -122,7 +120,16 @@ def _run(args: argparse.Namespace) -> int:
     for seeded in result.seeded:  # nodes that got entries but not the compiled binaries (issue 23)
         for why in (seeded.get("binaries") or {}).get("skipped", [])[:3]:
             print(f"binaries not shipped to {seeded.get('address') or seeded.get('host')}: {why}")
+    log.info("driver peak RSS %.0f MB", _peak_rss_mb())
     return EXIT_OK if result.ok else EXIT_FAILED
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    # ru_maxrss is in KiB on Linux (bytes on macOS)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 2**10)
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -7,12 +7,14 @@ the campaign's entries (new and already cached) to every node or into a shared d
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from .errors import InfrastructureError
 from .executor import Executor
 from .gang import GangOptions
 from .progress import Progress
+from .results import ResultStream, campaign_digest, case_id, entry_paths, stream_path
 from .spec import Campaign
 
 __all__ = ["CampaignResult", "RunOptions", "run_campaign"]
@@ -72,6 +75,14 @@ class CampaignResult:
     driver_host: str = dataclasses.field(default_factory=socket.gethostname)
     interrupted: bool = False
     """Stopped by Ctrl-C or SIGTERM: the report holds the cases finished by then."""
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Cases per final status, those finished by an earlier run (resumed) included."""
+    resumed: int = 0
+    """Cases an earlier run of the campaign finished (read from its results stream, not run again)."""
+    results_path: str | None = None
+    """The campaign's results stream (:mod:`ray_runner.results`): one row per finished case."""
+    run: int = 1
+    """Which run of the campaign this is (1 + the runs it resumed from)."""
 
     @property
     def failed(self) -> list[sch.CaseRun]:
@@ -125,7 +136,6 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     root_source = "--cache-dir" if options.cache_dir else \
         "TRITON_DIST_AUTOTUNE_DIR" if os.environ.get("TRITON_DIST_AUTOTUNE_DIR", "").strip() else "the default"
     _check_writable(root)
-    specs = campaign.cases()
     ray_module = import_ray()
     if options.keep_gangs_s > 0 and not (options.address or os.environ.get("RAY_ADDRESS")) \
             and not ray_module.is_initialized():
@@ -137,7 +147,9 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
         # an embedded Ray has no custom resources unless we declare them: one per core
         widest = max(t.world_size for t in campaign.targets)
         local_resources = {campaign.ray_resource: float(max(os.cpu_count() or 1, widest))}
-    with ray_session(options.address, resources=local_resources) as ray:
+    with contextlib.ExitStack() as stack:
+        stream = stack.enter_context(_results_stream(campaign, root, options))
+        ray = stack.enter_context(ray_session(options.address, resources=local_resources))
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
         pool_code = None
@@ -150,48 +162,116 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                            rendezvous_timeout_s=min(campaign.case_timeout_s, 300.0),
                            strategy=campaign.placement_strategy, env=campaign.env_dict(),
                            pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
-        queue = sch.CaseQueue(specs, campaign.retries)
-        progress = Progress(len(specs), campaign.name, enabled=options.progress)
+        queue, progress, total = _queue(campaign, stream, options)
         executor = Executor(campaign, queue, opts, root, options.force, progress,
                             shipper=Shipper(root, progress, ship))
-        progress.event("%d cases (world sizes %s) on %s: %s %s per node; cache %s%s", len(specs),
+        progress.event("%d cases (world sizes %s) on %s: %s %s per node; cache %s%s", total,
                        queue.world_sizes(), kind, resource, sorted(executor.capacity.values(), reverse=True),
                        root, " (forced re-tuning)" if options.force else "")
         start = time.monotonic()
         interrupted = False
 
+        def result_now(interrupted: bool) -> CampaignResult:
+            return CampaignResult(campaign, queue.runs, kind, resource, str(root), time.monotonic() - start,
+                                  dict(executor.capacity), executor.stats, root_source=root_source,
+                                  interrupted=interrupted, counts=dict(stream.counts), resumed=len(stream.done),
+                                  results_path=str(stream.path), run=stream.run)
+
         def early_report() -> None:  # on SIGTERM, before the teardown (see _signals)
             if options.write_report:
-                write_report(CampaignResult(campaign, queue.runs, kind, resource, str(root),
-                                            time.monotonic() - start, dict(executor.capacity),
-                                            executor.stats, root_source=root_source, interrupted=True),
-                             options.report_dir)
+                write_report(result_now(True), options.report_dir)
 
         try:
             with on_interrupt(early_report):
                 executor.run()  # its finally tears the gangs down, also on an interrupt
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then re-raise
             interrupted = True
+            stream.write_missing(queue.runs)
         finally:
             progress.close()
-        wall = time.monotonic() - start
-        result = CampaignResult(campaign, queue.runs, kind, resource, str(root), wall,
-                                dict(executor.capacity), executor.stats, root_source=root_source,
-                                interrupted=interrupted)
-        entries = [r.entry for r in queue.runs if r.status in (sch.TUNED, sch.CACHED) and r.entry]
-        if interrupted:
-            pass  # no seeding of a partial campaign: a re-run finishes it and seeds
-        elif options.seed == "nodes":
-            bundles = load_binaries(root, entries) if ship else None
-            result.seeded = seed_nodes(entries, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s),
-                                       binaries=bundles)
-        elif options.seed == "shared":
-            result.seeded = [{"root": str(root), "written": len(entries), "unchanged": 0, "errors": []}]
+            stream.close()
+        result = result_now(interrupted)
+        if not interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
+            paths = entry_paths(stream.path, campaign)
+            if options.seed == "nodes":
+                bundles = load_binaries(root, _load_entries(paths)) if ship else None
+                result.seeded = seed_nodes(paths, root, options.cache_dir,
+                                           timeout_s=max(60.0, campaign.placement_timeout_s), binaries=bundles)
+            else:
+                result.seeded = [{"root": str(root), "written": len(paths), "unchanged": 0, "errors": []}]
     if options.write_report:
+        started = time.monotonic()
         result.report_paths = write_report(result, options.report_dir)
+        log.info("report of %d cases written in %.2fs", sum(result.counts.values()), time.monotonic() - started)
     if interrupted:  # the caller still sees the interrupt, after the gangs and the report
-        done = sum(1 for r in queue.runs if r.status in (sch.TUNED, sch.CACHED))
         log.warning("campaign %s interrupted: %d of %d cases finished (their entries are in %s); report: %s",
-                    campaign.name, done, len(specs), root, result.report_paths.get("json", "not written"))
+                    campaign.name, sum(n for s, n in result.counts.items() if s in ("tuned", "cached", "merged")),
+                    result.resumed + total, root,
+                    result.report_paths.get("json", "not written"))
         raise KeyboardInterrupt(f"campaign {campaign.name} interrupted")
     return result
+
+
+def _load_entries(paths: list[str]) -> list[dict[str, Any]]:
+    """The entries at ``paths`` (for the binaries to ship with them: GPU and NPU campaigns)."""
+    import json
+
+    out = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                out.append(json.load(f))
+        except (OSError, ValueError) as exc:
+            log.warning("not shipping the binaries of %s: %s", path, exc)
+    return out
+
+
+@contextlib.contextmanager
+def _results_stream(campaign: Campaign, root: Path, options: RunOptions) -> Iterator[ResultStream]:
+    """The campaign's results stream (next to its report); in a temporary directory when no
+    report is written (nothing to resume from then)."""
+    if options.write_report:
+        stream = ResultStream(stream_path(campaign, options.report_dir), campaign_digest(campaign, root),
+                              resume=not options.force)
+        try:
+            yield stream
+        finally:
+            stream.close()
+        return
+    with tempfile.TemporaryDirectory(prefix="ray-runner-results-") as tmp:
+        stream = ResultStream(Path(tmp) / f"{campaign.name}.results.jsonl", "-", resume=False)
+        try:
+            yield stream
+        finally:
+            stream.close()
+
+
+def _queue(campaign: Campaign, stream: ResultStream, options: RunOptions) -> tuple[sch.CaseQueue, Progress, int]:
+    """The cases left to run (those an earlier run finished are skipped), their progress bar,
+    and how many there are."""
+    started = time.monotonic()
+    resumed: list[Any] = []
+    todo = []
+    for spec in campaign.cases():
+        (resumed if stream.done and case_id(spec) in stream.done else todo).append(spec)
+    progress = Progress(len(todo), campaign.name, enabled=options.progress)
+    if resumed:
+        progress.event("run %d resumes from %s: %d of %d cases were finished by an earlier run (decided in %.2fs)",
+                       stream.run, stream.path, len(resumed), len(resumed) + len(todo), time.monotonic() - started)
+
+    def on_done(run: sch.CaseRun) -> None:
+        row = stream.write(run)
+        digest = row.get("digest")
+        if resumed and digest and stream.hardware and digest not in stream.hardware:
+            # entries of other hardware: what the earlier run tuned is no hit here, run it all
+            progress.warn("this cluster's hardware (%s) is not the one the earlier run tuned on (%s): the %d "
+                          "resumed cases are run again", digest, sorted(stream.hardware), len(resumed))
+            queue.add(resumed)
+            progress.extend(len(resumed))
+            stream.done.clear()
+            resumed.clear()
+
+    queue = sch.CaseQueue(todo, campaign.retries, on_done=on_done)
+    return queue, progress, len(todo)
+
+

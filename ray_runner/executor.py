@@ -265,7 +265,7 @@ class Executor:
         live.works.remove(work)
         self._assign()
         try:
-            path = _cache.write_entry(self.root, entry)
+            path = _cache.write_entry(self.root, entry, durable=False)  # fsync in the background, off the loop
             lines = [line for o in outs for line in o.get("log", [])]
             if lines:
                 with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:

@@ -9,7 +9,6 @@ rank's reason instead of the generic "failed on another rank".
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -61,10 +60,14 @@ def merge_entries(entries: Sequence[dict[str, Any]], world_size: int) -> dict[st
             "the ranks of a gang returned entries that do not agree (they must, after the MAX "
             "reduction):\n  " + "\n  ".join(problems), disagreement=problems,
         )
-    merged = copy.deepcopy(first)
-    for index, candidate in enumerate(merged.get("candidates", [])):
+    # The ranks' entries are the driver's own copies (deserialized results): only the candidates
+    # whose error is rewritten are copied (a deep copy of every entry cost ~0.5 ms per case).
+    merged = dict(first)
+    merged["candidates"] = candidates = list(first.get("candidates", []))
+    for index, candidate in enumerate(candidates):
         if candidate.get("error") != _GENERIC_ERROR:
             continue
+        candidates[index] = candidate = dict(candidate)
         for rank, entry in enumerate(entries[1:], start=1):
             other = entry["candidates"][index].get("error")
             if other and other != _GENERIC_ERROR:

@@ -1,7 +1,9 @@
 """Pre-flight: will every rank of every node hit the cache for every case of a campaign?
 
 One task per node that has the campaign's device resource, pinned to it and holding one device
-(the hardware digest is the device's). For each case and each rank ``r`` of its world size W it
+(the hardware digest is the device's); the cases are put into the object store once (each node
+pulls them once) and a node answers with its misses only, so the driver's share stays flat in
+the node count. For each case and each rank ``r`` of its world size W it
 enters a W-rank world as rank ``r`` (:func:`ray_runner.world.fake_world`: ``get_world_size()``,
 ``get_rank()``, the default and registered groups and ``RANK``/``WORLD_SIZE`` answer as in the
 training job; collectives do nothing), builds the arguments, computes the call's identity as
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,6 +76,18 @@ def _check(function: str, builder: str, world_size: int, rank: int, case: dict[s
         return {"hit": False, "why": describe_failure(exc)[0]}
 
 
+def _check_node_brief(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir: str | None) -> dict[str, Any]:
+    """:func:`check_node`, answering with the misses only (and how many pairs were checked): a
+    node's answer stays small however many cases hit."""
+    started = time.perf_counter()
+    result = check_node(cases, cache_dir)
+    result["seconds"] = round(time.perf_counter() - started, 3)
+    rows = result.pop("rows")
+    result["checked"] = len(rows)
+    result["rows"] = [row for row in rows if not row.get("hit")]
+    return result
+
+
 def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str | None = None,
               timeout_s: float = 600.0) -> list[dict[str, Any]]:
     """Run :func:`check_node` on every node with the campaign's device; one result per node."""
@@ -89,16 +104,20 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) >= 1]
         if not nodes:
             return [{"host": "-", "error": f"no alive node has the {resource!r} resource", "rows": []}]
-        task = ray.remote(max_retries=0)(check_node)
+        task = ray.remote(max_retries=0)(_check_node_brief)
         env = {"env_vars": {**campaign.env_dict(), "TRITON_DIST_DEVICE": kind}}
+        payload = ray.put(cases)  # once: each node's task pulls the same object
+        del cases
         refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-                             runtime_env=env, **actor_resources(resource)).remote(cases, cache_dir)
+                             runtime_env=env, **actor_resources(resource)).remote(payload, cache_dir)
                 for n in nodes]
+        del payload
         ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        ready_set = set(ready)
         results = []
         for node, ref in zip(nodes, refs, strict=True):
             try:
-                if ref not in set(ready):
+                if ref not in ready_set:
                     ray.cancel(ref, force=True)
                     raise TimeoutError(f"the check did not finish within {timeout_s:g}s")
                 result = ray.get(ref, timeout=0)
@@ -119,9 +138,10 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
             lines.append(f"{name}: ERROR {node['error']}")
             continue
         misses = [r for r in node["rows"] if not r.get("hit")]
+        checked = node.get("checked", len(node["rows"]))
         ok = ok and not misses
         lines.append(f"{name} ({node.get('device')}, root {node.get('root')}): "
-                     f"{len(node['rows']) - len(misses)}/{len(node['rows'])} (case, rank) pairs hit")
+                     f"{checked - len(misses)}/{checked} (case, rank) pairs hit")
         for r in misses:
             lines.append(f"  MISS {r['function']} {case_text(r['case'])} rank {r['rank']}/{r['world_size']}: "
                          f"{r.get('why')}" + (f" ({r['path']})" if r.get("path") else ""))

@@ -35,6 +35,13 @@ class Progress:
         if self._bar is not None:
             self._bar.set_postfix(self.counts, refresh=False)
 
+    def extend(self, more: int) -> None:
+        """``more`` cases joined the campaign (resumed cases put back in the queue)."""
+        self.total += more
+        if self._bar is not None:
+            self._bar.total = self.total
+            self._bar.refresh()
+
     def event(self, message: str, *args: object) -> None:
         log.info("[%s] " + message, self.name, *args)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .spec import CaseSpec
@@ -82,16 +82,42 @@ class CaseRun:
     def done(self) -> bool:
         return self.status in DONE_STATES
 
+    def load_entry(self) -> dict[str, Any] | None:
+        """The case's entry: in memory while the case runs, afterwards read from :attr:`path`
+        (a finished case keeps no entry in the driver: its row is in the results stream)."""
+        if self.entry is not None or not self.path:
+            return self.entry
+        import json
+
+        with open(self.path, encoding="utf-8") as f:
+            return json.load(f)
+
 
 class CaseQueue:
     """Pending cases per world size, attempts and outcomes."""
 
-    def __init__(self, specs: Iterable[CaseSpec], retries: int) -> None:
-        self.runs = [CaseRun(spec) for spec in specs]
+    def __init__(self, specs: Iterable[CaseSpec], retries: int,
+                 on_done: Callable[[CaseRun], Any] | None = None) -> None:
+        self.runs: list[CaseRun] = []
         self.retries = retries
+        self.on_done = on_done
+        """Called once per case when it reaches a final state (the results stream's writer)."""
         self._pending: dict[int, collections.deque[CaseRun]] = collections.defaultdict(collections.deque)
-        for run in self.runs:
+        self._left = 0
+        self.add(specs)
+
+    def add(self, specs: Iterable[CaseSpec]) -> None:
+        """Queue more cases (a resumed campaign puts back the cases it cannot trust)."""
+        for spec in specs:
+            run = CaseRun(spec)
+            self.runs.append(run)
             self._pending[run.world_size].append(run)
+            self._left += 1
+
+    def _finished(self, run: CaseRun) -> None:
+        self._left -= 1
+        if self.on_done is not None:
+            self.on_done(run)
 
     # ------------------------------------------------------------------ queries
 
@@ -105,7 +131,7 @@ class CaseQueue:
         return {w: len(q) for w, q in self._pending.items() if q}
 
     def finished(self) -> bool:
-        return all(run.done for run in self.runs)
+        return self._left == 0
 
     def counts(self) -> dict[str, int]:
         return dict(collections.Counter(run.status for run in self.runs))
@@ -130,6 +156,7 @@ class CaseQueue:
         run.seconds = seconds
         if seconds is not None:
             run.busy_seconds += seconds
+        self._finished(run)
 
     def fail(self, run: CaseRun, error: str, *, retry: bool = True, seconds: float = 0.0) -> bool:
         """Record a failed attempt; True when the case was queued again."""
@@ -140,6 +167,7 @@ class CaseQueue:
             self._pending[run.world_size].appendleft(run)  # retried next, on a fresh gang
             return True
         run.status = FAILED
+        self._finished(run)
         return False
 
     def fail_size(self, world_size: int, error: str) -> list[CaseRun]:
@@ -148,6 +176,7 @@ class CaseQueue:
         for run in failed:
             run.errors.append(error)
             run.status = FAILED
+            self._finished(run)
         return failed
 
 

@@ -7,95 +7,194 @@
   else that node's ``TRITON_DIST_AUTOTUNE_DIR`` (or ``~/.triton_dist/autotune``) as its Ray
   worker processes see it.
 
-Every write goes through ``triton_dist._store.files.write_entry`` (temporary file + rename, under the
-entry's lock); an identical entry already in place is left alone, so seeding again adds no
-history.
+Seeding is flat in the node count: the driver reads the campaign's entry files once, puts their
+bytes into the object store once (``ray.put``; each node pulls the object once), and starts one
+task per node (one per node and per :data:`CHUNK_BYTES` of entries: a 20,000-case campaign of
+small entries is one chunk). A node answers with counts, errors and one digest of the bytes now
+on its disk, which the driver compares with the digest of what it sent: every node is verified
+byte-identical to the driver's cache without the entries coming back.
+
+A node creates a missing entry with ``triton_dist._store.files.create_entry_text`` (temporary
+file + hard link: never replaces a file, so no lock), replaces a different one with
+``write_entry_text`` (under the entry's lock; the old file moves to history) and leaves a
+byte-identical one alone, so seeding again adds no history. The node syncs its disk once after
+writing, instead of once per file.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import os
 import socket
-from collections.abc import Sequence
-from pathlib import Path
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from triton_dist._store import files as _cache
 
-__all__ = ["seed_nodes", "write_entries"]
+__all__ = ["CHUNK_BYTES", "seed_nodes", "write_files"]
 
 log = logging.getLogger(__name__)
 
+#: the most entry bytes one object (and one task per node) carries: bounds the driver's memory
+CHUNK_BYTES = 64 * 2**20
 
-def write_entries(root: str | Path | None, entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Write ``entries`` under ``root`` (None: this process's settings root); a summary dict."""
+
+def _relative(rel: str) -> PurePosixPath:
+    """``<function>/<id>.json``, refusing anything that would leave the cache root."""
+    path = PurePosixPath(rel)
+    if len(path.parts) != 2 or any(p in ("", ".", "..") for p in path.parts) or path.suffix != ".json":
+        raise ValueError(f"not an entry's path inside a cache root: {rel!r}")
+    return path
+
+
+def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> dict[str, Any]:
+    """Write entry files (``(relative path, bytes)``) under ``root`` (None: this process's
+    settings root); a summary with the digest of the bytes now on disk (:func:`digest_of`)."""
     from triton_dist.settings import get_settings
 
-    root = Path(root) if root is not None else get_settings().autotune_dir
+    root = Path(root).expanduser() if root is not None else get_settings().autotune_dir
+    started = time.perf_counter()
     written = unchanged = 0
     errors: list[str] = []
-    for entry in entries:
-        path = _cache.entry_path(root, entry["function"], entry["id"])
+    digest = hashlib.sha256()
+    ready: set[Path] = set()  # directories checked (private, inside the root) once, not per entry
+    for rel, data in items:
+        path = root / rel
         try:
-            existing, _ = _cache.load_json(path, root) if path.exists() else (None, None)
-            if existing == entry:
+            path = root.joinpath(*_relative(rel).parts)
+            if path.parent not in ready:
+                root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                _cache.ensure_private_dir(path.parent, root)
+                ready.add(path.parent)
+            if not os.path.lexists(path) and _cache.create_entry_text(path, data.decode("utf-8"), fsync=False):
+                written += 1
+                on_disk = data
+            elif path.is_file() and not path.is_symlink() and path.read_bytes() == data:
                 unchanged += 1
-                continue
-            _cache.write_entry(root, entry)
-            written += 1
-        except OSError as exc:
+                on_disk = data
+            else:
+                _cache.write_entry_text(root, path, data.decode("utf-8"), durable=False)
+                written += 1
+                on_disk = path.read_bytes()  # what a training job on this node will read
+            _add(digest, rel, on_disk)
+        except (OSError, ValueError) as exc:
             errors.append(f"{path}: {exc}")
-    return {"host": socket.gethostname(), "root": str(root), "written": written,
-            "unchanged": unchanged, "errors": errors}
+            _add(digest, rel, b"")
+    if written:
+        os.sync()  # one flush for every file written (each was renamed into place complete)
+    return {"host": socket.gethostname(), "root": str(root), "written": written, "unchanged": unchanged,
+            "errors": errors, "digest": digest.hexdigest(), "seconds": round(time.perf_counter() - started, 3)}
 
 
-def _seed_here(entries: Sequence[dict[str, Any]], root: str | None,
+def _add(digest: Any, rel: str, data: bytes) -> None:
+    digest.update(rel.encode())
+    digest.update(hashlib.sha256(data).digest())
+
+
+def digest_of(items: Sequence[tuple[str, bytes]]) -> str:
+    """The digest :func:`write_files` returns when every file is on disk byte for byte."""
+    digest = hashlib.sha256()
+    for rel, data in items:
+        _add(digest, rel, data)
+    return digest.hexdigest()
+
+
+def _seed_here(items: Sequence[tuple[str, bytes]], root: str | None,
                binaries: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    import json
+
     import ray
 
-    result = write_entries(root, entries)
+    result = write_files(root, items)
     if binaries:  # the compiled winners of these entries, into this node's Triton cache
         from .binaries import install_here
 
+        entries = [json.loads(data) for rel, data in items if PurePosixPath(rel).stem in binaries]
         result["binaries"] = install_here(entries, binaries)
         result["errors"] += result["binaries"]["errors"]
     result["node_id"] = ray.get_runtime_context().get_node_id()
     return result
 
 
-def seed_nodes(entries: Sequence[dict[str, Any]], cache_dir: str | None, timeout_s: float,
+def _chunks(paths: Sequence[str], root: Path) -> Iterator[list[tuple[str, bytes]]]:
+    """The entry files under ``root``, read once, in chunks of at most ~:data:`CHUNK_BYTES`."""
+    chunk: list[tuple[str, bytes]] = []
+    size = 0
+    for path in paths:
+        rel = Path(path).relative_to(root).as_posix()
+        data = Path(path).read_bytes()
+        chunk.append((rel, data))
+        size += len(data)
+        if size >= CHUNK_BYTES:
+            yield chunk
+            chunk, size = [], 0
+    if chunk:
+        yield chunk
+
+
+def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, timeout_s: float,
                binaries: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Write ``entries`` into the cache root of every alive node; one summary per node.
-    ``binaries`` (entry id -> bundle, :mod:`ray_runner.binaries`) go into each node's Triton cache."""
+    """Copy the entry files ``paths`` (inside the driver's cache ``root``) into the cache root of
+    every alive node, verified byte-identical; one summary per node. ``binaries`` (entry id ->
+    bundle, :mod:`ray_runner.binaries`) go into each node's Triton cache."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ._ray import alive_nodes, import_ray
 
     ray = import_ray()
     task = ray.remote(num_cpus=0, max_retries=1)(_seed_here)
-    payload = ray.put(list(entries))
-    shipped = ray.put(dict(binaries or {}))
     nodes = alive_nodes()
-    refs = {}
-    for node in nodes:
-        strategy = NodeAffinitySchedulingStrategy(node["NodeID"], soft=False)
-        refs[node["NodeID"]] = task.options(scheduling_strategy=strategy).remote(payload, cache_dir, shipped)
+    totals = {n["NodeID"]: {"node_id": n["NodeID"], "host": n.get("NodeManagerAddress"), "root": cache_dir,
+                            "address": n.get("NodeManagerAddress"), "written": 0, "unchanged": 0, "errors": [],
+                            "seconds": 0.0} for n in nodes}
+    started = time.monotonic()
+    for chunk in _chunks(paths, Path(root)):
+        expected = digest_of(chunk)
+        ids = {PurePosixPath(rel).stem for rel, _ in chunk}
+        shipped = ray.put({i: b for i, b in binaries.items() if i in ids}) if binaries else None
+        payload = ray.put(chunk)  # once: every node's task pulls the same object
+        del chunk
+        refs = {n["NodeID"]: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+                .remote(payload, cache_dir, shipped) for n in nodes}
+        del payload, shipped
+        _collect(ray, refs, totals, expected, timeout_s)
+    results = list(totals.values())
+    for result in results:
+        log.info("seeded node %s (%s): %d written, %d already there, root %s, %.1fs%s", result["node_id"][:12],
+                 result["address"], result["written"], result["unchanged"], result["root"], result["seconds"],
+                 f", {len(result['errors'])} errors" if result["errors"] else "")
+    log.info("seeded %d entries on %d node(s) in %.1fs", len(paths), len(nodes), time.monotonic() - started)
+    return results
+
+
+def _collect(ray: Any, refs: dict[str, Any], totals: dict[str, dict[str, Any]], expected: str,
+             timeout_s: float) -> None:
+    """Add each node's answer for one chunk to its summary; a node whose bytes differ from the
+    driver's, that died or timed out gets an error."""
     ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
     ready_set = set(ready)
-    results = []
-    for node in nodes:
-        node_id, ref = node["NodeID"], refs[node["NodeID"]]
+    for node_id, ref in refs.items():
+        total = totals[node_id]
         try:
             if ref not in ready_set:
                 ray.cancel(ref, force=True)
                 raise TimeoutError(f"the seed task did not finish within {timeout_s:g}s")
             result = ray.get(ref, timeout=0)
         except Exception as exc:  # noqa: BLE001 - a node that died or timed out is reported, not fatal
-            result = {"node_id": node_id, "host": node.get("NodeManagerAddress"), "root": cache_dir,
-                      "written": 0, "unchanged": 0, "errors": [f"{type(exc).__name__}: {exc}"[:500]]}
-        result["address"] = node.get("NodeManagerAddress")
-        results.append(result)
-        log.info("seeded node %s (%s): %d written, %d already there, root %s%s", node_id[:12],
-                 result["address"], result["written"], result["unchanged"], result["root"],
-                 f", {len(result['errors'])} errors" if result["errors"] else "")
-    return results
+            total["errors"].append(f"{type(exc).__name__}: {exc}"[:500])
+            continue
+        for field in ("written", "unchanged", "seconds"):
+            total[field] += result[field]
+        total["errors"] += result["errors"]
+        total["host"], total["root"] = result["host"], result["root"]
+        if "binaries" in result:
+            seen = total.setdefault("binaries", {"installed": 0, "unchanged": 0, "skipped": [], "errors": []})
+            for field in ("installed", "unchanged", "skipped", "errors"):
+                seen[field] += result["binaries"].get(field, 0 if field in ("installed", "unchanged") else [])
+            seen["dir"] = result["binaries"].get("dir", "")
+        if result["digest"] != expected and not result["errors"]:
+            total["errors"].append(f"the entries on {result['host']} under {result['root']} are not byte-identical "
+                                   "to the driver's after seeding")

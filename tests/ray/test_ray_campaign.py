@@ -82,7 +82,7 @@ def test_gangs_of_one_and_two_write_entries_that_fresh_processes_hit(ray_address
     assert result.ok, [r.errors for r in result.runs]
     assert [r.status for r in result.runs] == ["tuned"] * 7
     for run in result.runs:
-        entry = run.entry
+        entry = run.load_entry()
         assert entry["world_size"] == run.world_size and Path(run.path).is_file()
         assert json.loads(Path(run.path).read_text()) == entry  # what was merged is what is on disk
         assert Path(run.path).with_suffix(".log").is_file()
@@ -99,7 +99,7 @@ def test_gangs_of_one_and_two_write_entries_that_fresh_processes_hit(ray_address
     report = json.loads(Path(result.report_paths["json"]).read_text())
     assert report["counts"] == {"tuned": 7} and 0 < report["efficiency"] <= 1
     row = report["cases"][0]
-    assert row["best_config"] == f"cfg={result.runs[0].entry['best']['index']}" and row["speedup"] > 0.9
+    assert row["best_config"] == f"cfg={result.runs[0].load_entry()['best']['index']}" and row["speedup"] > 0.9
     assert "| 0 | `tests.ray.ray_targets:host` | 1 |" in Path(result.report_paths["markdown"]).read_text()
 
     # single-process jobs hit the W=1 entries; a 2-rank gloo job with autotune_pg hits the W=2
@@ -239,7 +239,7 @@ def test_kept_gangs_are_reused_by_the_next_campaign_and_end_when_idle(ray_addres
         assert second.ok and second.stats["gangs_reused"] == 1, second.stats
         assert second.stats["gang_start_s"][0] < min(1.0, first.stats["gang_start_s"][0]), (first.stats, second.stats)
         assert ray.get(rank0.node.remote(), timeout=30)["pid"] == pid
-        assert second.runs[0].entry["best"]["index"] == 1 and [k["name"] for k in list_pooled(ray)] == [kept[0]["name"]]
+        assert second.runs[0].load_entry()["best"]["index"] == 1 and [k["name"] for k in list_pooled(ray)] == [kept[0]["name"]]
 
         # another environment is another gang: started, and kept beside the first
         other = campaign([target(HOST, 2, [{"n": 42}])], tmp_path, env={"TRITON_INTERPRET": "1", "OTHER": "1"})

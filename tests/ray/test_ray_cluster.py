@@ -48,7 +48,7 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
         })
         result = run_campaign(campaign, RunOptions(seed="nodes", progress=False))
         assert result.ok, [r.errors for r in result.runs] + result.seed_errors
-        ids = {r.entry["id"] for r in result.runs}
+        ids = {r.load_entry()["id"] for r in result.runs}
         assert len(ids) == 4 and len(result.capacity) == 3  # 3 nodes with 2 slots each
         pair = next(r for r in result.runs if r.world_size == 2)
         assert len(pair.nodes) == 2 and len(set(pair.nodes)) == 1  # STRICT_PACK: one node
@@ -57,20 +57,27 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
             names = {p.stem for p in (root / "host").glob("*.json")}
             assert names == ids, root
             for path in (root / "host").glob("*.json"):
-                assert json.loads(path.read_text()) == json.loads((cache_dir / "host" / path.name).read_text())
+                assert path.read_bytes() == (cache_dir / "host" / path.name).read_bytes()
         assert all(s["written"] == 4 and not s["errors"] for s in result.seeded)
 
         ok, lines = summarize(preflight(campaign))  # every node, every rank, against its own root
         assert ok, lines
         assert len([line for line in lines if "5/5 (case, rank) pairs hit" in line]) == 3
 
-        # again: every case is cached, seeding finds identical entries and adds no history
+        # again: the results stream says every case is done (none is dispatched); seeding finds
+        # identical entries (byte for byte) and adds no history
         again = run_campaign(campaign, RunOptions(seed="nodes", progress=False))
-        assert [r.status for r in again.runs] == ["cached"] * 4
+        assert again.runs == [] and again.resumed == 4 and again.counts == {"tuned": 4}
         assert all(s["unchanged"] == 4 and s["written"] == 0 for s in again.seeded)
         assert not any((root / "host" / "history").exists() for root in roots)
         report = json.loads(Path(again.report_paths["json"]).read_text())
-        assert len(report["seeded"]) == 3
+        assert len(report["seeded"]) == 3 and report["resumed"] == 4
+        # --force re-tunes every case: the nodes get the new entries, the old ones go to history
+        forced = run_campaign(campaign, RunOptions(seed="nodes", force=True, progress=False))
+        assert [r.status for r in forced.runs] == ["tuned"] * 4 and forced.resumed == 0
+        assert all(s["written"] == 4 and not s["errors"] for s in forced.seeded)
+        for root in roots:
+            assert len(list((root / "host" / "history").glob("*.json"))) == 4
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -85,7 +85,7 @@ def test_cases_run_in_their_world_and_jobs_of_every_world_hit(ray_address: str, 
     assert result.runs[5].merged_into == 4
     for run in result.runs[:5]:
         n, w = int(run.spec.case["n"]), run.world_size
-        assert run.entry["key"] == repr((n, "torch.float32", w)) and run.entry["world_size"] == w
+        assert run.load_entry()["key"] == repr((n, "torch.float32", w)) and run.load_entry()["world_size"] == w
     assert len(list(cache.glob("*/*.json"))) == 5  # one entry per (n, world): nothing collided
     markdown = Path(result.report_paths["markdown"]).read_text()
     assert "## Merged cases" in markdown and "→ case 4" in markdown
@@ -112,7 +112,7 @@ def test_cases_run_in_their_world_and_jobs_of_every_world_hit(ray_address: str, 
     assert not ok and "never measured" in "\n".join(lines), lines
     again = run_campaign(grown, RunOptions(cache_dir=str(cache), progress=False))
     assert [r.status for r in again.runs] == ["tuned"]
-    assert len(again.runs[0].entry["candidates"]) == 3
+    assert len(again.runs[0].load_entry()["candidates"]) == 3
     (line,) = inline_job(cache, 1, [64], WORLD_TARGETS_GROW="1")
     assert sum(line["calls"].values()) == 1
     ok, lines = summarize(preflight(grown, cache_dir=str(cache)))

@@ -135,7 +135,7 @@ def software_versions(backend: Backend) -> dict[str, str]:
         triton_version = _version("triton") or _version("triton-ascend") or "none"
         versions = {
             "python": platform.python_version(),
-            "torch": torch.__version__,
+            "torch": str(torch.__version__),  # not TorchVersion: unpickling that imports torch (a Ray driver)
             "triton": triton_version,
             "triton_dist": __version__,
             **backend.software(),

@@ -1,0 +1,249 @@
+"""The results stream of a campaign: one JSON line per finished case, appended as cases finish.
+
+``<report_dir>/<name>.results.jsonl`` is what the driver keeps of a case once it is done: the
+report is built from it (:mod:`ray_runner.report`), and a campaign run again after its driver was
+killed resumes from it. Each run of the campaign appends a header line (``{"run": n, "digest":
+..}``) and then one row per finished case (tuned, cached, merged or failed), written and flushed
+right after the case's entry is in the cache: a row therefore always names an entry that exists,
+and a driver killed at any instant loses no finished case.
+
+Resuming: a case whose last row is ``tuned``/``cached``/``merged`` (and whose entry file is still
+there) is not dispatched again, provided the stream was written for the same campaign (its
+targets, environment, device, correctness check, cache root and the code of its modules: the
+``digest``). A different digest, or ``--force``, starts a new stream (the old one is kept as
+``.results.prev.jsonl``); the cases then go through the usual identification, which still skips
+what the cache holds. Deciding what is done reads the file once: 5,000 rows take ~0.1 s.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from .spec import Campaign, CaseSpec, case_text
+
+__all__ = ["ResultStream", "campaign_digest", "case_id", "case_row", "config_text", "entry_paths", "read_rows",
+           "stream_path"]
+
+log = logging.getLogger(__name__)
+
+#: statuses of a finished case that a re-run does not redo (failed cases are tried again)
+DONE = ("tuned", "cached", "merged")
+#: an error message is cut to this many characters in a row (tracebacks live in the driver's log)
+MAX_ERROR_CHARS = 2000
+
+
+def stream_path(campaign: Campaign, report_dir: str | None = None) -> Path:
+    """``<report_dir>/<name>.results.jsonl`` (``report_dir``: ``--report-dir``, else the campaign's)."""
+    return Path(report_dir or campaign.report_dir).expanduser().absolute() / f"{campaign.name}.results.jsonl"
+
+
+def case_id(spec: CaseSpec) -> str:
+    """A case's identity across runs of a campaign file (its position may change when edited)."""
+    text = json.dumps([spec.target.function, spec.target.args, spec.world_size, case_text(spec.case)])
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def campaign_digest(campaign: Campaign, root: Path) -> str:
+    """What a stream's rows are valid for: the campaign's targets and settings, the cache root
+    and the code (:func:`ray_runner.pool.code_digest`) of the target modules."""
+    from .pool import code_digest
+
+    code = code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))
+    blob = json.dumps([[(t.function, t.args, t.world_size) for t in campaign.targets], sorted(campaign.env),
+                       campaign.device, campaign.ray_resource, campaign.check_correctness,
+                       str(Path(root).resolve()), code])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, dict) and len(value) == 1:
+        (tag, inner), = value.items()
+        if tag == "triton.Config" and isinstance(inner, dict):
+            kwargs = inner.get("kwargs", {})
+            pairs = kwargs.get("dict", []) if isinstance(kwargs, dict) else []
+            parts = [f"{k}={_value_text(v)}" for k, v in pairs]
+            parts += [f"{name}={inner[name]}" for name in ("num_warps", "num_stages") if name in inner]
+            return ", ".join(parts)
+        if tag == "tuple" and isinstance(inner, list):
+            return "(" + ", ".join(_value_text(v) for v in inner) + ")"
+        if tag == "dict" and isinstance(inner, list):
+            return "{" + ", ".join(f"{_value_text(k)}: {_value_text(v)}" for k, v in inner) + "}"
+        if tag == "float":
+            return str(inner)
+        if tag == "repr":
+            return str(inner).split(":", 1)[-1]
+    if isinstance(value, list):
+        return "[" + ", ".join(_value_text(v) for v in value) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def config_text(config: Any) -> str:
+    """A short readable form of an encoded config (``BLOCK=256, num_warps=4``)."""
+    if not isinstance(config, dict):
+        return str(config)
+    if len(config) == 1:
+        (name, value), = config.items()
+        if isinstance(value, dict) and "triton.Config" in value:
+            return _value_text(value)
+    return ", ".join(f"{k}={_value_text(v)}" for k, v in config.items())
+
+
+def case_row(run: Any) -> dict[str, Any]:
+    """What the report keeps of a finished case (the entry itself stays in the cache)."""
+    spec, entry, ident = run.spec, run.entry or {}, run.identity or {}
+    best = entry.get("best") or {}
+    best_ms, default_ms = best.get("time_ms"), entry.get("default_time_ms")
+    return {
+        "number": spec.number,
+        "case_id": case_id(spec),
+        "target": spec.target_index,
+        "function": spec.target.function,
+        "world_size": spec.world_size,
+        "case": spec.case,
+        "status": run.status,
+        "attempts": run.attempts,
+        "retries": max(0, run.attempts - 1),
+        "errors": [e[:MAX_ERROR_CHARS] for e in run.errors],
+        "known_failures": {str(k): v for k, v in run.known_failures.items()},
+        "key": entry.get("key") or ident.get("key"),
+        "entry_id": entry.get("id") or ident.get("id"),
+        "digest": (entry.get("hardware") or {}).get("digest") or ident.get("digest"),
+        "path": run.path,
+        "best_index": best.get("index"),
+        "best_config": config_text(best.get("config")) if best else None,
+        "best_ms": best_ms,
+        "default_ms": default_ms,
+        "speedup": default_ms / best_ms if best_ms and default_ms else None,
+        "seconds": round(run.seconds, 4) if run.seconds is not None else None,
+        "busy_seconds": round(run.busy_seconds, 4),
+        "overhead_s": round(run.overhead_s, 5) if run.overhead_s is not None else None,
+        "gang": run.gang,
+        "ranks": list(run.ranks),
+        "host": run.host,
+        "nodes": list(run.nodes),
+        "merged_into": getattr(run, "merged_into", None),
+    }
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    """The stream's records; a torn last line (the driver killed mid-write) is skipped."""
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record
+
+
+def read_rows(path: Path, run: int | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """(the last row of each case by ``case_id``, the header of each run); rows of runs up to
+    ``run`` (None: every run)."""
+    rows: dict[str, dict[str, Any]] = {}
+    headers: list[dict[str, Any]] = []
+    if not path.exists():
+        return rows, headers
+    for record in _lines(path):
+        if "digest" in record and "case_id" not in record:
+            headers.append(record)
+        elif "case_id" in record and (run is None or record.get("run", 0) <= run):
+            rows[record["case_id"]] = record
+    return rows, headers
+
+
+class ResultStream:
+    """Appends one row per finished case to the campaign's stream (flushed per row)."""
+
+    def __init__(self, path: Path, digest: str, *, resume: bool) -> None:
+        self.path = path
+        self.digest = digest
+        #: case_id -> status of the cases an earlier run finished (what this run skips)
+        self.done: dict[str, str] = {}
+        #: hardware digests of the entries of those cases
+        self.hardware: set[str] = set()
+        #: case_ids of this run's rows (see :meth:`write_missing`)
+        self.written: set[str] = set()
+        self.run = 1
+        #: final statuses of this run's cases and of the resumed ones
+        self.counts: collections.Counter[str] = collections.Counter()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows, headers = read_rows(path)
+        if headers and headers[-1].get("digest") == digest and resume:
+            self.run = int(headers[-1].get("run", 0)) + 1
+            for cid, row in rows.items():
+                if row.get("status") in DONE and (row.get("status") == "merged" or _exists(row.get("path"))):
+                    self.done[cid] = row["status"]
+                    self.counts[row["status"]] += 1
+                    if row.get("digest"):
+                        self.hardware.add(row["digest"])
+            del rows
+        elif path.exists():
+            why = "--force" if not resume else "written for another campaign, cache root or code"
+            os.replace(path, path.with_name(path.name.replace(".results.jsonl", ".results.prev.jsonl")))
+            log.info("results file %s: %s; starting a new one (the old one is kept as .results.prev.jsonl)",
+                     path, why)
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._write({"run": self.run, "digest": digest})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._file is None:
+            return
+        self._file.write(json.dumps(record, separators=(",", ":"), default=str) + "\n")
+        self._file.flush()
+
+    def write(self, run: Any) -> dict[str, Any]:
+        """Append ``run``'s row; the run then forgets its entry (the row and the file have it)."""
+        row = case_row(run)
+        row["run"] = self.run
+        self.counts[row["status"]] += 1
+        try:
+            self._write(row)
+            self.written.add(row["case_id"])
+        except (OSError, ValueError) as exc:  # the cache is what matters; say so once, go on in memory
+            log.warning("cannot append to the results file %s (%s): the report will be incomplete", self.path, exc)
+            self.close()
+        run.entry, run.identity = None, None
+        return row
+
+    def write_missing(self, runs: Iterable[Any]) -> None:
+        """Rows for finished cases that have none: an interrupt (SIGTERM is raised in the main
+        thread wherever it is) can land between a case's end and its row."""
+        for run in runs:
+            if run.done and case_id(run.spec) not in self.written:
+                self.write(run)
+
+    def close(self) -> None:
+        if self._file is not None:
+            try:
+                self._file.close()
+            finally:
+                self._file = None
+
+
+def _exists(path: Any) -> bool:
+    """The entry file is there and not empty (the driver writes entries with the fsync in the
+    background: a machine crash may leave an empty file behind a row)."""
+    try:
+        return isinstance(path, str) and os.stat(path).st_size > 0
+    except OSError:
+        return False
+
+
+def entry_paths(path: Path, campaign: Campaign) -> list[str]:
+    """The cache files of the campaign's cases that have one (tuned or cached, this run or an
+    earlier one), in case order: what ``--seed`` copies."""
+    rows, _ = read_rows(path)
+    out = []
+    for spec in campaign.cases():
+        row = rows.pop(case_id(spec), None)
+        if row is not None and row.get("status") in ("tuned", "cached") and row.get("path"):
+            out.append(row["path"])
+    return out

@@ -1,0 +1,168 @@
+"""The results stream, the report built from it, resuming, and seeding by bytes, without a cluster
+(issue 21): real files, real CaseQueue/CaseRun objects, real entries written by the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ray_runner import scheduler as sch
+from ray_runner.campaign import CampaignResult
+from ray_runner.report import PLOT_BARS_MAX, build_report, markdown, write_report
+from ray_runner.results import (
+    ResultStream,
+    campaign_digest,
+    case_id,
+    entry_paths,
+    read_rows,
+    stream_path,
+)
+from ray_runner.seed import digest_of, write_files
+from ray_runner.spec import parse_campaign
+from triton_dist._store import files as _cache
+
+
+def _campaign(tmp_path: Path, cases: int, **fields: Any):
+    return parse_campaign({"name": "big", "device": "cpu", "report_dir": str(tmp_path / "reports"), "targets": [
+        {"function": "benchmarks.campaign_target:sleepy", "args": "benchmarks.campaign_target:make_args",
+         "grid": {"n": list(range(cases)), "scale": [0.0]}}], **fields})
+
+
+def _entry(n: int) -> dict[str, Any]:
+    best = {"index": n % 3, "time_ms": 1.0 + n % 5, "config": {"cost_ms": float(n % 3)}}
+    return {"schema": _cache.SCHEMA_NAME, "id": f"{n:016x}", "function": "sleepy", "qualname": "sleepy",
+            "key": f"({n},)", "source_hash": "s", "hardware": {"digest": "hw"}, "versions": {}, "world_size": 1,
+            "best": best, "default_time_ms": 2.0 + n % 5, "candidates": [{"index": 0, "time_ms": 2.0}]}
+
+
+def _finish(queue: sch.CaseQueue, root: Path, tuned: int, failed: int) -> list[sch.CaseRun]:
+    """Run the queue's cases the way the executor does: take, write the entry, succeed or fail."""
+    runs = []
+    for i in range(tuned + failed):
+        run = queue.take(1)
+        assert run is not None
+        if i < tuned:
+            entry = _entry(run.number)
+            path = _cache.write_entry(root, entry)
+            queue.succeed(run, sch.TUNED, entry=entry, seconds=0.01, path=str(path))
+        else:
+            queue.fail(run, "RuntimeError: boom", retry=False)
+        runs.append(run)
+    return runs
+
+
+def _result(campaign: Any, stream: ResultStream, root: Path, runs: list[sch.CaseRun]) -> CampaignResult:
+    return CampaignResult(campaign, runs, "cpu", "CPU", str(root), 10.0, {"node": 2}, {}, counts=dict(stream.counts),
+                          resumed=len(stream.done), results_path=str(stream.path), run=stream.run)
+
+
+def test_a_killed_run_resumes_from_its_stream_and_the_report_covers_both_runs(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 600)
+    digest = campaign_digest(campaign, root)
+    first = ResultStream(stream_path(campaign), digest, resume=True)
+    queue = sch.CaseQueue(campaign.cases(), 0, on_done=first.write)
+    runs = _finish(queue, root, tuned=290, failed=10)
+    # a finished case keeps no entry in the driver; it is read back from the cache on demand
+    assert runs[0].entry is None and runs[0].identity is None
+    assert runs[0].load_entry() == _entry(runs[0].number)
+    # the driver is killed in the middle of a row (no close): the torn line is ignored
+    with open(first.path, "a", encoding="utf-8") as f:
+        f.write('{"case_id": "torn", "status": "tu')
+    second = ResultStream(stream_path(campaign), digest, resume=True)
+    assert second.run == 2 and len(second.done) == 290  # failed cases are tried again
+    assert {case_id(r.spec) for r in runs[:290]} == set(second.done)
+    todo = [s for s in campaign.cases() if case_id(s) not in second.done]
+    assert len(todo) == 310
+    queue = sch.CaseQueue(todo, 0, on_done=second.write)
+    again = _finish(queue, root, tuned=310, failed=0)
+    assert queue.finished()
+    second.close()
+
+    report = build_report(_result(campaign, second, root, again))
+    assert report["counts"] == {"tuned": 600} and report["resumed"] == 290 and report["run"] == 2
+    assert [row["number"] for row in report["cases"]] == list(range(600))
+    assert report["cases"][runs[290].number]["attempts"] == 1 and report["cases"][runs[290].number]["run"] == 2
+    assert "290 case(s) finished by an earlier run" in markdown(report)
+    assert len(entry_paths(second.path, campaign)) == 600
+
+    paths = write_report(_result(campaign, second, root, again))
+    data = json.loads(Path(paths["json"]).read_text())
+    assert len(data["cases"]) == 600 and data["cases"][5]["best_config"] == "cost_ms=2.0"
+    md = Path(paths["markdown"]).read_text()
+    assert md.count("\n| ") == 601 and "histogram" in md  # a row per case; > PLOT_BARS_MAX: a histogram
+    assert 600 > PLOT_BARS_MAX and ("plot" not in paths or Path(paths["plot"]).stat().st_size > 0)
+
+
+def test_a_stream_of_another_campaign_or_force_is_not_resumed(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 20)
+    stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    _finish(sch.CaseQueue(campaign.cases(), 0, on_done=stream.write), root, tuned=20, failed=0)
+    stream.close()
+    # a case whose entry file is gone is not done
+    rows, headers = read_rows(stream_path(campaign))
+    assert len(rows) == 20 and len(headers) == 1
+    Path(next(iter(rows.values()))["path"]).unlink()
+    resumed = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    assert len(resumed.done) == 19
+    resumed.close()
+    # another cache root: the entries named there are not these; the old stream is kept aside
+    other = ResultStream(stream_path(campaign), campaign_digest(campaign, tmp_path / "elsewhere"), resume=True)
+    assert other.done == {} and other.run == 1
+    assert len(read_rows(stream_path(campaign).with_name("big.results.prev.jsonl"))[0]) == 20
+    other.close()
+    # --force: nothing is resumed
+    forced = ResultStream(stream_path(campaign), campaign_digest(campaign, tmp_path / "elsewhere"), resume=False)
+    assert forced.done == {}
+    forced.close()
+
+
+def test_an_interrupted_run_reports_the_cases_it_did_not_reach(tmp_path: Path) -> None:
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 6)
+    stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    queue = sch.CaseQueue(campaign.cases(), 0, on_done=stream.write)
+    runs = _finish(queue, root, tuned=2, failed=1)
+    stream.close()
+    report = build_report(_result(campaign, stream, root, runs))
+    assert report["counts"] == {"tuned": 2, "failed": 1, "not run": 3}
+    assert "RuntimeError: boom" in markdown(report)
+
+
+def test_seeding_writes_bytes_once_verifies_them_and_adds_no_history(tmp_path: Path) -> None:
+    driver = tmp_path / "driver"
+    paths = [_cache.write_entry(driver, _entry(n)) for n in range(50)]
+    items = [(p.relative_to(driver).as_posix(), p.read_bytes()) for p in paths]
+    node = tmp_path / "node"
+    first = write_files(node, items)
+    assert (first["written"], first["unchanged"], first["errors"]) == (50, 0, [])
+    assert first["digest"] == digest_of(items)
+    assert all((node / rel).read_bytes() == data for rel, data in items)
+    again = write_files(node, items)
+    assert (again["written"], again["unchanged"]) == (0, 50) and again["digest"] == digest_of(items)
+    assert not (node / "sleepy" / "history").exists()
+    # a node whose copy differs gets the driver's, the old one kept as history
+    (node / items[0][0]).write_text("{}")
+    fixed = write_files(node, items)
+    assert (fixed["written"], fixed["unchanged"]) == (1, 49) and len(list((node / "sleepy" / "history").iterdir())) == 1
+    # nothing is written outside the node's cache root
+    bad = write_files(node, [("../escape.json", b"{}"), ("sleepy/x.txt", b"")])
+    assert len(bad["errors"]) == 2 and not (tmp_path / "escape.json").exists()
+    assert bad["digest"] != digest_of([("../escape.json", b"{}"), ("sleepy/x.txt", b"")])
+
+
+@pytest.mark.parametrize("cases", [3, 400])
+def test_report_plot_bars_or_histogram(tmp_path: Path, cases: int) -> None:
+    pytest.importorskip("matplotlib")
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, cases)
+    stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    runs = _finish(sch.CaseQueue(campaign.cases(), 0, on_done=stream.write), root, tuned=cases, failed=0)
+    stream.close()
+    paths = write_report(_result(campaign, stream, root, runs))
+    assert Path(paths["plot"]).read_bytes()[:4] == b"\x89PNG"
+    assert ("histogram" in Path(paths["markdown"]).read_text()) == (cases > PLOT_BARS_MAX)
