@@ -55,7 +55,7 @@ def test_seed_nodes_ships_the_winners_binaries_where_triton_matches(tmp_path: Pa
         })
         result = run_campaign(campaign, RunOptions(seed="nodes", progress=False, ship_binaries=True))
         assert result.ok, [r.errors for r in result.runs] + result.seed_errors
-        entries = [r.entry for r in result.runs]
+        entries = [r.load_entry() for r in result.runs]
         # the driver keeps one bundle per entry, of its best config
         for entry in entries:
             stored = json.loads((cache_dir / "double" / "binaries" / f"{entry['id']}.json").read_text())
@@ -77,9 +77,10 @@ def test_seed_nodes_ships_the_winners_binaries_where_triton_matches(tmp_path: Pa
         markdown = Path(result.report_paths["markdown"]).read_text()
         assert "| binaries installed |" in markdown and f"`{tcaches[2]}` | 0 | 0 | 2 |" in markdown
 
-        # again: the cases are cached, their stored bundles still ship; nothing is rewritten
+        # again: the cases are done (resumed from the results stream), their stored bundles still
+        # ship; nothing is rewritten
         again = run_campaign(campaign, RunOptions(seed="nodes", progress=False, ship_binaries=True))
-        assert [r.status for r in again.runs] == ["cached"] * 2
+        assert again.runs == [] and again.resumed == 2
         assert sorted(s["binaries"]["unchanged"] for s in again.seeded) == [0, 2, 2]
     finally:
         ray.shutdown()
