@@ -136,7 +136,7 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
                 plan.reuse = _reuse.find_reusable(
                     root, target.name, target.encoded, plan.kept, plan.key_text, target.source_hash(),
                     body_hash(target.fn), call.digest, call.versions,
-                    measurement_info(target, backend), world=call.world)
+                    measurement_info(target, backend), world=call.world or 1)
     except (KeyFunctionError, PruneError, OSError) as exc:
         plan.error = exc
     return plan
@@ -286,7 +286,7 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
         return measure(
             lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite), defer=defer), to_measure, backend,
             n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench,
-            on_result=lambda r: (guard.done(r.index, r.ok), _report(target, tlog, r)),
+            on_result=lambda r: _on_result(target, tlog, guard, r),
             # interleaved (device) measurement: the first config whose warm-up passed is the
             # in-place/correctness reference, as it is when configs are measured one by one
             on_warm=lambda i: guard.done(i, True),
@@ -312,6 +312,11 @@ def _measurer(target: TuneTarget, view: GroupView | None, backend: Backend, sett
         options.update(after_first=guard.check_first, flush=target.flush_l2,
                        settle=guard.settle if queue else None)
     return measure, options
+
+
+def _on_result(target: TuneTarget, tlog: TuningLog, guard: _safety.RunGuard, result: CandidateResult) -> None:
+    guard.done(result.index, result.ok)
+    _report(target, tlog, result)
 
 
 def _report(target: TuneTarget, tlog: TuningLog, result: CandidateResult) -> None:

@@ -31,7 +31,7 @@ def _import_torch_npu() -> tuple[Any, str | None]:
     import torch
 
     try:
-        if not torch.npu.is_available():
+        if not torch.npu.is_available():  # type: ignore[attr-defined]  # torch_npu registers torch.npu
             return None, "torch.npu.is_available() is False (no NPU visible or CANN driver missing)"
     except (AttributeError, RuntimeError) as exc:
         return None, f"torch.npu is unusable: {exc}"
@@ -90,7 +90,7 @@ class NpuBackend(Backend, kind="npu"):
             raise DeviceUnavailableError(f"NPU backend unusable: {reason}")
         import torch
 
-        return torch.npu
+        return torch.npu  # type: ignore[attr-defined]  # registered by torch_npu
 
     def device(self) -> Any:
         import torch

@@ -53,12 +53,13 @@ def failure_types() -> tuple[type[BaseException], ...]:
     types = list(candidate_failure_types())
     import triton
 
-    base = getattr(triton, "TritonError", None)
+    base: Any = getattr(triton, "TritonError", None)
     if base is None:
         try:
-            from triton.errors import TritonError as base
+            import triton.errors as triton_errors
         except ImportError:  # old Triton: no common base; OutOfResources etc. are listed
-            base = None
+            triton_errors = None
+        base = getattr(triton_errors, "TritonError", None)
     if isinstance(base, type):
         types.append(base)
     return tuple(types)
@@ -106,7 +107,7 @@ def tuning_key(at: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict[str, Any
     if keys is not None:  # Triton 3.x and triton-ascend: key names
         names = [k for k in keys if k in by_name]
         key = [by_name[k] for k in names]
-        values = by_name.values()
+        values = list(by_name.values())
     else:  # Triton 2.x: key positions among the arguments in declaration order
         ordered = [all_args[name] for name in arg_names if name in all_args]
         idx = list(getattr(at, "key_idx", ()) or ())
@@ -209,7 +210,7 @@ class Takeover:
     _MISSING = object()
 
     def __init__(self, handler: Callable[[Any, Callable[..., Any], tuple, dict], Any]) -> None:
-        self.cls = autotuner_class()
+        self.cls: Any = autotuner_class()  # Triton's Autotuner (or triton-ascend's), patched in place
         self.handler = handler
         self.thread = threading.get_ident()
         self.active = False

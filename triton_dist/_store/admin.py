@@ -334,8 +334,9 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
     for directory in function_dirs(root, functions):
         for path in sorted(directory.glob("*.json")):
             entry, why = _cache.load_json(path, root)
-            if entry is not None and entry_problem(entry, path):
-                entry, why = None, entry_problem(entry, path)
+            problem = entry_problem(entry, path) if entry is not None else None
+            if problem:
+                entry, why = None, problem
             found = reasons(entry, age_s(entry, now) if entry else None, why)
             if found:
                 plan.append((Removal(str(path), "; ".join(found)), path, True))

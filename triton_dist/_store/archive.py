@@ -67,7 +67,7 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
     members: list[tuple[str, bytes, float]] = []
     for path, entry, why in iter_entries(root, functions, history=history):
         if entry is None:
-            report.skipped.append({"path": str(path), "why": why})
+            report.skipped.append({"path": str(path), "why": why or "unreadable"})
             continue
         rel = path.relative_to(root).as_posix()
         members.append((rel, _cache.dumps_entry(entry).encode(), path.stat().st_mtime))
@@ -244,7 +244,7 @@ def _check_writable(root: Path, archive: Path, directories: set[Path]) -> None:
 
 
 def _plan_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report: ArchiveReport,
-                replace: bool) -> tuple[str, str, str, dict[str, Any]] | None:
+                replace: bool) -> tuple[str, str, str, dict[str, Any] | None] | None:
     """(kind, name, text, entry) to write, or None (unchanged or newer locally: reported)."""
     path = root / name
     text = _cache.dumps_entry(entry)

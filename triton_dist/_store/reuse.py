@@ -93,9 +93,10 @@ def _plan(entry: dict[str, Any], path: Path, space: Sequence[dict[str, Any]],
     for cand in entry["candidates"]:
         if not isinstance(cand, dict) or cand.get("pruned"):
             continue
-        i = index_of.get(config_key(cand.get("config")))
-        if i is None or i == best or i not in kept or i in results:
+        found = index_of.get(config_key(cand.get("config")))
+        if found is None or found == best or found not in kept or found in results:
             continue
+        i = found
         time, error = cand.get("time_ms"), cand.get("error")
         if error:
             results[i] = CandidateResult(i, math.inf, error=str(error))
