@@ -263,13 +263,16 @@ class _Rounds(CandidateRuns):
         # stacklevel: the frame that measure_rounds' stacklevel=5 named before set_up_graphs and
         # this step were functions of their own
         warnings.warn(f"measuring without graphs: {why}. Eager runs time the launch of short kernels; "
-                      "make the host function capturable, or pass graphs=False", TritonDistWarning, stacklevel=7)
+                      "make the host function capturable, or pass graphs=False", TritonDistWarning,
+                      stacklevel=7)
         self.graph_of.clear()
         self.k = 1
 
-    def _checkpoint(self, samples: dict[int, list[Any]], runs: int, stop: BaseException | None) -> Agreement:
+    def _checkpoint(self, samples: dict[int, list[Any]], runs: int,
+                    stop: BaseException | None) -> Agreement:
         """:func:`agree_on_k` with this measurement's state; a STOP verdict ends measuring."""
-        agreement = agree_on_k(self.backend, self.timer, samples, runs, self.broken, stop, self.agree, self.cap)
+        agreement = agree_on_k(self.backend, self.timer, samples, runs, self.broken, stop, self.agree,
+                               self.cap)
         if agreement.verdict is Verdict.STOP:
             raise _Stopped(stop)
         return agreement
@@ -359,11 +362,13 @@ class _Rounds(CandidateRuns):
             log.debug("measured %d candidates (%s, k=%d) in %.2f ms: %s", len(self.calls),
                       "graphs" if self.use_graphs and self.k and not self.broken else "eager", self.k,
                       (marks[-1][1] - marks[0][1]) * 1e3,
-                      ", ".join(f"{name} {(t - marks[i][1]) * 1e3:.2f}" for i, (name, t) in enumerate(marks[1:])))
+                      ", ".join(f"{name} {(t - marks[i][1]) * 1e3:.2f}"
+                                for i, (name, t) in enumerate(marks[1:])))
         return results
 
 
-def _report(results: list[CandidateResult], on_result: Callable[[CandidateResult], None] | None) -> list[CandidateResult]:
+def _report(results: list[CandidateResult],
+            on_result: Callable[[CandidateResult], None] | None) -> list[CandidateResult]:
     if on_result is not None:
         for result in results:
             on_result(result)
