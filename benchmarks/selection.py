@@ -16,7 +16,8 @@ from typing import Any
 from workloads import Workload
 
 from triton_dist._backends import Backend
-from triton_dist._tuning import pick_best
+from triton_dist._measure.pick import pick_best
+from triton_dist._measure.result import CandidateResult
 from triton_dist.tune import autotune
 
 DoBench = Callable[[Callable[[], Any], int, int], list[float]]
@@ -130,6 +131,4 @@ def argmin_choice(measured: list[tuple[int, float, float]]) -> int:
 
 
 def pick_best_choice(measured: list[tuple[int, float, float]]) -> int:
-    from triton_dist._measure.bench import CandidateResult
-
     return pick_best([CandidateResult(i, t, s) for i, t, s in measured])[0]

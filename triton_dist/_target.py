@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from triton_dist._store import files as _cache
 
 if TYPE_CHECKING:
-    from triton_dist._measure.bench import DoBench
+    from triton_dist._measure.result import DoBench
 
 __all__ = ["Outcome", "TuneTarget", "show_config"]
 

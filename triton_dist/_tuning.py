@@ -37,12 +37,14 @@ from triton_dist._distributed import (
 from triton_dist._logging import TuningLog
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
-from triton_dist._measure.bench import CandidateResult, describe, measure_candidates
+from triton_dist._measure.bench import measure_candidates
 from triton_dist._measure.compile import precompile_target
+from triton_dist._measure.pick import pick_best, pick_note
+from triton_dist._measure.result import CandidateResult, describe
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import build_entry, graph_mode, measurement_info, pick_best, pick_note
+from triton_dist._store.entry import build_entry, graph_mode, measurement_info
 from triton_dist._store.fingerprint import body_hash
 from triton_dist._target import Outcome, TuneTarget, show_config
 from triton_dist.errors import (

@@ -18,7 +18,7 @@ from triton_dist import _tuning
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
-from triton_dist._measure.bench import DoBench
+from triton_dist._measure.result import DoBench
 from triton_dist._store.fingerprint import source_hash
 from triton_dist.errors import (
     ConfigSpaceError,

@@ -58,7 +58,7 @@ def token(entry: dict) -> str:
 def writer(wid: int, root: Path, writes: int, tune: bool, out: Path) -> None:
     from triton_dist import _tuning
     from triton_dist._backends import get_backend
-    from triton_dist._measure.bench import CandidateResult
+    from triton_dist._measure.result import CandidateResult
 
     rng = random.Random(wid)
     backend = get_backend()

@@ -406,8 +406,8 @@ def test_contextual_tuning_lets_the_same_errors_through(raised, tmp_path, monkey
 def test_pick_best_survives_a_nan_standard_error():
     """Entries are checked on reading (H7); the pick itself also no longer fails on a NaN sem
     (before: ``min() arg is an empty sequence``)."""
-    from triton_dist._measure.bench import CandidateResult
-    from triton_dist._store.entry import pick_best
+    from triton_dist._measure.pick import pick_best
+    from triton_dist._measure.result import CandidateResult
 
     results = [CandidateResult(0, 2e-6, float("nan")), CandidateResult(1, 1e-6, float("nan")),
                CandidateResult(2, 5e-6, 0.0)]

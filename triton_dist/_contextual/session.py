@@ -35,8 +35,8 @@ from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
-from triton_dist._measure.bench import NOT_CONFIG_FAILURES, describe
 from triton_dist._measure.compile import precompile_candidates
+from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
 from triton_dist.settings import get_settings
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from triton_dist._measure.bench import candidate_failure_types
+from triton_dist._measure.result import candidate_failure_types
 
 __all__ = [
     "Takeover",

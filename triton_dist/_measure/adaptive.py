@@ -14,8 +14,8 @@ candidate the full ``n_warmup`` + ``n_repeat`` schedule:
    figures are its result); every other candidate is finished like the reference.
 
 Finished candidates end with ``n_repeat`` timed runs, so the usual deterministic pick
-(:func:`triton_dist._tuning.pick_best`) sees the same statistics as with the full schedule; a
-dropped candidate costs ``1 + screen_runs`` runs instead of ``n_warmup + n_repeat``.
+(:func:`triton_dist._measure.pick.pick_best`) sees the same statistics as with the full
+schedule; a dropped candidate costs ``1 + screen_runs`` runs instead of ``n_warmup + n_repeat``.
 
 Multi-rank: every drop decision is taken from MAX-reduced figures (``reduce``), so the ranks of a
 group screen, finish and drop exactly the same candidates; a rank that hits a bug (not a
@@ -31,7 +31,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist._measure.bench import CandidateResult, measure_candidates, summarize
+from triton_dist._measure.bench import measure_candidates
+from triton_dist._measure.pick import MAX_TIE_TOLERANCE
+from triton_dist._measure.result import CandidateResult, summarize
 
 __all__ = ["clearly_slower", "measure_adaptive", "spread"]
 
@@ -40,7 +42,7 @@ log = logging.getLogger(__name__)
 #: a dropped candidate must be slower than the reference by more than this (relative), beyond
 #: the noise: pick_best treats candidates within 2% of the best as tied (the earlier one wins),
 #: so only a candidate more than 2% slower can never be chosen
-DEFAULT_MARGIN = 0.02
+DEFAULT_MARGIN = MAX_TIE_TOLERANCE
 #: how many of the reference's per-run standard deviations the threshold adds
 DEFAULT_Z = 2.0
 DEFAULT_SCREEN_RUNS = 3
@@ -105,64 +107,27 @@ def measure_adaptive(
         return measure_candidates(make_call, indices, backend, n_warmup=n_warmup,
                                   n_repeat=n_repeat, on_result=on_result, **options)
     say = note or (lambda line: log.debug("%s", line))
-    warm = min(1, n_warmup)
-    rest = n_repeat - screen_runs
-    calls: dict[int, Callable[[], Any]] = {}
-
-    def call_of(index: int) -> Callable[[], Any]:  # one run object per candidate, for all phases
-        if index not in calls:
-            calls[index] = make_call(index)
-        return calls[index]
-
-    def phase(subset: Sequence[int], n_timed: int, report: bool) -> tuple[list[CandidateResult], BaseException | None]:
-        return measure_candidates(call_of, subset, backend, n_warmup=warm, n_repeat=n_timed,
-                                  on_result=on_result if report else None, **options)
-
-    def group_max(values: list[float], bug: BaseException | None) -> list[float] | None:
-        """``values`` MAX-reduced over the group; None when some rank had a bug (all stop)."""
-        vec = values + [1.0 if bug is not None else 0.0]
-        if reduce is not None:
-            vec = [float(v) for v in reduce(vec)]
-        return None if vec[-1] > 0 else vec[:-1]
-
-    def finish(subset: Sequence[int]) -> tuple[list[CandidateResult], BaseException | None]:
-        done, bug = phase(subset, rest, report=False)
-        merged = [r if not r.ok else _joined(screened[r.index], r) for r in done]
-        if on_result is not None:
-            for result in merged:
-                on_result(result)
-        return merged, bug
+    phases = _Phases(make_call, backend, warm=min(1, n_warmup), rest=n_repeat - screen_runs,
+                     on_result=on_result, reduce=reduce, options=options)
 
     # 1. screen: every candidate's median (to choose the reference) and fastest run (to drop)
-    say(f"adaptive measurement: {len(indices)} configs screened with {warm} + {screen_runs} runs")
-    first, bug = phase(indices, screen_runs, report=True)
-    screened = {r.index: r for r in first}
-    ok = {i: r.times_ms for i, r in screened.items() if r.ok and r.times_ms}
-    n = len(indices)
-    vec = [statistics.median(ok[i]) if i in ok else math.inf for i in indices]
-    vec += [min(ok[i]) if i in ok else math.inf for i in indices]
-    vec += [screened[i].time_ms if i in ok else math.inf for i in indices]
-    reduced = group_max(vec, bug)
-    if reduced is None:
+    say(f"adaptive measurement: {len(indices)} configs screened with {phases.warm} + {screen_runs} runs")
+    first, bug = phases.measure(indices, screen_runs, report=True)
+    screen = phases.screen(indices, first, bug)
+    if screen is None:
         return first, bug
-    medians = dict(zip(indices, reduced[:n], strict=True))
-    fastest = dict(zip(indices, reduced[n:2 * n], strict=True))
-    means = dict(zip(indices, reduced[2 * n:], strict=True))
-    results = dict(screened)
+    medians, fastest, means = screen
     finite = [i for i in indices if math.isfinite(medians[i])]
     if not finite:
-        return [results[i] for i in indices], None
+        return [phases.results[i] for i in indices], None
 
     # 2. the reference: lowest screened median (earlier index on a tie), finished first
     ref = min(finite, key=lambda i: (medians[i], i))
-    done, bug = finish([ref])
-    results.update((r.index, r) for r in done)
-    ref_result = results[ref]
-    ref_stats = [*spread(ref_result.times_ms), ref_result.time_ms] if ref_result.ok else [math.inf, 0.0, math.inf]
-    ref_vec = group_max(ref_stats, bug)
-    if ref_vec is None:
-        return [results[i] for i in indices if i in results], bug
-    ref_median, ref_sd, ref_mean = ref_vec
+    bug = phases.finish([ref])
+    ref_figures = phases.reference(ref, bug)
+    if ref_figures is None:
+        return phases.ordered(indices), bug
+    ref_median, ref_sd, ref_mean = ref_figures
 
     # 3. drop what is clearly slower than the reference, finish the rest
     keep = []
@@ -180,6 +145,72 @@ def measure_adaptive(
                 f"clearly slower than config {ref}: median {ref_median:.4f} ms, sd {ref_sd:.4f} ms)")
         else:
             keep.append(index)
-    done, bug = finish(keep)
-    results.update((r.index, r) for r in done)
-    return [results[i] for i in indices if i in results], bug
+    bug = phases.finish(keep)
+    return phases.ordered(indices), bug
+
+
+class _Phases:
+    """What the phases of one adaptive measurement share: one run object per candidate, the
+    screened results and the results so far, the group's reduction."""
+
+    def __init__(self, make_call: Callable[[int], Callable[[], Any]], backend: Backend, *, warm: int,
+                 rest: int, on_result: Callable[[CandidateResult], None] | None, reduce: Reduce | None,
+                 options: dict[str, Any]) -> None:
+        self.make_call, self.backend, self.warm, self.rest = make_call, backend, warm, rest
+        self.on_result, self.reduce, self.options = on_result, reduce, options
+        self.calls: dict[int, Callable[[], Any]] = {}
+        self.screened: dict[int, CandidateResult] = {}
+        self.results: dict[int, CandidateResult] = {}
+
+    def call_of(self, index: int) -> Callable[[], Any]:  # one run object per candidate, for all phases
+        if index not in self.calls:
+            self.calls[index] = self.make_call(index)
+        return self.calls[index]
+
+    def measure(self, subset: Sequence[int], n_timed: int,
+                report: bool) -> tuple[list[CandidateResult], BaseException | None]:
+        return measure_candidates(self.call_of, subset, self.backend, n_warmup=self.warm, n_repeat=n_timed,
+                                  on_result=self.on_result if report else None, **self.options)
+
+    def group_max(self, values: list[float], bug: BaseException | None) -> list[float] | None:
+        """``values`` MAX-reduced over the group; None when some rank had a bug (all stop)."""
+        vec = values + [1.0 if bug is not None else 0.0]
+        if self.reduce is not None:
+            vec = [float(v) for v in self.reduce(vec)]
+        return None if vec[-1] > 0 else vec[:-1]
+
+    def screen(self, indices: Sequence[int], first: list[CandidateResult],
+               bug: BaseException | None) -> tuple[dict[int, float], ...] | None:
+        """The screened figures MAX-reduced over the group: each candidate's median, fastest run
+        and mean (inf where it failed); None when some rank had a bug."""
+        self.screened = {r.index: r for r in first}
+        self.results = dict(self.screened)
+        ok = {i: r.times_ms for i, r in self.screened.items() if r.ok and r.times_ms}
+        vec = [statistics.median(ok[i]) if i in ok else math.inf for i in indices]
+        vec += [min(ok[i]) if i in ok else math.inf for i in indices]
+        vec += [self.screened[i].time_ms if i in ok else math.inf for i in indices]
+        reduced = self.group_max(vec, bug)
+        if reduced is None:
+            return None
+        n = len(indices)
+        return tuple(dict(zip(indices, reduced[j * n:(j + 1) * n], strict=True)) for j in range(3))
+
+    def finish(self, subset: Sequence[int]) -> BaseException | None:
+        """The rest of ``subset``'s timed runs, joined to its screened runs (and reported)."""
+        done, bug = self.measure(subset, self.rest, report=False)
+        merged = [r if not r.ok else _joined(self.screened[r.index], r) for r in done]
+        if self.on_result is not None:
+            for result in merged:
+                self.on_result(result)
+        self.results.update((r.index, r) for r in merged)
+        return bug
+
+    def reference(self, ref: int, bug: BaseException | None) -> list[float] | None:
+        """The finished reference's median, per-run standard deviation and mean, MAX-reduced over
+        the group; None when some rank had a bug."""
+        result = self.results[ref]
+        stats = [*spread(result.times_ms), result.time_ms] if result.ok else [math.inf, 0.0, math.inf]
+        return self.group_max(stats, bug)
+
+    def ordered(self, indices: Sequence[int]) -> list[CandidateResult]:
+        return [self.results[i] for i in indices if i in self.results]

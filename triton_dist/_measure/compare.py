@@ -1,5 +1,5 @@
 """Comparing a candidate's results with the reference config's (``autotune(...,
-check_correctness=True)``; used by ``_safety.RunGuard``): tensors within a dtype's tolerance,
+check_correctness=True)``; used by ``guard.RunGuard``): tensors within a dtype's tolerance,
 nested lists/tuples/dicts of them, plain values; and copying a result so that later runs cannot
 change it."""
 

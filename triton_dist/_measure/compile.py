@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from triton_dist._measure.bench import candidate_failure_types, describe
+from triton_dist._measure.result import candidate_failure_types, describe
 
 __all__ = ["PassResult", "capture_kernels", "compile_pass", "precompile_candidates", "precompile_configs",
            "precompile_target",

@@ -6,7 +6,7 @@
   bump ``Tensor._version``), and restores them before each later run, so tuning leaves the
   caller's tensors as they were and the final call with the best config mutates them once. With
   ``check_correctness`` it also compares each candidate's first output (return value and mutated
-  tensors) with the default config's (``_results.compare``) and raises :class:`WrongResultError`
+  tensors) with the default config's (``compare.compare``) and raises :class:`WrongResultError`
   on a mismatch. It adds no call of the host function.
 - :func:`run_limited` bounds one candidate's measurement (``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``).
 """
@@ -21,6 +21,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
 from triton_dist.errors import CandidateTimeoutError, TritonDistWarning, WrongResultError
 
@@ -134,7 +135,7 @@ class RunGuard:
         """The deferred checks of candidate ``index``'s first run, if still pending
         (:class:`WrongResultError` with ``check``). With ``queue``, the comparison of each
         argument not known to be mutated is queued on the device instead, undoing what the run
-        changed (``_restore_kernel``): the next candidate's first run starts from the caller's
+        changed (``restore_kernel``): the next candidate's first run starts from the caller's
         values without a synchronisation; :meth:`settle` must run before any other run."""
         if index in self._unchecked:
             result = self._unchecked.pop(index)
@@ -144,8 +145,6 @@ class RunGuard:
     def _queued_detection(self, index: int) -> bool:
         if not self.queue or self.check:
             return False
-        from triton_dist._measure import restore_kernel as _restore_kernel
-
         todo = []
         for pos, t in enumerate(self._tensors):
             if pos in self.mutated:

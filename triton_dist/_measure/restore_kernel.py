@@ -1,7 +1,7 @@
 """One device pass that finds and undoes a mutation: where a tensor's bytes differ from its
 snapshot's, copy the snapshot's back, and raise a flag.
 
-The in-place guard (``_safety.RunGuard``) must learn, after each candidate's first run, whether it
+The in-place guard (``guard.RunGuard``) must learn, after each candidate's first run, whether it
 changed a tensor argument, and the next candidate must start from the caller's values. Comparing
 with ``torch.equal`` reads both tensors and then synchronises the device, once per candidate; in
 graph mode (``autotune(..., graphs=True)``) the first runs of all candidates otherwise flow

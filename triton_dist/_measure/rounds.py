@@ -55,33 +55,26 @@ rank runs the same work in the same order (a collective in the host function mus
 from __future__ import annotations
 
 import logging
-import math
-import statistics
-import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist.errors import CandidateTimeoutError, DeviceStateError, TritonDistWarning
+from triton_dist._measure.agreement import Agree, Agreement, Verdict, agree_on_k
+from triton_dist._measure.result import (  # graph mode's sample size, named here as well
+    GRAPH_SAMPLE_S,
+    MAX_RUNS_PER_SAMPLE,
+    CandidateResult,
+    runs_per_sample,
+    summarize,
+)
+from triton_dist._measure.runs import CandidateRuns
+from triton_dist.errors import TritonDistWarning
 
-__all__ = ["GRAPH_SAMPLE_S", "measure_rounds", "runs_per_sample"]
+__all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "measure_rounds", "runs_per_sample"]
 
 log = logging.getLogger(__name__)
 
-#: graph mode: a timed sample holds enough back-to-back runs of the candidate to last about this
-#: long on the fastest candidate (at most MAX_RUNS_PER_SAMPLE). A sample pays a fixed cost that
-#: its runs do not pay in a real workload: the graph's launch, the first run's ramp-up and the
-#: last one's drain, and two event timestamps (~0.5 µs resolution). On an H200 that cost is
-#: 2-4 µs and depends on the config by ~1 µs, and it jitters (standard deviation 0.65 µs for a
-#: sample of 200 µs): samples of 200 µs read a 35 µs and a 130 µs elementwise kernel 1-2 %
-#: slow, unevenly across configs, and reversed configs 0.3-0.6 % apart that the oracle's 5 ms
-#: bursts rank reproducibly; samples of 1 ms agreed with it within 0.3 % (probe_context.py,
-#: docs/performance.md). Timing events resolve ~0.5 µs, so short kernels need many runs per
-#: sample anyway.
-GRAPH_SAMPLE_S = 1e-3
-#: at most this many runs per timed sample (a capture calls the host function this often)
-MAX_RUNS_PER_SAMPLE = 64
 #: graph mode: capture again only when the probes call for more than this many times the runs of
 #: the first guess (an eager run's event pair adds its launch: a few µs, decisive for short kernels)
 RECAPTURE_ABOVE = 1.5
@@ -91,15 +84,17 @@ REPLAY_HOST_S = 15e-6
 #: most assumed from a measured one (an earlier candidate's first run may have compiled)
 EAGER_HOST_S = 30e-6
 MAX_EAGER_HOST_S = 1e-3
+#: why a rank that could capture measures eagerly all the same
+ANOTHER_RANK = "another rank of the group could not capture its host function"
 
-Agree = Callable[[Sequence[float]], Sequence[float]]
 
+class _Stopped(Exception):
+    """Measuring stops here; ``cause`` is what stopped this rank (a bug, an unusable device), None
+    when another rank of the group stopped. Every rank returns the failures it knows."""
 
-def runs_per_sample(run_ms: float) -> int:
-    """Runs per timed sample in graph mode for a fastest device time per run of ``run_ms``."""
-    if not math.isfinite(run_ms) or run_ms <= 0:
-        return 1
-    return max(1, min(MAX_RUNS_PER_SAMPLE, math.ceil(GRAPH_SAMPLE_S * 1e3 / run_ms)))
+    def __init__(self, cause: BaseException | None) -> None:
+        super().__init__(cause)
+        self.cause = cause
 
 
 def measure_rounds(
@@ -109,7 +104,7 @@ def measure_rounds(
     *,
     n_warmup: int,
     n_repeat: int,
-    on_result: Callable[[Any], None] | None,
+    on_result: Callable[[CandidateResult], None] | None,
     on_warm: Callable[[int], None] | None,
     timeout_s: float | None,
     known_failures: Mapping[int, str] | None,
@@ -118,295 +113,262 @@ def measure_rounds(
     after_first: Callable[[int], None] | None = None,
     settle: Callable[[], None] | None = None,
     flush: bool = False,
-) -> tuple[list[Any], BaseException | None]:
-    from triton_dist._measure.bench import (
-        CandidateResult,
-        describe,
-        is_candidate_failure,
-        summarize,
-    )
+) -> tuple[list[CandidateResult], BaseException | None]:
+    """:func:`triton_dist._measure.bench.measure_candidates` on a device backend, in the steps of
+    the module docstring. When measuring stops early (a bug, a device that cannot synchronise, or
+    another rank's stop) it returns the failed candidates known so far and this rank's reason."""
+    rounds = _Rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat, timeout_s=timeout_s,
+                     known_failures=known_failures, graphs=graphs, agree=agree, after_first=after_first,
+                     flush=flush)
+    try:
+        stop = rounds.warm_up(on_warm)
+        if rounds.use_graphs:
+            rounds.set_up_graphs(stop, settle)
+        elif stop is not None:
+            raise _Stopped(stop)
+        rounds.timed_rounds()
+    except _Stopped as stopped:
+        return _report(rounds.failed_so_far(), on_result), stopped.cause
+    return _report(rounds.results(), on_result), None
 
-    clock = time.perf_counter
-    failed: dict[int, CandidateResult] = {}
-    calls: dict[int, Callable[[], Any]] = {}
-    spent: dict[int, float] = {}  # host seconds in each candidate's runs (the time limit)
-    per_run: dict[int, float] = {}  # fastest eager run's host time: what enqueuing one costs
-    per_replay: dict[int, float] = {}  # the same for a graph replay
-    runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
-    use_graphs = graphs and backend.graphs
-    graph_of: dict[int, Any] = {}
-    probes: dict[int, list[Any]] = {}
-    pool = None
-    k = 1
-    cap = 1 if flush else MAX_RUNS_PER_SAMPLE  # cold-cache timings: every timed run after a flush
-    broken: str | None = None  # why the host function could not be captured
 
-    def done() -> list[CandidateResult]:
-        """What is known when measuring stops early: the failed candidates, in ``indices`` order."""
-        return [r for i in indices if (r := failed.get(i)) is not None]
+class _Rounds(CandidateRuns):
+    """One interleaved measurement: its steps, in the order :func:`measure_rounds` takes them."""
 
-    def run(index: int) -> None:
-        if timeout_s is not None and spent[index] > timeout_s:
-            raise CandidateTimeoutError(f"timed out after {timeout_s:g}s")
-        start = clock()
-        calls[index]()
-        took = clock() - start
-        spent[index] += took
-        per_run[index] = min(per_run.get(index, math.inf), took)
-        runs[index] += 1
+    def __init__(self, make_call: Callable[[int], Callable[[], Any]], indices: Sequence[int],
+                 backend: Backend, *, n_warmup: int, n_repeat: int, timeout_s: float | None,
+                 known_failures: Mapping[int, str] | None, graphs: bool, agree: Agree | None,
+                 after_first: Callable[[int], None] | None, flush: bool) -> None:
+        super().__init__(make_call, indices, backend, timeout_s=timeout_s, known_failures=known_failures)
+        self.n_warmup, self.n_repeat = n_warmup, n_repeat
+        self.use_graphs = graphs and backend.graphs
+        self.agree, self.after_first, self.flush = agree, after_first, flush
+        self.cap = 1 if flush else MAX_RUNS_PER_SAMPLE  # cold-cache timings: every timed run after a flush
+        self.timer: Any = None  # the backend's run timer (event pairs, keep-ahead sleeps), from warm_up
+        self.marks: list[tuple[str, float]] = []  # phase ends, for the debug line of results()
+        self.first: dict[int, list[Any]] = {}  # graph mode: the eager first run's event pair
+        self.probes: dict[int, list[Any]] = {}  # graph mode: the warm-up replays' event pairs
+        self.tokens: dict[int, list[Any]] = {}  # the timed samples' event pairs
 
-    def replay(index: int) -> None:
-        if timeout_s is not None and spent[index] > timeout_s:
-            raise CandidateTimeoutError(f"timed out after {timeout_s:g}s")
-        start = clock()
-        graph_of[index].replay()
-        took = clock() - start
-        spent[index] += took
-        per_replay[index] = min(per_replay.get(index, math.inf), took)
-        runs[index] += k
+    def warm_up(self, on_warm: Callable[[int], None] | None) -> BaseException | None:
+        """The device's warm-up, then the candidates' warm-ups, candidate by candidate
+        (compilation, the in-place guard's first-run checks): eager, all ``n_warmup`` runs; in
+        graph mode the eager first run, timed (``k``'s first guess). Returns what stops measuring
+        (no later candidate has run), else None; ``on_warm(i)`` follows each warm candidate."""
+        self.marks.append(("start", self.clock()))
+        self.backend.warm_up()
+        self.timer = self.backend.run_timer()
+        self.marks.append(("device warm-up", self.clock()))
+        stop = None
+        for index in self.indices:
+            if index in self.failed:
+                continue
+            self.start(index)
+            try:
+                (self._first_run if self.use_graphs else self._eager_warm_up)(index)
+            except Exception as exc:  # noqa: BLE001 - classified by setback
+                stop = self.setback(index, exc)
+                if stop is not None:
+                    break
+                continue
+            if on_warm is not None:
+                on_warm(index)
+        self.marks.append(("warm-ups", self.clock()))
+        return stop
 
-    def fail(index: int, exc: BaseException) -> DeviceStateError | None:
-        result = CandidateResult(index, math.inf, error=describe(exc))
-        failed[index] = result
-        graph_of.pop(index, None)
-        try:  # a failed launch may leave queued work; it must not leak into other timings
-            backend.synchronize()
-        except Exception as sync_exc:  # noqa: BLE001
-            result.error += f" (device unusable afterwards: {describe(sync_exc)})"
-            return DeviceStateError(
-                f"candidate {index} left the {backend.kind} device unusable ({result.error}); "
-                "nothing more can run on it in this process, so tuning stopped. Prune that "
-                "config, or tune in a Ray campaign, which retries on a fresh actor with the "
-                "config marked failed.", index=index, reason=result.error)
-        return None
+    def _eager_warm_up(self, index: int) -> None:
+        for n in range(self.n_warmup):
+            self.run(index)
+            if n == 0 and self.after_first is not None:
+                self.after_first(index)
 
-    def setback(index: int, exc: Exception) -> BaseException | None:
-        """A candidate raised: None when that is its failure (recorded; measuring goes on), else
-        what stops measuring (a bug, or a device that cannot synchronise afterwards)."""
-        return exc if not is_candidate_failure(exc) else fail(index, exc)
+    def _first_run(self, index: int) -> None:
+        """Graph mode: compiles and warms allocations before any capture; timed: k's first guess."""
+        # queued behind a sleep as long as the host took to launch an earlier candidate (the
+        # same host function), so that the pair times the kernel, not its launch
+        self.timer.keep_ahead(min(min(self.per_run.values(), default=EAGER_HOST_S), MAX_EAGER_HOST_S), 1)
+        token = self.timer.start()
+        self.run(index)
+        self.first[index] = [self.timer.stop(token)]
+        if self.after_first is not None:  # the in-place guard's checks: after the pair
+            self.after_first(index)
 
-    def capture(index: int, n_runs: int) -> None:
-        nonlocal pool
-        if not graph_of:  # a pool lives as long as one of its graphs: a failure may have ended it
-            pool = backend.graph_pool()
-        graph_of[index] = backend.capture(calls[index], n_runs, pool)
-
-    def try_capture(index: int) -> None:
-        """Graph mode, after the eager first run: capture ``k`` runs (any capture error makes
-        the measurement eager: ``broken`` says why)."""
-        nonlocal broken
-        if broken is not None:
-            return
-        try:
-            capture(index, k)
-        except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
-            graph_of.pop(index, None)
-            broken = describe(exc)
-            backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
-
-    def warm_rest(index: int) -> None:
-        """The rest of the warm-up: replays of the graph (at least one), each between an event
-        pair (the probe), or eager runs when there is no graph."""
-        if index not in graph_of:
-            for _ in range(n_warmup - 1):
-                run(index)
-            return
-        replays = max(1, -(-(n_warmup - 1) // k))  # n_warmup - 1 runs, in replays of k
-        timer.keep_ahead(REPLAY_HOST_S * replays, replays)
-        probes[index] = []
-        for _ in range(replays):
-            token = timer.start()
-            replay(index)
-            probes[index].append(timer.stop(token))
-
-    for index in indices:
-        if known_failures and index in known_failures:
-            failed[index] = CandidateResult(index, math.inf, error=known_failures[index])
-    marks = [("start", clock())]  # phase ends, for the debug line below
-    backend.warm_up()
-    timer = backend.run_timer()
-    marks.append(("device warm-up", clock()))
-
-    # warm-ups, candidate by candidate (compilation, the in-place guard's first-run checks)
-    stop: BaseException | None = None
-    first: dict[int, list[Any]] = {}  # graph mode: the eager first run's event pair
-    for index in indices:
-        if index in failed:
-            continue
-        calls[index] = make_call(index)
-        spent[index] = 0.0
-        runs[index] = 0
-        try:
-            if use_graphs:  # compiles and warms allocations before any capture; timed: k's first guess
-                # queued behind a sleep as long as the host took to launch an earlier candidate
-                # (the same host function), so that the pair times the kernel, not its launch
-                timer.keep_ahead(min(min(per_run.values(), default=EAGER_HOST_S), MAX_EAGER_HOST_S), 1)
-                token = timer.start()
-                run(index)
-                first[index] = [timer.stop(token)]
-                if after_first is not None:  # the in-place guard's checks: after the pair
-                    after_first(index)
-            else:
-                for n in range(n_warmup):
-                    run(index)
-                    if n == 0 and after_first is not None:
-                        after_first(index)
-        except Exception as exc:  # noqa: BLE001 - classified by setback
-            stop = setback(index, exc)
-            if stop is not None:
-                break
-            continue
-        if on_warm is not None:
-            on_warm(index)
-
-    marks.append(("warm-ups", clock()))
-    if use_graphs:
+    def set_up_graphs(self, stop: BaseException | None, settle: Callable[[], None] | None) -> None:
+        """Graph mode's steps 1 and 2 (module docstring): the group agrees on ``k``'s first guess,
+        every candidate is captured and probed, then ``k`` is agreed from the probes; when some
+        rank cannot capture its host function, every candidate is measured eagerly."""
         # k's first guess from the eager first runs: right for long kernels, too small for short
         # ones (an eager run's event pair also times its launch), which are captured again below
-        stop, k = _agree_on_k(backend, timer, first, 1, None, stop, agree, cap)
-        if stop is not None or k == 0:
-            return _report(done(), on_result), stop  # k == 0: another rank stopped
+        first = self._checkpoint(self.first, 1, stop)
         if settle is not None:  # what the first runs' queued checks found, before any capture
             settle()
-        if k < 0:  # (no rank has captured yet; kept consistent all the same)
-            broken, k = "another rank of the group could not capture its host function", 1
-        # Alone, each capture is followed by its replays (the GPU runs them while the host
-        # captures the next). In a group, every rank captures everything first and the group
-        # agrees on falling back before anything is replayed: the host function may hold a
-        # collective, and all ranks must then run the same work (replays of k, or eager runs).
-        together = agree is not None
-        for phase in ("capture", "replay") if together else ("both",):
-            for index in list(calls):
-                if index in failed:
-                    continue
-                try:
-                    if phase != "replay":
-                        try_capture(index)
-                    if phase != "capture":
-                        warm_rest(index)
-                except Exception as exc:  # noqa: BLE001 - classified by setback
-                    stop = setback(index, exc)
-                    if stop is not None:
-                        break
-            if phase == "capture":
-                stop, agreed = _agree_on_k(backend, timer, {}, 1, broken, stop, agree, cap)
-                if stop is not None or agreed == 0:
-                    return _report(done(), on_result), stop
-                if agreed < 0:  # some rank could not capture: every rank warms up eagerly
-                    broken = broken or "another rank of the group could not capture its host function"
-                    graph_of.clear()
-        guess = k
-        stop, k = _agree_on_k(backend, timer, probes, guess, broken, stop, agree, cap)
-        if stop is not None or k == 0:
-            return _report(done(), on_result), stop
-        if broken is not None or k < 0:
-            why = broken or "another rank of the group could not capture its host function"
-            log.warning("measuring without graphs: %s", why)
-            warnings.warn(f"measuring without graphs: {why}. Eager runs time the launch of short kernels; "
-                          "make the host function capturable, or pass graphs=False", TritonDistWarning, stacklevel=5)
-            graph_of.clear()
-            k = 1
-        elif k <= RECAPTURE_ABOVE * guess:  # close enough: samples of >= 2/3 of the target
-            k = guess
-        else:  # short kernels: samples of k runs each: capture again, one untimed replay (upload)
-            for index in list(graph_of):
-                try:
-                    capture(index, k)
-                    replay(index)
-                except Exception as exc:  # noqa: BLE001 - a candidate failure on every rank (MAX)
-                    stop = setback(index, exc)
-                    if stop is not None:
-                        return _report(done(), on_result), stop
-    elif stop is not None:
-        return _report(done(), on_result), stop
-    marks.append(("settle + recapture", clock()))
-    # timed rounds; the starting candidate rotates so that none is always first after a pause
-    prime = bool(graph_of) and k == 1
-    # no warm-up run (eager, n_warmup = 0): the first run's checks follow the first timed run
-    late_checks = after_first is not None and not use_graphs and n_warmup == 0
-    tokens: dict[int, list[Any]] = {i: [] for i in calls}
-    per_sample = 0.0  # host time per sample of the last round, timer included (measured)
-    for round_no in range(n_repeat):
-        live = [i for i in calls if i not in failed]
-        if not live:
-            break
-        shift = round_no % len(live)
-        live = live[shift:] + live[:shift]
-        # the device must stay busy for as long as the host takes to queue the whole round; the
-        # runs' own host times come from the warm-ups, the timer's from the last round
-        expected = sum(per_replay.get(i, 0.0) * (1 + prime) if i in graph_of else per_run.get(i, 0.0) for i in live)
-        timer.keep_ahead(max(expected, per_sample * len(live)), len(live))
-        round_start = clock()
-        for index in live:
-            token = None
-            try:
-                if prime and index in graph_of:  # untimed: the timed replay follows its own config
-                    replay(index)
-                if flush:  # cold cache: outside the pair
-                    backend.flush_cache()
-                token = timer.start()
-                (replay if index in graph_of else run)(index)
-            except Exception as exc:  # noqa: BLE001 - classified just below
-                try:  # close the pair (its time is never read); a broken device may refuse
-                    if token is not None:
-                        timer.stop(token)
-                except Exception:  # noqa: BLE001 - fail() below reports the device state
-                    pass
-                stop = setback(index, exc)
-                if stop is not None:
-                    return _report(done(), on_result), stop
+        if first.verdict is Verdict.EAGER:  # (no rank has captured yet; kept consistent all the same)
+            self.broken = ANOTHER_RANK
+        self.k = guess = first.k
+        stop = self._capture_and_probe()
+        probed = self._checkpoint(self.probes, guess, stop)
+        if self.broken is not None or probed.verdict is Verdict.EAGER:
+            self._fall_back(self.broken or ANOTHER_RANK)
+        elif probed.k > RECAPTURE_ABOVE * guess:  # else close enough: samples of >= 2/3 of the target
+            self.k = probed.k
+            self._recapture()
+
+    def _capture_and_probe(self) -> BaseException | None:
+        """Capture every candidate (``k`` runs) and replay the rest of its warm-up, each replay
+        between an event pair (the probes). Alone, each capture is followed by its replays (the
+        device runs them while the host captures the next). In a group, every rank captures
+        everything first and the group agrees on falling back before anything is replayed: the
+        host function may hold a collective, and all ranks must then run the same work (replays
+        of k, or eager runs). Returns what stops measuring, else None."""
+        if self.agree is None:
+            return self._each(self._capture_and_warm)
+        stop = self._each(self.try_capture)
+        if self._checkpoint({}, 1, stop).verdict is Verdict.EAGER:  # every rank warms up eagerly
+            self.broken = self.broken or ANOTHER_RANK
+            self.graph_of.clear()
+        return self._each(self._warm_rest)
+
+    def _capture_and_warm(self, index: int) -> None:
+        self.try_capture(index)
+        self._warm_rest(index)
+
+    def _warm_rest(self, index: int) -> None:
+        """The rest of the warm-up: replays of the graph (at least one), each between an event
+        pair (the probe), or eager runs when there is no graph."""
+        if index not in self.graph_of:
+            for _ in range(self.n_warmup - 1):
+                self.run(index)
+            return
+        replays = max(1, -(-(self.n_warmup - 1) // self.k))  # n_warmup - 1 runs, in replays of k
+        self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
+        self.probes[index] = []
+        for _ in range(replays):
+            token = self.timer.start()
+            self.replay(index)
+            self.probes[index].append(self.timer.stop(token))
+
+    def _recapture(self) -> None:
+        """Short kernels: samples of ``k`` runs each: capture again, one untimed replay (upload)."""
+        def again(index: int) -> None:  # a failure here fails the candidate on every rank (MAX)
+            self.capture(index, self.k)
+            self.replay(index)
+
+        stop = self._each(again, among=self.graph_of)
+        if stop is not None:
+            raise _Stopped(stop)
+
+    def _fall_back(self, why: str) -> None:
+        """Eager runs for every candidate: never compared across the two modes."""
+        log.warning("measuring without graphs: %s", why)
+        # stacklevel: the frame that measure_rounds' stacklevel=5 named before set_up_graphs and
+        # this step were functions of their own
+        warnings.warn(f"measuring without graphs: {why}. Eager runs time the launch of short kernels; "
+                      "make the host function capturable, or pass graphs=False", TritonDistWarning,
+                      stacklevel=7)
+        self.graph_of.clear()
+        self.k = 1
+
+    def _checkpoint(self, samples: dict[int, list[Any]], runs: int,
+                    stop: BaseException | None) -> Agreement:
+        """:func:`agree_on_k` with this measurement's state; a STOP verdict ends measuring."""
+        agreement = agree_on_k(self.backend, self.timer, samples, runs, self.broken, stop, self.agree,
+                               self.cap)
+        if agreement.verdict is Verdict.STOP:
+            raise _Stopped(stop)
+        return agreement
+
+    def _each(self, step: Callable[[int], None], among: Iterable[int] | None = None) -> BaseException | None:
+        """``step(i)`` for every candidate not failed (of ``among``, else of those started);
+        a candidate failure is recorded and the others go on; returns what stops measuring."""
+        for index in list(self.calls if among is None else among):
+            if index in self.failed:
                 continue
-            tokens[index].append(timer.stop(token))
-            if round_no == 0 and late_checks:
-                after_first(index)
-        per_sample = (clock() - round_start) / len(live)
-    marks.append(("rounds queued", clock()))
-    backend.synchronize()
-    marks.append(("synchronised", clock()))
-    results = []
-    for index in indices:
-        if index in failed:
-            results.append(failed[index])
-            continue
-        per = k if index in graph_of else 1
-        result = summarize(index, [timer.elapsed_ms(t) / per for t in tokens[index]])
-        result.runs, result.runs_per_sample = runs[index], per
-        results.append(result)
-    graph_of.clear()  # frees the graphs and, with the last of them, their memory pool
-    marks.append(("released", clock()))
-    if log.isEnabledFor(logging.DEBUG):
-        log.debug("measured %d candidates (%s, k=%d) in %.2f ms: %s", len(calls),
-                  "graphs" if use_graphs and k and not broken else "eager", k,
-                  (marks[-1][1] - marks[0][1]) * 1e3,
-                  ", ".join(f"{name} {(t - marks[i][1]) * 1e3:.2f}" for i, (name, t) in enumerate(marks[1:])))
-    return _report(results, on_result), None
+            try:
+                step(index)
+            except Exception as exc:  # noqa: BLE001 - classified by setback
+                stop = self.setback(index, exc)
+                if stop is not None:
+                    return stop
+        return None
+
+    def timed_rounds(self) -> None:
+        """Step 3: ``n_repeat`` rounds of one timed sample per candidate, queued without a
+        synchronisation; the starting candidate rotates so that none is always first after a pause."""
+        self.marks.append(("settle + recapture", self.clock()))
+        prime = bool(self.graph_of) and self.k == 1
+        # no warm-up run (eager, n_warmup = 0): the first run's checks follow the first timed run
+        late_checks = self.after_first if not self.use_graphs and self.n_warmup == 0 else None
+        self.tokens = {i: [] for i in self.calls}
+        per_sample = 0.0  # host time per sample of the last round, timer included (measured)
+        for round_no in range(self.n_repeat):
+            live = self.live()
+            if not live:
+                break
+            shift = round_no % len(live)
+            live = live[shift:] + live[:shift]
+            # the device must stay busy for as long as the host takes to queue the whole round; the
+            # runs' own host times come from the warm-ups, the timer's from the last round
+            expected = sum(self.per_replay.get(i, 0.0) * (1 + prime) if i in self.graph_of
+                           else self.per_run.get(i, 0.0) for i in live)
+            self.timer.keep_ahead(max(expected, per_sample * len(live)), len(live))
+            round_start = self.clock()
+            for index in live:
+                if self._timed_sample(index, prime) and round_no == 0 and late_checks is not None:
+                    late_checks(index)
+            per_sample = (self.clock() - round_start) / len(live)
+        self.marks.append(("rounds queued", self.clock()))
+
+    def _timed_sample(self, index: int, prime: bool) -> bool:
+        """One sample between an event pair: a replay of ``k`` runs, or an eager run. False when
+        the candidate failed (recorded); what stops measuring ends it."""
+        token = None
+        try:
+            if prime and index in self.graph_of:  # untimed: the timed replay follows its own config
+                self.replay(index)
+            if self.flush:  # cold cache: outside the pair
+                self.backend.flush_cache()
+            token = self.timer.start()
+            (self.replay if index in self.graph_of else self.run)(index)
+        except Exception as exc:  # noqa: BLE001 - classified by setback
+            try:  # close the pair (its time is never read); a broken device may refuse
+                if token is not None:
+                    self.timer.stop(token)
+            except Exception:  # noqa: BLE001 - setback reports the device state
+                pass
+            stop = self.setback(index, exc)
+            if stop is not None:
+                raise _Stopped(stop) from None
+            return False
+        self.tokens[index].append(self.timer.stop(token))
+        return True
+
+    def results(self) -> list[CandidateResult]:
+        """Every candidate's result in ``indices`` order, read after one synchronisation."""
+        self.backend.synchronize()
+        self.marks.append(("synchronised", self.clock()))
+        results = []
+        for index in self.indices:
+            if index in self.failed:
+                results.append(self.failed[index])
+                continue
+            per = self.k if index in self.graph_of else 1
+            result = summarize(index, [self.timer.elapsed_ms(t) / per for t in self.tokens[index]])
+            result.runs, result.runs_per_sample = self.runs[index], per
+            results.append(result)
+        self.graph_of.clear()  # frees the graphs and, with the last of them, their memory pool
+        self.marks.append(("released", self.clock()))
+        if log.isEnabledFor(logging.DEBUG):
+            marks = self.marks
+            log.debug("measured %d candidates (%s, k=%d) in %.2f ms: %s", len(self.calls),
+                      "graphs" if self.use_graphs and self.k and not self.broken else "eager", self.k,
+                      (marks[-1][1] - marks[0][1]) * 1e3,
+                      ", ".join(f"{name} {(t - marks[i][1]) * 1e3:.2f}"
+                                for i, (name, t) in enumerate(marks[1:])))
+        return results
 
 
-def _agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], runs: int,
-                broken: str | None, stop: BaseException | None,
-                agree: Agree | None, cap: int = MAX_RUNS_PER_SAMPLE) -> tuple[BaseException | None, int]:
-    """Graph mode: the group's agreement on stopping, on falling back to eager runs and on the
-    runs per sample, from ``samples`` (event pairs around ``runs`` runs each, per candidate).
-    Returns (this rank's stop, k): k is 0 when another rank stopped, -1 when some rank could not
-    capture, else the runs per timed sample for the fastest candidate (the group's MAX)."""
-    fastest = math.inf
-    if stop is None and broken is None and samples:
-        backend.synchronize()  # the samples' events are read here
-        for tokens in samples.values():
-            if tokens:
-                fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens) / runs)
-    vec = [1.0 if stop is not None else 0.0, 1.0 if broken is not None else 0.0,
-           float(min(cap, runs_per_sample(fastest)))]
-    if agree is not None:
-        vec = [float(v) for v in agree(vec)]
-    if vec[0] > 0:
-        return stop, 0
-    if vec[1] > 0:
-        return None, -1
-    return None, int(vec[2])
-
-
-def _report(results: list[Any], on_result: Callable[[Any], None] | None) -> list[Any]:
+def _report(results: list[CandidateResult],
+            on_result: Callable[[CandidateResult], None] | None) -> list[CandidateResult]:
     if on_result is not None:
         for result in results:
             on_result(result)

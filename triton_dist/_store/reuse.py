@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_dist._measure.bench import CandidateResult
+from triton_dist._measure.result import CandidateResult
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import config_key, entry_world, versions_differ
 from triton_dist._store.scan import scan_function_dir

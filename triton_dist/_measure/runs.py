@@ -1,0 +1,113 @@
+"""The runs of one device measurement's candidates: an eager run, a graph's capture and replay, a
+failure; with what each run costs on the host and how many runs each candidate has had.
+
+:mod:`triton_dist._measure.rounds` decides the order (warm-ups, graphs, timed rounds); this module
+only knows how to run one candidate once. The host time of each run feeds the per-candidate time
+limit (``timeout_s``) and the keep-ahead sleeps that keep the device busy while the host enqueues.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from triton_dist._backends import Backend
+from triton_dist._measure.result import (
+    CandidateResult,
+    describe,
+    is_candidate_failure,
+    synchronize_after_failure,
+)
+from triton_dist.errors import CandidateTimeoutError
+
+__all__ = ["CandidateRuns"]
+
+
+class CandidateRuns:
+    """The candidates of one measurement, their runs and their failures."""
+
+    def __init__(self, make_call: Callable[[int], Callable[[], Any]], indices: Sequence[int],
+                 backend: Backend, *, timeout_s: float | None,
+                 known_failures: Mapping[int, str] | None) -> None:
+        self.make_call, self.indices, self.backend, self.timeout_s = make_call, indices, backend, timeout_s
+        self.clock = time.perf_counter
+        self.failed: dict[int, CandidateResult] = {
+            i: CandidateResult(i, math.inf, error=known_failures[i])
+            for i in indices if known_failures and i in known_failures}
+        self.calls: dict[int, Callable[[], Any]] = {}  # the run of every candidate started so far
+        self.spent: dict[int, float] = {}  # host seconds in each candidate's runs (the time limit)
+        self.per_run: dict[int, float] = {}  # fastest eager run's host time: what enqueuing one costs
+        self.per_replay: dict[int, float] = {}  # the same for a graph replay
+        self.runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
+        self.graph_of: dict[int, Any] = {}  # each candidate's device graph (graph mode)
+        self.pool: Any = None  # the graphs' memory pool
+        self.k = 1  # runs per graph (and per timed sample in graph mode)
+        self.broken: str | None = None  # why the host function could not be captured
+
+    def start(self, index: int) -> None:
+        """The candidate's run object (``make_call`` is called once per candidate)."""
+        self.calls[index] = self.make_call(index)
+        self.spent[index] = 0.0
+        self.runs[index] = 0
+
+    def live(self) -> list[int]:
+        """The candidates started and not failed, in order."""
+        return [i for i in self.calls if i not in self.failed]
+
+    def failed_so_far(self) -> list[CandidateResult]:
+        """What is known when measuring stops early: the failed candidates, in ``indices`` order."""
+        return [r for i in self.indices if (r := self.failed.get(i)) is not None]
+
+    def run(self, index: int) -> None:
+        """One eager run of the candidate."""
+        self._check_time(index)
+        start = self.clock()
+        self.calls[index]()
+        took = self.clock() - start
+        self.spent[index] += took
+        self.per_run[index] = min(self.per_run.get(index, math.inf), took)
+        self.runs[index] += 1
+
+    def replay(self, index: int) -> None:
+        """One replay of the candidate's graph (``k`` runs)."""
+        self._check_time(index)
+        start = self.clock()
+        self.graph_of[index].replay()
+        took = self.clock() - start
+        self.spent[index] += took
+        self.per_replay[index] = min(self.per_replay.get(index, math.inf), took)
+        self.runs[index] += self.k
+
+    def _check_time(self, index: int) -> None:
+        if self.timeout_s is not None and self.spent[index] > self.timeout_s:
+            raise CandidateTimeoutError(f"timed out after {self.timeout_s:g}s")
+
+    def capture(self, index: int, n_runs: int) -> None:
+        """Capture ``n_runs`` runs of the candidate into a device graph."""
+        if not self.graph_of:  # a pool lives as long as one of its graphs: a failure may have ended it
+            self.pool = self.backend.graph_pool()
+        self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+
+    def try_capture(self, index: int) -> None:
+        """Graph mode, after the eager first run: capture ``k`` runs (any capture error makes
+        the measurement eager: ``broken`` says why)."""
+        if self.broken is not None:
+            return
+        try:
+            self.capture(index, self.k)
+        except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
+            self.graph_of.pop(index, None)
+            self.broken = describe(exc)
+            self.backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
+
+    def setback(self, index: int, exc: Exception) -> BaseException | None:
+        """A candidate raised: None when that is its failure (recorded; measuring goes on), else
+        what stops measuring (a bug, or a device that cannot synchronise afterwards)."""
+        if not is_candidate_failure(exc):
+            return exc
+        result = self.failed[index] = CandidateResult(index, math.inf, error=describe(exc))
+        self.graph_of.pop(index, None)
+        # a failed launch may leave queued work; it must not leak into other timings
+        return synchronize_after_failure(self.backend, result)
