@@ -86,7 +86,7 @@ class _Recorder:
 
 _lock = threading.Lock()
 _threads: dict[int, _Recorder] = {}
-_installed: list[tuple[type, Any, Any]] = []  # (class, saved __dict__ value, our replacement)
+_installed: list[tuple[Any, Any, Any]] = []  # (class, saved __dict__ value, our replacement)
 _users = 0
 _MISSING = object()
 
