@@ -190,7 +190,7 @@ class ResultStream:
             os.replace(path, path.with_name(path.name.replace(".results.jsonl", ".results.prev.jsonl")))
             log.info("results file %s: %s; starting a new one (the old one is kept as .results.prev.jsonl)",
                      path, why)
-        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file: IO[str] | None = open(path, "a", encoding="utf-8")
         self._write({"run": self.run, "digest": digest})
 
     def _write(self, record: dict[str, Any]) -> None:

@@ -117,7 +117,7 @@ def _h63(text: str) -> int:
 def _wait(work: Any, view: GroupView, timeout_s: float, what: str) -> None:
     try:
         ok = work.wait(timeout=datetime.timedelta(seconds=timeout_s))
-    except Exception as exc:  # noqa: BLE001 - any transport error means a peer is gone or late
+    except Exception as exc:
         raise RankFailureError(
             f"rank {view.rank} of the tuning {view.describe()}: {what} failed: "
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. Another rank "

@@ -44,7 +44,7 @@ class TuningLog:
                 path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
                 # O_NOFOLLOW: a log name planted as a symlink must not make us append elsewhere
                 fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-                self._file = open(fd, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+                self._file = open(fd, "a", encoding="utf-8")
             except OSError as exc:
                 log.warning("cannot write the tuning log %s: %s", path, exc)
                 self.path = None

@@ -17,13 +17,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import _kernels as K  # noqa: E402
-import torch  # noqa: E402
-import torch.distributed as dist  # noqa: E402
-import triton  # noqa: E402
+import _kernels as K
+import torch
+import torch.distributed as dist
+import triton
 
-from triton_dist.autotuner import contextual_autotune  # noqa: E402
-from triton_dist.dist import init_distributed  # noqa: E402
+from triton_dist.autotuner import contextual_autotune
+from triton_dist.dist import init_distributed
 
 W, R = 1, 2
 

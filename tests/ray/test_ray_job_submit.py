@@ -44,7 +44,7 @@ def test_job_submit_runs_the_cpu_campaign_and_seeds_the_node(tmp_path: Path) -> 
            # its actors, run this Python (README: "source .venv/bin/activate" before `ray start`)
            "TRITON_DIST_AUTOTUNE_DIR": str(head_root), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("RAY_ADDRESS", None)
-    log = open(tmp_path / "head.log", "w")  # noqa: SIM115 - closed in finally
+    log = open(tmp_path / "head.log", "w")
     # --block keeps `ray start` in the foreground: terminating it stops exactly this head (a
     # `ray stop` would stop every Ray on the machine). Every port is free-picked, so a Ray of
     # another test on the same machine does not collide. A custom resource stands in for devices.

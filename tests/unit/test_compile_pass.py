@@ -40,7 +40,7 @@ def _scale(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
     return y
 
 
-def _tuned(workers: int | None, blocks: tuple[int, ...] = BLOCKS, fn=_scale):  # noqa: ANN001, ANN202
+def _tuned(workers: int | None, blocks: tuple[int, ...] = BLOCKS, fn=_scale):
     return autotune([{"BLOCK": b} for b in blocks], _key, n_warmup=1, n_repeat=2,
                     compile_workers=workers)(fn)
 
@@ -136,7 +136,7 @@ def test_the_scope_leaves_triton_as_it_was_and_other_threads_alone(standin) -> N
     assert {cls: cls.__dict__.get("run") for cls in before} == before
 
 
-def _cpu_backend():  # noqa: ANN202
+def _cpu_backend():
     from triton_dist._backends import get_backend
 
     return get_backend()

@@ -25,7 +25,7 @@ FLUSH_BYTES = 1024 * 2**20
 def _import_torch_npu() -> tuple[Any, str | None]:
     """(module or None, reason it is unusable)."""
     try:
-        import torch_npu  # noqa: F401  (registers torch.npu)
+        import torch_npu
     except (ImportError, OSError, RuntimeError) as exc:
         return None, f"torch_npu cannot be imported: {type(exc).__name__}: {exc}"
     import torch

@@ -188,7 +188,7 @@ def _load_tuner(spec: str) -> Any:
         obj: Any = importlib.import_module(module_name)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except Exception as exc:  # noqa: BLE001 - importing user code may raise anything
+    except Exception as exc:
         raise CacheAdminError(f"cannot import {spec!r}: {type(exc).__name__}: {exc}. Give the "
                               "import path of the autotuned function as module:attr.") from exc
     if not isinstance(obj, AutoTuner):

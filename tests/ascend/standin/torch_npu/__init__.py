@@ -30,7 +30,7 @@ if not hasattr(torch, "npu"):
     torch._register_device_module("npu", npu)
 
 
-def _hccl_over_gloo(store, rank, world_size, timeout):  # noqa: ANN001, ANN202 - torch's creator signature
+def _hccl_over_gloo(store, rank, world_size, timeout):
     """torch_npu registers ``hccl`` with torch.distributed on import; here gloo carries it (the
     stand-in's NPU tensors live on the host, see npu_standin), under the name ``hccl``."""
     import torch.distributed as dist
