@@ -18,6 +18,8 @@ if [ -z "${KUBERAY_CRD_DIR:-}" ] && [ -d ../shared/kuberay-crd ]; then
   export KUBERAY_CRD_DIR
 fi
 .venv/bin/python -m ruff check triton_dist ray_runner tests benchmarks examples
+.venv/bin/lint-imports --no-cache   # the import contracts in pyproject.toml (layers, no cycles)
+.venv/bin/python -m mypy           # the core's types ([tool.mypy] in pyproject.toml)
 rc=0
 if [ "$layers" != ascend ]; then
   set +e

@@ -69,7 +69,7 @@ class ContextualAutoTuner(Generic[R]):
         self.n_repeat = _check_count("n_repeat", n_repeat, 1)
         self.n_warmup = _check_count("n_warmup", n_warmup, 0)
         self.compile_workers = None if compile_workers is None else _check_count("compile_workers", compile_workers, 1)
-        functools.update_wrapper(self, fn)  # type: ignore[arg-type]
+        functools.update_wrapper(self, fn)
 
     @property
     def qualname(self) -> str:
