@@ -178,8 +178,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "max_miss_ratio_long_kernels": max((r["miss_ratio"] for r in long_rows), default=None),
         "max_first_call_ratio_long_kernels": max((r["first_call_ratio"] for r in long_rows), default=None),
         "max_graphs_ratio_long_kernels": max((r["graphs_ratio"] for r in long_rows if r["graphs_ratio"]), default=None),
-        "median_graphs_ratio_long_kernels": statistics.median(
-            [r["graphs_ratio"] for r in long_rows if r["graphs_ratio"]]) if any(r["graphs_ratio"] for r in long_rows) else None,
+        "median_graphs_ratio_long_kernels": (
+            statistics.median([r["graphs_ratio"] for r in long_rows if r["graphs_ratio"]])
+            if any(r["graphs_ratio"] for r in long_rows) else None),
     }
     print("\n" + common.md_table(
         ["workload", "size", "kernel us (median)", "configs", "ideal ms", "wall ms", "wall / ideal",

@@ -85,10 +85,11 @@ def run(args: Any, names: list[str] | None, trials: int, extra_trials: dict[str,
                     row["trial"] = trial
                     rows.append(row)
             best = min(oracle)
+            mine = [r for r in rows if r["workload"] == workload.name and r["size"] == size]
+            regrets = {n: statistics.fmean(r["regret"] for r in mine if r["strategy"] == n) for n in table}
             print(f"{workload.name:12s} size {size:>9}: oracle best {best * 1e3:9.2f} us "
                   f"(config {oracle.index(best)}); regret by strategy: "
-                  + ", ".join(f"{n}={statistics.fmean(r['regret'] for r in rows if r['workload'] == workload.name and r['size'] == size and r['strategy'] == n) * 100:.2f}%"
-                              for n in table), flush=True)
+                  + ", ".join(f"{n}={regrets[n] * 100:.2f}%" for n in table), flush=True)
     return rows, oracles, backend
 
 

@@ -108,7 +108,8 @@ def run_once(path: Path, address: str, work: Path, tag: str, keep: list[str], re
         "wall_s": wall,
         "driver_s": driver_s,
         "efficiency": report["efficiency"],
-        "efficiency_without_startup": busy / (devices * wall - start_device_s) if devices * wall > start_device_s else None,
+        "efficiency_without_startup": (busy / (devices * wall - start_device_s)
+                                       if devices * wall > start_device_s else None),
         "gangs_started": report["gangs"]["started"],
         "gangs_reused": report["gangs"].get("reused", 0),
         "gang_start_s_median": statistics.median(starts) if starts else None,
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="triton-dist-p4-"))
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), str(common.REPO), os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(HERE), str(common.REPO), os.environ.get("PYTHONPATH")]))
     os.environ["TRITON_DIST_AUTOTUNE_DIR"] = str(work / "driver-cache")
     reference_s = in_process_case_s(scale) if kind == "cpu" else None
     spec = campaign(kind, cases, scale, work / "reports", args.quick, args.long)

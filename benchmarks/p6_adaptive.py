@@ -43,7 +43,8 @@ def recorder(backend: Backend, counts: Counter, store: dict[int, list[float]]) -
     return bench
 
 
-def replayer(counts: Counter, store: dict[int, list[float]], used: Counter, runs: Counter) -> Callable[..., list[float]]:
+def replayer(counts: Counter, store: dict[int, list[float]], used: Counter,
+             runs: Counter) -> Callable[..., list[float]]:
     """Serves each config's recorded runs in order; counts the runs it stands for."""
     def bench(fn: Callable[[], Any], n_warmup: int, n_repeat: int) -> list[float]:
         before = Counter(counts)
@@ -105,9 +106,12 @@ def run(args: Any, trials: int) -> tuple[list[dict[str, Any]], Any]:
                                          "regret": oracle[entry["best"]["index"]] / min(oracle) - 1.0}
                 rows.append(row)
             mine = [r for r in rows if r["workload"] == workload.name and r["size"] == size]
-            print(f"{workload.name:12s} size {size:>9}: replay same {sum(r['replay']['chosen'] == r['full']['chosen'] for r in mine)}/{len(mine)}"
-                  f", replay device {sum(r['replay']['device_ms'] for r in mine) / sum(r['full']['device_ms'] for r in mine):.0%}"
-                  f", independent same {sum(r['adaptive']['chosen'] == r['full']['chosen'] for r in mine)}/{len(mine)}", flush=True)
+            replay_same = sum(r["replay"]["chosen"] == r["full"]["chosen"] for r in mine)
+            replay_device = sum(r["replay"]["device_ms"] for r in mine) / sum(r["full"]["device_ms"] for r in mine)
+            independent_same = sum(r["adaptive"]["chosen"] == r["full"]["chosen"] for r in mine)
+            print(f"{workload.name:12s} size {size:>9}: replay same {replay_same}/{len(mine)}"
+                  f", replay device {replay_device:.0%}"
+                  f", independent same {independent_same}/{len(mine)}", flush=True)
     return rows, backend
 
 

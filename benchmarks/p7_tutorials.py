@@ -246,8 +246,10 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
                    "regret_warm": regret(warm, index), "regret_cold": regret(cold, index),
                    "first_call_ideal_ms": ideal,
                    "first_call_ratio": wall * 1e3 / ideal if ideal else None,
-                   "measured_ms": ({str(i): v for i, v in entry["contextual_ms"].items()} if entry and "contextual_ms" in entry
-                                   else {str(c["index"]): c["time_ms"] for c in entry["candidates"]} if entry else None)}
+                   "measured_ms": ({str(i): v for i, v in entry["contextual_ms"].items()}
+                                   if entry and "contextual_ms" in entry
+                                   else {str(c["index"]): c["time_ms"] for c in entry["candidates"]}
+                                   if entry else None)}
             rows.append(row)
             print(f"  trial {trial} {method:10s}: config {index:2d}, regret {row['regret_warm'] * 100:6.2f} % "
                   f"(cold {row['regret_cold'] * 100:6.2f} %), wall {wall * 1e3:8.1f} ms"
@@ -320,7 +322,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           (s["warm_p95_long"] or 0) * 100, s["cold_p50"] * 100, s["cold_p95"] * 100, s["cold_max"] * 100,
           s["median_wall_s"] * 1e3, s.get("first_call_ratio_long_max", "-")]
          for m, s in summary.items() if m != "block"]))
-    common.write_result("p7_block" if args.only_block else "p7_tutorials", args, {"trials": trials, "methods": methods, "long_kernel_ms": LONG_KERNEL_MS},
+    common.write_result("p7_block" if args.only_block else "p7_tutorials", args,
+                        {"trials": trials, "methods": methods, "long_kernel_ms": LONG_KERNEL_MS},
                         {"trials": rows, "block": block}, summary, backend)
     return summary
 

@@ -171,7 +171,8 @@ def measure(name: str, quick: bool, workers: int, tmp: Path) -> dict[str, Any]:
         "target_s": None if slowest is None or measure_s is None else 1.5 * slowest + measure_s,
         "ctx_serial_s": r["ctx_serial"].get("first_call_s"), "ctx_parallel_s": r["ctx_parallel"].get("first_call_s"),
         "fresh_first_empty_ms": 1000 * r["first_empty"]["first_call_s"] if "first_call_s" in r["first_empty"] else None,
-        "fresh_first_shipped_ms": 1000 * r["first_shipped"]["first_call_s"] if "first_call_s" in r["first_shipped"] else None,
+        "fresh_first_shipped_ms": (1000 * r["first_shipped"]["first_call_s"]
+                                   if "first_call_s" in r["first_shipped"] else None),
         "check_empty": r["first_empty"].get("check"), "check_shipped": r["first_shipped"].get("check"),
     }
     return r

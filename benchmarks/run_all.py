@@ -187,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     failed = [s for s, v in results["status"].items() if v["exit"] != 0]
     for script, data in results.items():
         if script != "status":
-            print(f"{script}: {json.dumps(data['summary'], default=lambda v: None if isinstance(v, float) and not math.isfinite(v) else str(v))[:600]}")
+            summary_json = json.dumps(
+                data["summary"], default=lambda v: None if isinstance(v, float) and not math.isfinite(v) else str(v))
+            print(f"{script}: {summary_json[:600]}")
     if failed:
         print(f"failed: {failed}")
     return 1 if failed else 0

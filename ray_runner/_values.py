@@ -35,7 +35,8 @@ def brief(value: Any, budget: int = 80) -> str:
     """At most ~``budget`` characters of ``value``'s repr, built without rendering all of it
     (``repr`` of an alias tree takes minutes and gigabytes; issue 17)."""
     if isinstance(value, (list, tuple, dict)):
-        opening, closing = ("[", "]") if isinstance(value, list) else ("(", ")") if isinstance(value, tuple) else ("{", "}")
+        opening, closing = (("[", "]") if isinstance(value, list)
+                            else ("(", ")") if isinstance(value, tuple) else ("{", "}"))
         parts, used = [], 1
         items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
         for key, item in items:

@@ -12,7 +12,8 @@ device kind, resource, placement strategy, environment, world size and block siz
 code: the files of every target's and builder's top-level package (or module), of triton_dist
 and of ray_runner are hashed into the pool key, because the actors keep what they imported.
 Code that a target imports from elsewhere is not covered: ``python -m ray_runner pool stop``
-after changing it, and after a kept gang lost an actor (its slot is then left alone, not reused). A gang is claimed by one campaign at a time (its rank 0 holds the claim);
+after changing it, and after a kept gang lost an actor (its slot is then left alone, not reused).
+A gang is claimed by one campaign at a time (its rank 0 holds the claim);
 a gang whose case failed is killed, not kept.
 """
 

@@ -30,8 +30,8 @@ def local_ray(num_cpus: int, namespace: str, resources: dict[str, float] | None 
         os.chdir(REPO)
         try:
             # "local": a Ray of its own, even when another process on this machine runs one
-            ray.init(address="local", num_cpus=num_cpus, resources=resources, include_dashboard=False, namespace=namespace,
-                     log_to_driver=False)
+            ray.init(address="local", num_cpus=num_cpus, resources=resources, include_dashboard=False,
+                     namespace=namespace, log_to_driver=False)
             yield ray.get_runtime_context().gcs_address
         finally:
             ray.shutdown()

@@ -106,9 +106,11 @@ def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
         if _active is not None:
             other, thread = _active
             same_thread = thread == threading.get_ident()
+            where = ("further up this call stack (nested use)" if same_thread
+                     else "in another thread (concurrent use)")
             raise TunerActiveError(
                 f"cannot start contextual tuning of {tuner.qualname}: {other.qualname} is "
-                f"already being tuned {'further up this call stack (nested use)' if same_thread else 'in another thread (concurrent use)'}. "
+                f"already being tuned {where}. "
                 "Only one ContextualAutoTuner may be active at a time: call contextual-tuned "
                 "functions one after another, and do not call one from inside another.",
                 active=other.qualname, nested=same_thread,

@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the autotuned function: module:attr or module.attr (imported, to compare its "
                         "source and config space), or its name (then the module its entries record is "
                         "imported, unless --no-import)")
-    p.add_argument("key", metavar="KEY", help="the key's repr, as key_fn returns it, e.g. \"((4096,), 'torch.float32')\"")
+    p.add_argument("key", metavar="KEY",
+                   help="the key's repr, as key_fn returns it, e.g. \"((4096,), 'torch.float32')\"")
     p.add_argument("--hardware", metavar="DIGEST", help="compare with this hardware digest instead of this machine's")
     p.add_argument("--no-import", action="store_true",
                    help="with a plain name: import nothing; compare only key, hardware and versions")
@@ -68,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the caller tunes over N ranks (autotune_pg's size; 1 without one): an entry "
                         "measured over another number is a miss (default: not compared)")
 
-    p = sub.add_parser("verify", parents=[common], help="check every file; exit 1 on corrupt, foreign or unreadable ones")
+    p = sub.add_parser("verify", parents=[common],
+                       help="check every file; exit 1 on corrupt, foreign or unreadable ones")
 
     p = sub.add_parser("export", parents=[common], help="write entries into one archive file (tar.gz)")
     p.add_argument("archive", type=Path, metavar="ARCHIVE")
@@ -89,8 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="entries and history for hardware other than this machine's (or --hardware)")
     p.add_argument("--hardware", metavar="DIGEST", help="the hardware digest to keep with --other-hardware")
     p.add_argument("--history", action="store_true", help="all history entries")
-    p.add_argument("--invalid", action="store_true", help="files that verify reports as corrupt, foreign or inconsistent")
-    p.add_argument("--function", action="append", dest="functions", metavar="NAME", help="only this function (repeatable)")
+    p.add_argument("--invalid", action="store_true",
+                   help="files that verify reports as corrupt, foreign or inconsistent")
+    p.add_argument("--function", action="append", dest="functions", metavar="NAME",
+                   help="only this function (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     return parser
 

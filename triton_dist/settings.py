@@ -41,7 +41,8 @@ ENV_VARS: Mapping[str, str] = {
     VERSION_CHECK: "1 (true/on/yes): a software-version mismatch is a cache miss (0/false/off/no or unset: a warning)",
     CACHE_ONLY: "1 (true/on/yes): a miss runs config_space[0] without tuning; strict: a miss is an error",
     AGREE_TIMEOUT: "seconds the ranks of a group wait for each other before failing (default 300)",
-    CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out (CPU threads only; default: off)",
+    CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out "
+                       "(CPU threads only; default: off)",
     COMPILE_WORKERS: "threads that compile a miss's configs concurrently before measuring (default: the CPU "
                      "count, at most 32; 1: each config compiles at its first launch)",
 }

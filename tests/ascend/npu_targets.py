@@ -39,7 +39,8 @@ def make_add_args(case: dict[str, Any], ctx: Any) -> tuple[tuple, dict[str, Any]
 
         from triton_dist._backends import get_backend
 
-        seen = {"ray_ids": ray.get_runtime_context().get_accelerator_ids().get("NPU"), "pid": os.getpid(), "rank": ctx.rank, "world_size": ctx.world_size, "n": case["n"],
+        seen = {"ray_ids": ray.get_runtime_context().get_accelerator_ids().get("NPU"), "pid": os.getpid(),
+                "rank": ctx.rank, "world_size": ctx.world_size, "n": case["n"],
                 "visible": os.environ.get("ASCEND_RT_VISIBLE_DEVICES"), "current": torch.npu.current_device(),
                 "backend": get_backend().kind, "group": None if ctx.group is None else
                 torch.distributed.get_backend(ctx.group)}

@@ -43,8 +43,9 @@ def npu_ray() -> Iterator[None]:
         os.chdir(REPO)
         try:
             # address="local": a private cluster, never one that `ray start` left on the machine
-            ray.init(address="local", num_cpus=2, resources={"NPU": NPUS}, include_dashboard=False, namespace="ascend-tests",
-                     log_to_driver=False, runtime_env={"worker_process_setup_hook": "npu_standin.worker_setup"})
+            ray.init(address="local", num_cpus=2, resources={"NPU": NPUS}, include_dashboard=False,
+                     namespace="ascend-tests", log_to_driver=False,
+                     runtime_env={"worker_process_setup_hook": "npu_standin.worker_setup"})
             yield
         finally:
             ray.shutdown()

@@ -68,7 +68,8 @@ def test_cache_state_disagreement_is_an_error_on_every_rank(tmp_path):
     assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
     assert "cache:" in results[0]["message"] and "hit:" in results[0]["message"]
     # with the same seeded cache on both, both hit and agree
-    results = _ok(run_ranks(workers.tune_then_call, 2, env=_env(tmp_path, TRITON_DIST_AUTOTUNE_DIR=str(seeded)), tmp=tmp_path))
+    results = _ok(run_ranks(workers.tune_then_call, 2,
+                            env=_env(tmp_path, TRITON_DIST_AUTOTUNE_DIR=str(seeded)), tmp=tmp_path))
     assert results[0] == results[1]
 
 

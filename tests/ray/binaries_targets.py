@@ -1,5 +1,6 @@
 """A Triton-kernel target for the shipping test: importing it in a Ray worker of the test's
-cluster (``TRITON_DIST_TEST_STANDIN=1``) installs the stand-in compile step (tests/unit/compile_standin.py) on the interpreter, the one part that
+cluster (``TRITON_DIST_TEST_STANDIN=1``) installs the stand-in compile step
+(tests/unit/compile_standin.py) on the interpreter, the one part that
 cannot exist here; the kernel runs in the real interpreter and the stand-in writes real Triton
 cache entries into the worker's TRITON_CACHE_DIR."""
 

@@ -122,7 +122,8 @@ def test_gangs_of_one_and_two_write_entries_that_fresh_processes_hit(ray_address
     path = tmp_path / "again.yaml"
     path.write_text(yaml.safe_dump({
         "name": "again", "device": "cpu", "report_dir": str(tmp_path / "reports"), "env": {"TRITON_INTERPRET": "1"},
-        "targets": [target(HOST, 1, [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}]), target(HOST, 2, [{"n": 20}, {"n": 21}])]}))
+        "targets": [target(HOST, 1, [{"n": 1}, {"n": 2}, {"n": 3}, {"n": 4}]),
+                    target(HOST, 2, [{"n": 20}, {"n": 21}])]}))
     run = cli("run", str(path), "--address", ray_address, "--cache-dir", str(cache), "--no-progress")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "campaign again: 5 cached, 1 tuned" in run.stdout
@@ -239,7 +240,8 @@ def test_kept_gangs_are_reused_by_the_next_campaign_and_end_when_idle(ray_addres
         assert second.ok and second.stats["gangs_reused"] == 1, second.stats
         assert second.stats["gang_start_s"][0] < min(1.0, first.stats["gang_start_s"][0]), (first.stats, second.stats)
         assert ray.get(rank0.node.remote(), timeout=30)["pid"] == pid
-        assert second.runs[0].load_entry()["best"]["index"] == 1 and [k["name"] for k in list_pooled(ray)] == [kept[0]["name"]]
+        assert (second.runs[0].load_entry()["best"]["index"] == 1
+                and [k["name"] for k in list_pooled(ray)] == [kept[0]["name"]])
 
         # another environment is another gang: started, and kept beside the first
         other = campaign([target(HOST, 2, [{"n": 42}])], tmp_path, env={"TRITON_INTERPRET": "1", "OTHER": "1"})

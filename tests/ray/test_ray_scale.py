@@ -45,7 +45,8 @@ def _rows(path: Path) -> list[dict]:
 def test_a_campaign_killed_half_way_resumes_without_redoing_or_losing_a_case(ray_address: str, tmp_path: Path) -> None:
     spec = {"name": "scale", "device": "cpu", "retries": 0, "case_timeout_s": 120, "placement_timeout_s": 120,
             "report_dir": str(tmp_path / "reports"),
-            "targets": [{"function": "benchmarks.campaign_target:sleepy", "args": "benchmarks.campaign_target:make_args",
+            "targets": [{"function": "benchmarks.campaign_target:sleepy",
+                         "args": "benchmarks.campaign_target:make_args",
                          "grid": {"n": list(range(CASES)), "scale": [0.0]}}]}
     path = tmp_path / "scale.yaml"
     path.write_text(json.dumps(spec))

@@ -55,7 +55,8 @@ def test_defaults_and_grid_expansion() -> None:
     (lambda d: d["targets"][0].pop("args"), "targets[0].args: must be an import path"),
     (lambda d: d["targets"][0].update(cases=[{"n": 1}, 5]), "targets[0].cases[1]: must be a mapping"),
     (lambda d: d["targets"][0].update(grid={"n": []}), "targets[0].grid.n: must be a non-empty list"),
-    (lambda d: d["targets"][0].update(world_sise=2), "targets[0].world_sise: unknown field (did you mean 'world_size'?)"),
+    (lambda d: d["targets"][0].update(world_sise=2),
+     "targets[0].world_sise: unknown field (did you mean 'world_size'?)"),
     (lambda d: d.update(device="gpu"), "device: must be one of auto, npu, cuda, cpu"),
     (lambda d: d.update(retries=True), "retries: must be an integer"),
     (lambda d: d.update(retries=-1), "retries: must be >= 0"),
@@ -73,7 +74,8 @@ def test_errors_name_the_field_path(mutate, expected: str) -> None:
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
-    path.write_text("device: tpu\nretries: -1\ntargets:\n  - {function: a.b:c, args: a.b:d, world_size: 0, cases: [{}]}\n"
+    path.write_text("device: tpu\nretries: -1\ntargets:\n"
+                    "  - {function: a.b:c, args: a.b:d, world_size: 0, cases: [{}]}\n"
                     "  - {function: x, args: a.b:d, cases: [{n: 1}]}\n")
     with pytest.raises(CampaignError) as info:
         load_campaign(path)
@@ -173,8 +175,10 @@ def test_describe_failure_marks_configuration_errors_final() -> None:
 
 def _entry(rank_error: str | None = None) -> dict:
     return {"schema": "triton_dist.autotune/v1", "id": "abc", "function": "f", "qualname": "m.f", "key": "(1,)",
-            "source_hash": "s", "hardware": {"digest": "h"}, "world_size": 2, "best": {"index": 1, "config": {"cfg": 1}},
-            "candidates": [{"index": 0, "time_ms": None, "error": rank_error}, {"index": 1, "time_ms": 1.5, "error": None}]}
+            "source_hash": "s", "hardware": {"digest": "h"}, "world_size": 2,
+            "best": {"index": 1, "config": {"cfg": 1}},
+            "candidates": [{"index": 0, "time_ms": None, "error": rank_error},
+                           {"index": 1, "time_ms": 1.5, "error": None}]}
 
 
 def test_merge_checks_agreement_and_keeps_the_real_failure_reason() -> None:

@@ -5,7 +5,8 @@
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``) and calls with ``autotune_pg`` = the world group,
 as a multi-rank training job would. ``"init": true`` initialises the gloo world also for W = 1
 (``torchrun --nproc_per_node=1``); ``"registered": true`` calls without ``autotune_pg`` (the world
-group ``init_distributed`` registered is used, as in a training script that never names it). Measuring anything raises; so does a miss under
+group ``init_distributed`` registered is used, as in a training script that never names it).
+Measuring anything raises; so does a miss under
 ``TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict``. Prints one JSON line per call.
 """
 

@@ -218,7 +218,8 @@ def _cache_cmd(*argv: str) -> str:
     return " ".join([sys.executable, "-m", "triton_dist.cache", *argv])
 
 
-def test_import_into_a_read_only_root_and_export_into_a_read_only_directory_fail_in_one_line(valid, cache_dir, tmp_path):
+def test_import_into_a_read_only_root_and_export_into_a_read_only_directory_fail_in_one_line(
+        valid, cache_dir, tmp_path):
     archive = tmp_path / "all.tar.gz"
     assert cli.main(["export", "--dir", str(cache_dir), str(archive)]) == 0
     ro_root, ro_dir = tmp_path / "ro-root", tmp_path / "ro-dir"

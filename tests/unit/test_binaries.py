@@ -103,7 +103,8 @@ def test_refuses_names_that_leave_the_cache(standin, tmp_path) -> None:  # noqa:
     assert "refusing the file name" in summary["errors"][0]
     assert not (tmp_path / "evil").exists()
     payload["kernels"] = {"..": files}
-    assert "refusing the kernel directory" in binaries.install(payload, "add", "f" * 32, cache_dir=tmp_path / "n2")["errors"][0]
+    summary = binaries.install(payload, "add", "f" * 32, cache_dir=tmp_path / "n2")
+    assert "refusing the kernel directory" in summary["errors"][0]
 
 
 def test_check_reports_why_a_fresh_process_would_compile(standin, tmp_path) -> None:  # noqa: F811

@@ -168,7 +168,8 @@ def test_compile_workers_is_validated() -> None:
         autotune([{"BLOCK": 16}], _key, compile_workers=0)(_scale)
     with pytest.raises(ValueError, match="compile_workers"):
         contextual_autotune(compile_workers=0)
-    with override(TRITON_DIST_COMPILE_WORKERS="many"), pytest.raises(SettingsError, match="TRITON_DIST_COMPILE_WORKERS"):
+    with (override(TRITON_DIST_COMPILE_WORKERS="many"),
+          pytest.raises(SettingsError, match="TRITON_DIST_COMPILE_WORKERS")):
         get_settings()
     with override(TRITON_DIST_COMPILE_WORKERS="3"):
         assert get_settings().compile_workers == 3

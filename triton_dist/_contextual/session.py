@@ -58,7 +58,8 @@ def _key_text(key: tuple, named: dict[str, Any]) -> str:
 class Session:
     """State of one call of a contextual tuner (all its runs of the outer function)."""
 
-    def __init__(self, qualname: str, is_dist: bool, n_warmup: int, n_repeat: int, *, compile_workers: int | None = None) -> None:
+    def __init__(self, qualname: str, is_dist: bool, n_warmup: int, n_repeat: int, *,
+                 compile_workers: int | None = None) -> None:
         self.qualname, self.compile_workers = qualname, compile_workers  # compile pass: issue 23
         self.n_warmup, self.n_repeat = n_warmup, n_repeat
         self.backend = get_backend()

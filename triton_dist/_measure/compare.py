@@ -85,7 +85,8 @@ def compare(ref: Any, out: Any, path: str = "result") -> str | None:
         return None
     if isinstance(ref, dict):
         if not isinstance(out, dict) or set(out) != set(ref):
-            return f"max abs diff inf: {path} has keys {sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__}, expected {sorted(map(str, ref))}"
+            keys = sorted(map(str, out)) if isinstance(out, dict) else type(out).__name__
+            return f"max abs diff inf: {path} has keys {keys}, expected {sorted(map(str, ref))}"
         for k in ref:
             why = compare(ref[k], out[k], f"{path}[{k!r}]")
             if why:

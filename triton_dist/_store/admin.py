@@ -123,7 +123,8 @@ def varying_fields(configs: Iterable[Any]) -> list[str]:
             if len({json.dumps(flat[f], sort_keys=True) if f in flat else None for flat in flats}) > 1]
 
 
-def list_entries(root: Path, functions: Iterable[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+def list_entries(root: Path,
+                 functions: Iterable[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(one summary per usable entry, unusable files with why), for ``ls``."""
     rows, bad = [], []
     now = time.time()

@@ -6,7 +6,8 @@ the entry's best config once more (the fair comparison), and a new entry is writ
 When timings may be reused (docs/cache.md, "Reusing timings"): the old entry is for the same
 function name, business key and hardware digest, was measured the same way (warm-up and timed
 runs, timer), with the same software versions (python aside), and either has the same source hash
-or the same *body hash* (``_store.fingerprint.body_hash``): the hash of the function's syntax tree without its decorators (comments
+or the same *body hash* (``_store.fingerprint.body_hash``): the hash of the function's syntax tree
+without its decorators (comments
 and formatting do not count) and of the Triton kernels it calls (as in the source hash). The
 config space usually lives in the decorator, so growing it changes the source hash but not the
 body hash; editing the function body or a kernel changes both, and then everything is measured
