@@ -9,7 +9,7 @@ source "$(dirname "$0")/prelude.sh"
 unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
 export BENCH_ORACLE_CACHE="$OUT/oracle.json"
 rc=0
-python3 -m pytest -q -rs -p no:cacheprovider tests/unit/test_cuda_graphs.py tests/unit/test_graph_measure.py \
+python3 -m pytest -q -rs -p no:cacheprovider tests/gpu/test_cuda_graphs.py tests/unit/test_graph_measure.py \
   tests/unit/test_device_measure.py tests/unit/test_adaptive.py 2>&1 | tee "$OUT/graphs_pytest.txt"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 python3 scripts/device/graph_costs.py 2>&1 | tee "$OUT/graph_costs.txt" || rc=1

@@ -16,7 +16,7 @@ rc=0
   nproc; uptime
 } >"$OUT/env16.txt" 2>&1
 timeout "${T_TESTS:-150}" python3 -m pytest -q -rs -p no:cacheprovider tests/unit/test_default_mode.py \
-  tests/contextual/test_contextual_timing.py tests/contextual/test_contextual.py tests/unit/test_cuda_graphs.py \
+  tests/contextual/test_contextual_timing.py tests/contextual/test_contextual.py tests/gpu/test_cuda_graphs.py \
   >"$OUT/pytest16.txt" 2>&1 || rc=1
 tail -3 "$OUT/pytest16.txt"
 timeout "${T_P7:-260}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-4}" --rep-ms 3 --out "$OUT" \

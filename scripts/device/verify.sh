@@ -14,7 +14,7 @@ rc=0
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
   nproc; uptime
 } >"$OUT/env.txt" 2>&1
-timeout "${T_TESTS:-210}" python3 -m pytest -q -rs -p no:cacheprovider tests/unit tests/contextual/test_contextual_timing.py \
+timeout "${T_TESTS:-210}" python3 -m pytest -q -rs -p no:cacheprovider tests/unit tests/gpu/test_cuda_graphs.py tests/contextual/test_contextual_timing.py \
   tests/contextual/test_contextual.py tests/contextual/test_inner_options.py >"$OUT/pytest.txt" 2>&1 || rc=1
 tail -15 "$OUT/pytest.txt"
 timeout "${T_P8:-150}" python3 benchmarks/p8_compile.py --kernels matmul --workers 16 --out "$OUT" >"$OUT/p8.log" 2>&1 || rc=1

@@ -1,6 +1,6 @@
 """triton_dist._backends.cuda_compose where its pieces are missing: a clear Unavailable, which
 makes the CUDA backend capture every call of a sample instead (the composed path itself runs on
-the GPU machine: tests/unit/test_cuda_graphs.py)."""
+the GPU machine: tests/gpu/test_cuda_graphs.py)."""
 
 from __future__ import annotations
 

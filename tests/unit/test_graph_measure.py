@@ -1,5 +1,5 @@
 """Graph mode of interleaved measurement (``autotune(..., graphs=True)``, triton_dist._measure.rounds)
-on a simulated device with graphs; the real CUDA path runs in tests/unit/test_cuda_graphs.py on
+on a simulated device with graphs; the real CUDA path runs in tests/gpu/test_cuda_graphs.py on
 the GPU machine.
 
 The simulated device models what graph mode is for: an eager run leaves the device idle for the

@@ -1,6 +1,6 @@
 """triton_dist._measure.restore_kernel: the one-pass "find and undo a mutation" kernel of the in-place
 guard's graph-mode checks, run here under Triton's interpreter on CPU tensors (the GPU runs it
-in tests/unit/test_cuda_graphs.py through graph-mode tunings)."""
+in tests/gpu/test_cuda_graphs.py through graph-mode tunings)."""
 
 from __future__ import annotations
 
