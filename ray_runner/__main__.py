@@ -76,6 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                                "(offline validation, where the code is not installed)")
     validate.add_argument("--import-timeout", type=float, default=120.0, metavar="SECONDS",
                           help="bound on importing every target and builder (default 120)")
+    validate.add_argument("--address", help="also check the campaign's accelerator kinds (hardware) against this "
+                                            "running Ray cluster (default: RAY_ADDRESS when set)")
 
     pre = sub.add_parser("preflight", help="check that every rank of every node will hit the cache")
     pre.add_argument("campaign", help=CAMPAIGN_HELP + "; every case is checked on every node")
@@ -151,7 +153,30 @@ def _validate(args: argparse.Namespace) -> int:
     checked = "file only (--no-import)" if args.no_import else "targets and builders imported"
     print(f"{args.campaign}: valid campaign {campaign.name!r}: {len(campaign.targets)} target(s), "
           f"{len(cases)} case(s), world sizes {sizes}, device {campaign.device}; {checked}")
-    return EXIT_OK
+    return _validate_hardware(campaign, args.address)
+
+
+def _validate_hardware(campaign: object, address: str | None) -> int:
+    """The campaign's accelerator kinds against the cluster: EXIT_INFRA naming kinds it lacks."""
+    from .fleet import check_hardware
+
+    asked = getattr(campaign, "hardware", None)
+    if not (address or os.environ.get("RAY_ADDRESS")):
+        if asked is not None:
+            print(f"hardware {list(asked)}: not checked against a cluster (pass --address)")
+        return EXIT_OK
+    plan, resource = check_hardware(campaign, address)  # type: ignore[arg-type]
+    present = [k for k in plan.kinds if k is not None]
+    if present:
+        print("hardware: every case is tuned on " + ", ".join(
+            f"{k} ({plan.devices.get(k, 0)} {resource} on {len(plan.nodes.get(k, ()))} node(s))" for k in present))
+    elif not plan.absent:
+        print(f"hardware: no accelerator kinds among the nodes with {resource}: every case is tuned once")
+    for note in plan.notes(resource):
+        print(f"warning: {note}", file=sys.stderr)
+    for kind in plan.absent:
+        print(f"error: {plan.absent_message(kind, resource)}", file=sys.stderr)
+    return EXIT_INFRA if plan.absent else EXIT_OK
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -60,11 +60,16 @@ def resolve_device(device: str, cluster_resources: dict[str, float]) -> str:
     return "cpu"
 
 
-def cluster_capacity(resource: str) -> dict[str, int]:
-    """Whole units of ``resource`` per alive node (node id → count)."""
+def cluster_capacity(resource: str, hardware: str | None = None) -> dict[str, int]:
+    """Whole units of ``resource`` per alive node (node id → count); with ``hardware``, only on
+    the nodes of that accelerator kind (:mod:`ray_runner.hardware`)."""
+    from .hardware import kind_resource
+
     ray = import_ray()
     out = {}
     for node in ray.nodes():
+        if hardware is not None and node.get("Resources", {}).get(kind_resource(hardware), 0) <= 0:
+            continue
         if node.get("Alive"):
             count = int(node.get("Resources", {}).get(resource, 0))
             if count > 0:

@@ -22,10 +22,11 @@ from . import scheduler as sch
 from ._ray import import_ray, ray_session, resolve_device
 from ._signals import on_interrupt
 from .errors import InfrastructureError
-from .executor import Executor
+from .fleet import Fleet
 from .gang import GangOptions
+from .hardware import FleetPlan, plan_fleet
 from .progress import Progress
-from .results import ResultStream, campaign_digest, case_id, entry_paths, stream_path
+from .results import ResultStream, campaign_digest, entry_paths_by_kind, stream_path
 from .spec import Campaign
 
 __all__ = ["CampaignResult", "RunOptions", "run_campaign"]
@@ -68,6 +69,9 @@ class CampaignResult:
     capacity: dict[str, int]
     stats: dict[str, Any]
     seeded: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    hardware: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """One record per accelerator kind tuned on (:meth:`ray_runner.fleet.Fleet.summary`); empty
+    when the cluster has no kinds. ``runs`` then holds each case once per kind."""
     report_paths: dict[str, str] = dataclasses.field(default_factory=dict)
     """Absolute paths of the report files, by kind (json, markdown, plot)."""
     root_source: str = "TRITON_DIST_AUTOTUNE_DIR"
@@ -120,10 +124,8 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     from triton_dist._backends import BACKENDS
     from triton_dist.settings import get_settings
 
-    from .binaries import Shipper
     from .binaries import load as load_binaries
     from .report import write_report
-    from .seed import seed_nodes
 
     options = options or RunOptions()
     if options.seed not in SEED_MODES:
@@ -162,18 +164,21 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                            rendezvous_timeout_s=min(campaign.case_timeout_s, 300.0),
                            strategy=campaign.placement_strategy, env=campaign.env_dict(),
                            pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
-        queue, progress, total = _queue(campaign, stream, options)
-        executor = Executor(campaign, queue, opts, root, options.force, progress,
-                            shipper=Shipper(root, progress, ship))
-        progress.event("%d cases (world sizes %s) on %s: %s %s per node; cache %s%s", total,
-                       queue.world_sizes(), kind, resource, sorted(executor.capacity.values(), reverse=True),
-                       root, " (forced re-tuning)" if options.force else "")
+        plan = plan_fleet(campaign.hardware, ray.nodes(), resource)
+        todo, resumed, progress, total = _cases(campaign, stream, plan, options)
+        fleet = Fleet(campaign, todo, resumed, stream, opts, root, options.force, plan, progress, ship_binaries=ship)
+        del todo, resumed
+        progress.event("%d cases (world sizes %s) on %s%s: %s %s per node; cache %s%s", total,
+                       sorted({t.world_size for t in campaign.targets}), kind,
+                       f" × {len(plan.kinds)} kinds {list(plan.kinds)}" if plan.heterogeneous else "", resource,
+                       sorted(fleet.capacity.values(), reverse=True), root,
+                       " (forced re-tuning)" if options.force else "")
         start = time.monotonic()
         interrupted = False
 
         def result_now(interrupted: bool) -> CampaignResult:
-            return CampaignResult(campaign, queue.runs, kind, resource, str(root), time.monotonic() - start,
-                                  dict(executor.capacity), executor.stats, root_source=root_source,
+            return CampaignResult(campaign, fleet.runs, kind, resource, str(root), time.monotonic() - start,
+                                  fleet.capacity, fleet.stats, hardware=fleet.summary(), root_source=root_source,
                                   interrupted=interrupted, counts=dict(stream.counts), resumed=len(stream.done),
                                   results_path=str(stream.path), run=stream.run)
 
@@ -183,19 +188,20 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
 
         try:
             with on_interrupt(early_report):
-                executor.run()  # its finally tears the gangs down, also on an interrupt
+                fleet.run()  # every lane's executor tears its gangs down, also on an interrupt
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then re-raise
             interrupted = True
-            stream.write_missing(queue.runs)
+            stream.write_missing(fleet.runs)
         finally:
             progress.close()
             stream.close()
         result = result_now(interrupted)
         if not interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
-            paths = entry_paths(stream.path, campaign)
+            by_kind = entry_paths_by_kind(stream.path, campaign, plan.kinds)
+            paths = list(dict.fromkeys(p for kind_paths in by_kind.values() for p in kind_paths))
             if options.seed == "nodes":
                 bundles = load_binaries(root, _load_entries(paths)) if ship else None
-                result.seeded = seed_nodes(paths, root, options.cache_dir,
+                result.seeded = fleet.seed(by_kind, root, options.cache_dir,
                                            timeout_s=max(60.0, campaign.placement_timeout_s), binaries=bundles)
             else:
                 result.seeded = [{"root": str(root), "written": len(paths), "unchanged": 0, "errors": []}]
@@ -246,32 +252,16 @@ def _results_stream(campaign: Campaign, root: Path, options: RunOptions) -> Iter
             stream.close()
 
 
-def _queue(campaign: Campaign, stream: ResultStream, options: RunOptions) -> tuple[sch.CaseQueue, Progress, int]:
-    """The cases left to run (those an earlier run finished are skipped), their progress bar,
-    and how many there are."""
+def _cases(campaign: Campaign, stream: ResultStream, plan: FleetPlan, options: RunOptions
+           ) -> tuple[dict[str | None, list[Any]], dict[str | None, list[Any]], Progress, int]:
+    """The cases each kind has left to run (those an earlier run finished on that kind are
+    skipped), those it finished, their progress bar, and how many cases are left."""
     started = time.monotonic()
-    resumed: list[Any] = []
-    todo = []
-    for spec in campaign.cases():
-        (resumed if stream.done and case_id(spec) in stream.done else todo).append(spec)
-    progress = Progress(len(todo), campaign.name, enabled=options.progress)
-    if resumed:
+    todo, resumed = Fleet.split(campaign, stream, (*plan.kinds, *plan.absent))
+    total = sum(len(specs) for specs in todo.values())
+    progress = Progress(total, campaign.name, enabled=options.progress)
+    done = sum(len(specs) for specs in resumed.values())
+    if done:
         progress.event("run %d resumes from %s: %d of %d cases were finished by an earlier run (decided in %.2fs)",
-                       stream.run, stream.path, len(resumed), len(resumed) + len(todo), time.monotonic() - started)
-
-    def on_done(run: sch.CaseRun) -> None:
-        row = stream.write(run)
-        digest = row.get("digest")
-        if resumed and digest and stream.hardware and digest not in stream.hardware:
-            # entries of other hardware: what the earlier run tuned is no hit here, run it all
-            progress.warn("this cluster's hardware (%s) is not the one the earlier run tuned on (%s): the %d "
-                          "resumed cases are run again", digest, sorted(stream.hardware), len(resumed))
-            queue.add(resumed)
-            progress.extend(len(resumed))
-            stream.done.clear()
-            resumed.clear()
-
-    queue = sch.CaseQueue(todo, campaign.retries, on_done=on_done)
-    return queue, progress, len(todo)
-
-
+                       stream.run, stream.path, done, done + total, time.monotonic() - started)
+    return todo, resumed, progress, total

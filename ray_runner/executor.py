@@ -18,6 +18,7 @@ from typing import Any
 
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
+from triton_dist.settings import get_settings
 
 from . import scheduler as sch
 from ._ray import cluster_capacity, import_ray
@@ -79,12 +80,11 @@ class Executor:
         self.live: list[_Live] = []
         self.starting: dict[concurrent.futures.Future, tuple[Gang, float]] = {}
         self.start_failures, self.pool = 0, concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="gang-start")
-        self.capacity = cluster_capacity(opts.resource)
+        self.stopped = False  # set by ray_runner.fleet's main thread (an interrupt): stop, tear down
+        self.capacity = cluster_capacity(opts.resource, opts.hardware)
         self._capacity_at = time.monotonic()
         self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [], "gang_start_device_s": 0.0,
                                       "max_devices_held": 0, "gang_seconds": 0.0, "device_seconds": 0.0}
-        from triton_dist.settings import get_settings
-
         self.version_check = get_settings().version_check
         self.claims = Claims()
 
@@ -93,7 +93,7 @@ class Executor:
     def run(self) -> None:
         try:
             self._fail_infeasible()
-            while not self.queue.finished():
+            while not self.queue.finished() and not self.stopped:
                 self._refresh_capacity()
                 self._assign()
                 self._retire_idle()
@@ -105,7 +105,7 @@ class Executor:
     def _refresh_capacity(self) -> None:
         now = time.monotonic()
         if now - self._capacity_at >= CAPACITY_REFRESH_S:
-            self.capacity = cluster_capacity(self.opts.resource)
+            self.capacity = cluster_capacity(self.opts.resource, self.opts.hardware)
             self._capacity_at = now
             self._fail_infeasible()
 
@@ -120,7 +120,7 @@ class Executor:
         if too_big:
             where = "one node" if self.strict else "the cluster"
             self._fail_pending(too_big, (
-                f"world_size {max(too_big)} needs that many {self.opts.resource} on {where} ({self.opts.strategy}), "
+                f"world_size {max(too_big)} needs that many {self.opts.describe()} on {where} ({self.opts.strategy}), "
                 f"but the most the cluster has is {biggest} (per node: "
                 f"{sorted(self.capacity.values(), reverse=True) or 'none'}). Add such nodes, or lower world_size."))
 
@@ -154,7 +154,7 @@ class Executor:
         if not self.live and not self.starting and not self.queue.finished():
             # nothing runs and nothing can start: what is pending cannot be placed
             self._fail_pending(list(self.queue.pending_by_size()), (
-                f"no gang for these cases can be placed on the cluster's {self.opts.resource} "
+                f"no gang for these cases can be placed on the cluster's {self.opts.describe()} "
                 f"(free per node: {self.capacity})"))
 
     def _poll(self) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from . import pool
 from ._ray import actor_resources, bundle, import_ray
 from .errors import GangStartError, describe_failure
+from .hardware import KIND_SHARE, kind_resource
 from .worker import CaseWorker
 
 __all__ = ["Gang", "GangOptions"]
@@ -55,6 +56,20 @@ class GangOptions:
     None: gangs end with the campaign."""
     pool_idle_s: float = 0.0
     """How long a kept gang waits, idle, for another campaign before it ends itself."""
+    hardware: str | None = None
+    """Accelerator kind every rank must run on (:mod:`ray_runner.hardware`); None: any node with
+    the resource."""
+
+    def bundle(self) -> dict[str, float]:
+        """One rank's bundle: a unit of the device resource, on a node of the gang's kind."""
+        out = bundle(self.resource)
+        if self.hardware is not None:
+            out[kind_resource(self.hardware)] = KIND_SHARE
+        return out
+
+    def describe(self) -> str:
+        """The devices a gang takes, for messages (``GPU``, ``GPU of kind H100``)."""
+        return self.resource if self.hardware is None else f"{self.resource} of kind {self.hardware}"
 
     def runtime_env(self) -> dict[str, Any]:
         return {"env_vars": {**self.env, "TRITON_DIST_DEVICE": self.kind}}
@@ -74,15 +89,16 @@ def _worker_class() -> Any:
 def _missing_resource_message(opts: GangOptions, world_size: int, ray: Any) -> str:
     per_node = []
     for node in ray.nodes():
-        if node.get("Alive"):
+        kinds = node.get("Resources", {})
+        if node.get("Alive") and (opts.hardware is None or kinds.get(kind_resource(opts.hardware), 0) > 0):
             per_node.append(f"{node.get('NodeManagerAddress')}: {node.get('Resources', {}).get(opts.resource, 0):g}")
     available = ray.available_resources().get(opts.resource, 0)
     where = "on one node" if opts.strategy == "STRICT_PACK" else f"({opts.strategy})"
     return (
-        f"a gang of {world_size} × {{{opts.resource!r}: 1}} {where} was not placed within "
-        f"{opts.placement_timeout_s:g}s (placement_timeout_s). The cluster has {opts.resource} per "
+        f"a gang of {world_size} × {opts.bundle()!r} {where} was not placed within "
+        f"{opts.placement_timeout_s:g}s (placement_timeout_s). The cluster has {opts.describe()} per "
         f"node [{', '.join(per_node) or 'no alive node'}], {available:g} available now. Free the "
-        f"devices, add nodes with {world_size} {opts.resource}, lower world_size, or raise "
+        f"devices, add nodes with {world_size} {opts.describe()}, lower world_size, or raise "
         "placement_timeout_s."
     )
 
@@ -139,7 +155,8 @@ class Gang:
         if opts.pool_code is None:
             self._place(ray, placement_group, {})
         else:
-            key = pool.gang_key(opts.pool_code, opts.kind, opts.resource, opts.strategy, dict(opts.env), W, self.sizes)
+            kind = opts.kind if opts.hardware is None else f"{opts.kind}/{opts.hardware}"
+            key = pool.gang_key(opts.pool_code, kind, opts.resource, opts.strategy, dict(opts.env), W, self.sizes)
             for _ in range(pool.MAX_SLOTS):
                 pg, actors, slot = pool.claim(ray, key, W, self.token, first_slot=slot + 1)
                 if actors is not None:
@@ -171,7 +188,7 @@ class Gang:
         with self._lock:
             if self._killed:
                 raise GangStartError("gang was cancelled before it started")
-            self.pg = placement_group([bundle(opts.resource)] * W, strategy=opts.strategy, **pg_options)
+            self.pg = placement_group([opts.bundle()] * W, strategy=opts.strategy, **pg_options)
             self.pooled = bool(pg_options)
         try:
             ray.get(self.pg.ready(), timeout=opts.placement_timeout_s)

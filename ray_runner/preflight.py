@@ -12,6 +12,11 @@ training job; collectives do nothing), builds the arguments, computes the call's
 ``TRITON_DIST_AUTOTUNE_DIR`` or the default), with the node's settings (a grown config space is a
 miss unless ``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` is set there). Any miss, or a node that cannot
 answer, fails the check.
+
+On a fleet of several accelerator kinds (:mod:`ray_runner.hardware`) every node is checked
+against its own hardware digest, and the summary counts hits and misses per kind; a kind whose
+nodes have different digests (one Ray kind, two devices: their entries cannot be shared) and a
+kind the campaign asks for but the cluster lacks fail the check.
 """
 
 from __future__ import annotations
@@ -45,7 +50,8 @@ def check_node(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir:
             row: dict[str, Any] = {"function": function, "case": case, "world_size": world_size, "rank": rank}
             row.update(_check(function, builder, world_size, rank, case, root, settings, backend))
             rows.append(row)
-    return {"host": socket.gethostname(), "root": str(root), "device": str(backend.device()), "rows": rows}
+    return {"host": socket.gethostname(), "root": str(root), "device": str(backend.device()), "rows": rows,
+            "digest": _digest(backend)}
 
 
 def _check(function: str, builder: str, world_size: int, rank: int, case: dict[str, Any], root: Path,
@@ -96,14 +102,18 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
     from triton_dist._backends import BACKENDS
 
     from ._ray import actor_resources, ray_session, resolve_device
+    from .hardware import node_kinds, plan_fleet
 
     cases = [(c.target.function, c.target.args, c.world_size, c.case) for c in campaign.cases()]
     with ray_session(address) as ray:
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) >= 1]
+        plan = plan_fleet(campaign.hardware, ray.nodes(), resource)
+        absent = [{"host": "-", "hardware": missing, "error": plan.absent_message(missing, resource), "rows": []}
+                  for missing in plan.absent]
         if not nodes:
-            return [{"host": "-", "error": f"no alive node has the {resource!r} resource", "rows": []}]
+            return [{"host": "-", "error": f"no alive node has the {resource!r} resource", "rows": []}, *absent]
         task = ray.remote(max_retries=0)(_check_node_brief)
         env = {"env_vars": {**campaign.env_dict(), "TRITON_DIST_DEVICE": kind}}
         payload = ray.put(cases)  # once: each node's task pulls the same object
@@ -124,13 +134,51 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
             except Exception as exc:  # noqa: BLE001 - reported per node
                 result = {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500], "rows": []}
             result["address"] = node.get("NodeManagerAddress")
+            if plan.heterogeneous or campaign.hardware is not None:
+                result["hardware"] = "+".join(node_kinds(node)) or None
             results.append(result)
-    return results
+    return results + absent
+
+
+def by_kind(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per accelerator kind: nodes, (case, rank) hits and misses, the nodes' hardware digests."""
+    kinds: dict[str, dict[str, Any]] = {}
+    for node in results:
+        if "hardware" not in node:
+            continue
+        kind = kinds.setdefault(node["hardware"] or "(no kind)",
+                                {"nodes": 0, "hits": 0, "misses": 0, "errors": 0, "digests": []})
+        if node.get("error"):
+            kind["errors"] += 1
+            continue
+        kind["nodes"] += 1
+        # a node answers with its misses only (and how many (case, rank) pairs it checked)
+        misses = sum(1 for r in node["rows"] if not r.get("hit"))
+        kind["hits"] += node.get("checked", len(node["rows"])) - misses
+        kind["misses"] += misses
+        if node.get("digest") and node["digest"] not in kind["digests"]:
+            kind["digests"].append(node["digest"])
+    return kinds
+
+
+def _kind_lines(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
+    ok, lines = True, []
+    for name, kind in sorted(by_kind(results).items()):
+        line = (f"kind {name}: {kind['nodes']} node(s), {kind['hits']} hit(s), {kind['misses']} miss(es)"
+                + (f", {kind['errors']} node(s) not checked" if kind["errors"] else "")
+                + (f", hardware digest(s) {', '.join(kind['digests'])}" if kind["digests"] else ""))
+        ok = ok and not kind["misses"] and not kind["errors"]
+        if len(kind["digests"]) > 1:
+            ok = False
+            line += (" -- DIFFERENT hardware under one kind: an entry tuned on one of these nodes misses on "
+                     "the others; declare a finer kind on them (accelerator_type:<KIND> resource)")
+        lines.append(line)
+    return ok, lines
 
 
 def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
-    """(every rank of every node hits, human-readable lines)."""
-    ok, lines = True, []
+    """(every rank of every node hits, human-readable lines; per kind on a fleet of kinds)."""
+    ok, lines = _kind_lines(results)
     for node in results:
         name = node.get("address") or node.get("host")
         if node.get("error"):
@@ -140,7 +188,8 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
         misses = [r for r in node["rows"] if not r.get("hit")]
         checked = node.get("checked", len(node["rows"]))
         ok = ok and not misses
-        lines.append(f"{name} ({node.get('device')}, root {node.get('root')}): "
+        kind = f"kind {node['hardware'] or '(none)'}, " if "hardware" in node else ""
+        lines.append(f"{name} ({kind}{node.get('device')}, root {node.get('root')}): "
                      f"{checked - len(misses)}/{checked} (case, rank) pairs hit")
         for r in misses:
             lines.append(f"  MISS {r['function']} {case_text(r['case'])} rank {r['rank']}/{r['world_size']}: "
@@ -150,3 +199,10 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
                 lines.append(f"  COMPILES {r['function']} {case_text(r['case'])} rank {r['rank']}/"
                              f"{r['world_size']}: {r['compiles']}")
     return ok, lines
+
+
+def _digest(backend: Any) -> str:
+    """This node's hardware digest (what its entries are keyed by): summed up per kind."""
+    from triton_dist._store.fingerprint import hardware_info
+
+    return str(hardware_info(backend)["digest"])

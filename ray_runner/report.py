@@ -31,7 +31,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .results import case_id, case_row, config_text, read_rows
+from .report_kinds import by_case, kinds_markdown
+from .results import case_id, case_row, config_text, read_rows, row_key
 from .scheduler import CACHED, TUNED
 from .spec import case_text
 
@@ -67,12 +68,29 @@ def _rows(result: CampaignResult) -> Iterator[dict[str, Any]]:
             yield {**case_row(run), "run": result.run}
         return
     found, _ = read_rows(Path(result.results_path), run=result.run)
+    kinds = [k["hardware"] for k in result.hardware] or [None]  # a row per case per accelerator kind
     for spec in result.campaign.cases():
-        row = found.pop(case_id(spec), None)
-        if row is None:
-            row = _not_run(spec)
-        row["number"] = spec.number  # the campaign file may have been edited between runs
-        yield row
+        cid = case_id(spec)
+        for kind in kinds:
+            row = found.pop(row_key(cid, kind), None)
+            if row is None:
+                row = {**_not_run(spec), "hardware": kind}
+            row["number"] = spec.number  # the campaign file may have been edited between runs
+            yield row
+
+
+def _kinds(hardware: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The accelerator kinds of the campaign, each with how its cases ended and its entries'
+    hardware digests, from the rows (resumed ones included: the driver keeps no entries)."""
+    out = []
+    for kind in hardware:
+        mine = [row for row in rows if row.get("hardware") == kind["hardware"]]
+        digests = {row["digest"] for row in mine if row.get("digest") and row["status"] in (TUNED, CACHED)}
+        counts: dict[str, int] = {}
+        for row in mine:
+            counts[row["status"]] = counts.get(row["status"], 0) + 1
+        out.append({**kind, "counts": counts, "digests": sorted(digests | set(kind.get("digests", ())))})
+    return out
 
 
 def build_report(result: CampaignResult) -> dict[str, Any]:
@@ -123,6 +141,9 @@ def build_report(result: CampaignResult) -> dict[str, Any]:
         },
         "seeded": result.seeded,
         "cases": rows,
+        # several accelerator kinds (ray_runner.report_kinds): the kinds, a column per kind per case
+        "hardware": _kinds(result.hardware, rows),
+        "by_case": by_case(rows, [k["hardware"] for k in result.hardware]) if result.hardware else [],
     }
 
 
@@ -142,14 +163,21 @@ def markdown(report: dict[str, Any]) -> str:
            f"resumed from `{report['results']}`)"] if report.get("resumed") else []),
         *([f"- {report['plot_note']}"] if report.get("plot_note") else []),
         "",
-        "| # | function | W | case | status | best config | best ms | default ms | speed-up | retries | time s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    kinds = bool(report.get("hardware"))
+    if kinds:
+        lines += kinds_markdown(report) + ["", "## Every case on every kind", ""]
+    lines += [
+        "| # | " + ("kind | " if kinds else "") + "function | W | case | status | best config | best ms | "
+        "default ms | speed-up | retries | time s |",
+        "|---|" + ("---|" if kinds else "") + "---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in report["cases"]:
         speedup = f"{row['speedup']:.2f}×" if row["speedup"] else "–"
         best = (row["best_config"] or "–").replace("|", "\\|")
+        kind = f"`{row.get('hardware')}` | " if kinds else ""
         lines.append(
-            f"| {row['number']} | `{row['function']}` | {row['world_size']} | `{case_text(row['case'])}` | "
+            f"| {row['number']} | {kind}`{row['function']}` | {row['world_size']} | `{case_text(row['case'])}` | "
             f"{row['status']} | {best} | {_ms(row['best_ms'])} | {_ms(row['default_ms'])} | {speedup} | "
             f"{row['retries']} | {row['seconds'] if row['seconds'] is not None else '–'} |"
         )
@@ -165,10 +193,12 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"- case {row['number']} ({row['status']}):")
             lines += [f"  - {e.splitlines()[0][:300] if e else ''}" for e in row["errors"]]
     if report["seeded"]:
-        lines += ["", "## Seeded caches", "", "| node | root | written | already there | errors |", "|---|---|---|---|---|"]
+        lines += ["", "## Seeded caches", "", "| node | kind | root | written | already there | errors |",
+                  "|---|---|---|---|---|---|"]
         for s in report["seeded"]:
-            lines.append(f"| {s.get('address') or s.get('host') or '–'} | `{s.get('root')}` | {s.get('written')} | "
-                         f"{s.get('unchanged')} | {len(s.get('errors', []))} |")
+            kind = s.get("hardware") or ("every kind" if "hardware" in s else "–")
+            lines.append(f"| {s.get('address') or s.get('host') or '–'} | {kind} | `{s.get('root')}` | "
+                         f"{s.get('written')} | {s.get('unchanged')} | {len(s.get('errors', []))} |")
         shipped = [s for s in report["seeded"] if s.get("binaries")]
         if shipped:  # issue 23: the winners' compiled binaries in each node's Triton cache
             lines += ["", "| node | Triton cache | binaries installed | already there | skipped (would recompile) |",
@@ -198,7 +228,8 @@ def plot(report: dict[str, Any], path: Path) -> bool:
         ax.bar(range(len(rows)), speedups)
         ax.axhline(1.0, color="grey", linewidth=0.8)
         step = max(1, len(rows) // 40)  # at most ~40 labels: drawing thousands of tick labels takes seconds
-        ax.set_xticks(range(0, len(rows), step), [str(r["number"]) for r in rows[::step]])
+        ax.set_xticks(range(0, len(rows), step), [f"{r['number']}" + (f"/{r['hardware']}" if r.get("hardware") else "")
+                                                  for r in rows[::step]])
         ax.set_xlabel("case")
         ax.set_ylabel("speed-up over config_space[0]")
     else:

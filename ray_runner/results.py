@@ -22,14 +22,15 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
 from .spec import Campaign, CaseSpec, case_text
 
-__all__ = ["ResultStream", "campaign_digest", "case_id", "case_row", "config_text", "entry_paths", "read_rows",
-           "stream_path"]
+__all__ = ["ResultStream", "campaign_digest", "case_id", "case_row", "config_text", "entry_paths",
+           "entry_paths_by_kind", "read_rows", "row_key", "stream_path"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,16 @@ def case_id(spec: CaseSpec) -> str:
     """A case's identity across runs of a campaign file (its position may change when edited)."""
     text = json.dumps([spec.target.function, spec.target.args, spec.world_size, case_text(spec.case)])
     return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def row_key(cid: str, hardware: str | None) -> str:
+    """What a row stands for: a case, on one accelerator kind when the campaign has several
+    (:mod:`ray_runner.fleet`): a campaign over two kinds is done with a case once both have it."""
+    return f"{cid}@{hardware}" if hardware else cid
+
+
+def _key(row: dict[str, Any]) -> str:
+    return row_key(row["case_id"], row.get("hardware"))
 
 
 def campaign_digest(campaign: Campaign, root: Path) -> str:
@@ -108,6 +119,7 @@ def case_row(run: Any) -> dict[str, Any]:
         "world_size": spec.world_size,
         "case": spec.case,
         "status": run.status,
+        "hardware": getattr(run, "hardware", None),
         "attempts": run.attempts,
         "retries": max(0, run.attempts - 1),
         "errors": [e[:MAX_ERROR_CHARS] for e in run.errors],
@@ -145,8 +157,8 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def read_rows(path: Path, run: int | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """(the last row of each case by ``case_id``, the header of each run); rows of runs up to
-    ``run`` (None: every run)."""
+    """(the last row of each case by :func:`row_key` (its ``case_id``, and its kind in a campaign
+    over several), the header of each run); rows of runs up to ``run`` (None: every run)."""
     rows: dict[str, dict[str, Any]] = {}
     headers: list[dict[str, Any]] = []
     if not path.exists():
@@ -155,7 +167,7 @@ def read_rows(path: Path, run: int | None = None) -> tuple[dict[str, dict[str, A
         if "digest" in record and "case_id" not in record:
             headers.append(record)
         elif "case_id" in record and (run is None or record.get("run", 0) <= run):
-            rows[record["case_id"]] = record
+            rows[_key(record)] = record
     return rows, headers
 
 
@@ -165,15 +177,17 @@ class ResultStream:
     def __init__(self, path: Path, digest: str, *, resume: bool) -> None:
         self.path = path
         self.digest = digest
-        #: case_id -> status of the cases an earlier run finished (what this run skips)
+        #: row_key -> status of the cases an earlier run finished (what this run skips)
         self.done: dict[str, str] = {}
-        #: hardware digests of the entries of those cases
-        self.hardware: set[str] = set()
-        #: case_ids of this run's rows (see :meth:`write_missing`)
+        #: hardware digests of the entries of those cases, by accelerator kind (None: no kinds)
+        self.hardware: dict[str | None, set[str]] = collections.defaultdict(set)
+        #: row_keys of this run's rows (see :meth:`write_missing`)
         self.written: set[str] = set()
         self.run = 1
         #: final statuses of this run's cases and of the resumed ones
         self.counts: collections.Counter[str] = collections.Counter()
+        #: the lanes of a campaign over several kinds (ray_runner.fleet) write from their threads
+        self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
         rows, headers = read_rows(path)
         if headers and headers[-1].get("digest") == digest and resume:
@@ -183,7 +197,7 @@ class ResultStream:
                     self.done[cid] = row["status"]
                     self.counts[row["status"]] += 1
                     if row.get("digest"):
-                        self.hardware.add(row["digest"])
+                        self.hardware[row.get("hardware")].add(row["digest"])
             del rows
         elif path.exists():
             why = "--force" if not resume else "written for another campaign, cache root or code"
@@ -203,13 +217,15 @@ class ResultStream:
         """Append ``run``'s row; the run then forgets its entry (the row and the file have it)."""
         row = case_row(run)
         row["run"] = self.run
-        self.counts[row["status"]] += 1
-        try:
-            self._write(row)
-            self.written.add(row["case_id"])
-        except (OSError, ValueError) as exc:  # the cache is what matters; say so once, go on in memory
-            log.warning("cannot append to the results file %s (%s): the report will be incomplete", self.path, exc)
-            self.close()
+        with self._lock:
+            self.counts[row["status"]] += 1
+            try:
+                self._write(row)
+                self.written.add(_key(row))
+            except (OSError, ValueError) as exc:  # the cache is what matters; say so once, go on in memory
+                log.warning("cannot append to the results file %s (%s): the report will be incomplete",
+                            self.path, exc)
+                self._close()
         run.entry, run.identity = None, None
         return row
 
@@ -217,10 +233,14 @@ class ResultStream:
         """Rows for finished cases that have none: an interrupt (SIGTERM is raised in the main
         thread wherever it is) can land between a case's end and its row."""
         for run in runs:
-            if run.done and case_id(run.spec) not in self.written:
+            if run.done and row_key(case_id(run.spec), getattr(run, "hardware", None)) not in self.written:
                 self.write(run)
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if self._file is not None:
             try:
                 self._file.close()
@@ -237,13 +257,22 @@ def _exists(path: Any) -> bool:
         return False
 
 
-def entry_paths(path: Path, campaign: Campaign) -> list[str]:
+def entry_paths(path: Path, campaign: Campaign, kinds: Iterable[str | None] = (None,)) -> list[str]:
     """The cache files of the campaign's cases that have one (tuned or cached, this run or an
-    earlier one), in case order: what ``--seed`` copies."""
+    earlier one), in case order (each kind's, for a campaign over several): what ``--seed`` copies."""
+    return [p for paths in entry_paths_by_kind(path, campaign, kinds).values() for p in paths]
+
+
+def entry_paths_by_kind(path: Path, campaign: Campaign,
+                        kinds: Iterable[str | None] = (None,)) -> dict[str | None, list[str]]:
+    """:func:`entry_paths` by accelerator kind (``kinds``: the campaign's; None: no kinds)."""
     rows, _ = read_rows(path)
-    out = []
+    kinds = list(kinds)
+    out: dict[str | None, list[str]] = {kind: [] for kind in kinds}
     for spec in campaign.cases():
-        row = rows.pop(case_id(spec), None)
-        if row is not None and row.get("status") in ("tuned", "cached") and row.get("path"):
-            out.append(row["path"])
+        cid = case_id(spec)
+        for kind in kinds:
+            row = rows.pop(row_key(cid, kind), None)
+            if row is not None and row.get("status") in ("tuned", "cached") and row.get("path"):
+                out[kind].append(row["path"])
     return out

@@ -60,6 +60,8 @@ class CaseRun:
     """Of ``seconds``, what the ranks did not spend on the case (dispatch, transfers, merging)."""
     known_failures: dict[int, str] = dataclasses.field(default_factory=dict)
     """Candidates that left the device unusable in an earlier attempt (failed without running)."""
+    hardware: str | None = None
+    """The accelerator kind it is tuned on (:mod:`ray_runner.hardware`); None: no kinds."""
     gang: int | None = None
     host: str | None = None
     nodes: list[str] = dataclasses.field(default_factory=list)
@@ -97,8 +99,10 @@ class CaseQueue:
     """Pending cases per world size, attempts and outcomes."""
 
     def __init__(self, specs: Iterable[CaseSpec], retries: int,
-                 on_done: Callable[[CaseRun], Any] | None = None) -> None:
+                 on_done: Callable[[CaseRun], Any] | None = None, hardware: str | None = None) -> None:
         self.runs: list[CaseRun] = []
+        self.hardware = hardware
+        """The accelerator kind of every case of the queue (a lane of :mod:`ray_runner.fleet`)."""
         self.retries = retries
         self.on_done = on_done
         """Called once per case when it reaches a final state (the results stream's writer)."""
@@ -109,7 +113,7 @@ class CaseQueue:
     def add(self, specs: Iterable[CaseSpec]) -> None:
         """Queue more cases (a resumed campaign puts back the cases it cannot trust)."""
         for spec in specs:
-            run = CaseRun(spec)
+            run = CaseRun(spec, hardware=self.hardware)
             self.runs.append(run)
             self._pending[run.world_size].append(run)
             self._left += 1

@@ -5,7 +5,8 @@
 - ``--seed nodes``: every alive node's own cache root, one task pinned to each node
   (``NodeAffinitySchedulingStrategy(soft=False)``). A node's root is ``--cache-dir`` when given,
   else that node's ``TRITON_DIST_AUTOTUNE_DIR`` (or ``~/.triton_dist/autotune``) as its Ray
-  worker processes see it.
+  worker processes see it. On a fleet of several accelerator kinds each kind's nodes receive
+  that kind's entries (``nodes``: :meth:`ray_runner.fleet.Fleet.seed`).
 
 Seeding is flat in the node count: the driver reads the campaign's entry files once, puts their
 bytes into the object store once (``ray.put``; each node pulls the object once), and starts one
@@ -28,7 +29,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -136,17 +137,19 @@ def _chunks(paths: Sequence[str], root: Path) -> Iterator[list[tuple[str, bytes]
 
 
 def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, timeout_s: float,
-               binaries: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+               binaries: dict[str, dict[str, Any]] | None = None,
+               nodes: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Copy the entry files ``paths`` (inside the driver's cache ``root``) into the cache root of
-    every alive node, verified byte-identical; one summary per node. ``binaries`` (entry id ->
-    bundle, :mod:`ray_runner.binaries`) go into each node's Triton cache."""
+    every alive node (or of ``nodes``, records of ``ray.nodes()``: seeding by accelerator kind,
+    :mod:`ray_runner.fleet`), verified byte-identical; one summary per node. ``binaries`` (entry
+    id -> bundle, :mod:`ray_runner.binaries`) go into each node's Triton cache."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ._ray import alive_nodes, import_ray
 
     ray = import_ray()
     task = ray.remote(num_cpus=0, max_retries=1)(_seed_here)
-    nodes = alive_nodes()
+    nodes = alive_nodes() if nodes is None else list(nodes)
     totals = {n["NodeID"]: {"node_id": n["NodeID"], "host": n.get("NodeManagerAddress"), "root": cache_dir,
                             "address": n.get("NodeManagerAddress"), "written": 0, "unchanged": 0, "errors": [],
                             "seconds": 0.0} for n in nodes}

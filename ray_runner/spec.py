@@ -7,6 +7,7 @@ A campaign file is YAML (see ``examples/campaigns/``; every field: docs/campaign
     retries: 2                    # per case; each retry runs on a fresh gang
     case_timeout_s: 600
     max_cases: 100000             # optional: refuse more cases than this (counted before building)
+    hardware: auto                # auto (every accelerator kind in the cluster) | [H100, H200]
     targets:
       - function: examples.gemm:matmul        # an autotune-decorated function
         args: examples.gemm:make_matmul_args  # (case, ctx) -> (args tuple, kwargs dict)
@@ -54,6 +55,7 @@ from triton_dist.settings import DEVICE_KINDS
 
 from ._spec_errors import CAMPAIGN_ERROR, error_lines
 from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, Screen, Unchecked, glimpse, plain
+from .hardware import parse_hardware
 
 __all__ = ["DEVICES", "MAX_CASES", "Campaign", "CaseSpec", "TargetSpec", "campaign_schema", "load_campaign",
            "parse_campaign"]
@@ -128,6 +130,15 @@ def _targets(value: Any) -> Any:
     if value is None or (isinstance(value, list) and not value):
         _fail(f"must be a non-empty list of targets, got {glimpse(value)}")
     return value
+
+
+def _hardware(value: Any) -> tuple[str, ...] | None:
+    """``auto`` (None) or the list of accelerator kinds (:func:`ray_runner.hardware.parse_hardware`)."""
+    problems: list[str] = []
+    kinds = parse_hardware(lambda path, message: problems.append(f"{path}: {message}"), value)
+    if problems:
+        _fail("; ".join(problems))
+    return kinds
 
 
 def _null_is(empty: Any) -> BeforeValidator:
@@ -232,6 +243,11 @@ class Campaign(BaseModel):
                                     "`config_space[0]`'s; a mismatch records the candidate as failed.")
     max_cases: int = Field(MAX_CASES, ge=1, strict=True, description="The most cases the campaign may have, "
                            "counted from `cases` and the grids' sizes before any case is built.")
+    hardware: Annotated[tuple[str, ...] | None, BeforeValidator(_hardware), WithJsonSchema(
+        {"anyOf": [{"const": "auto"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]})] = Field(
+        None, description="The accelerator kinds every case is tuned on, once per kind: `auto` (every kind "
+                          "the cluster's device nodes declare as Ray's `accelerator_type:<KIND>`) or a list; "
+                          "a listed kind the cluster lacks fails its cases (ray_runner/hardware.py).")
     targets: Annotated[tuple[TargetSpec, ...], BeforeValidator(_targets)] = Field(
         description="The functions to tune and their cases (a non-empty list).", json_schema_extra={"minItems": 1})
 

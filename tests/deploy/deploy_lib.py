@@ -24,6 +24,7 @@ K8S = DEPLOY / "k8s"
 CAMPAIGNS = DEPLOY / "campaigns"
 IMAGES = DEPLOY / "images"
 README = DEPLOY / "README.md"
+FINGERPRINT = REPO / "triton_dist" / "_store" / "fingerprint.py"
 SETTINGS = REPO / "triton_dist" / "settings.py"
 
 CAMPAIGN_CONFIGMAP = "triton-dist-campaigns"
@@ -162,8 +163,11 @@ def parse_opts(argv: list[str]) -> tuple[list[str], dict[str, str | bool]]:
 
 
 def known_env_names() -> set[str]:
+    """The TRITON_DIST_* names the package reads: settings.py's, and the fingerprint's test/ops
+    override of the hardware digest (docs/cache.md)."""
     assert SETTINGS.is_file(), f"{rel(SETTINGS)} is missing: it defines the TRITON_DIST_* names"
-    return set(re.findall(r"[\"'](TRITON_DIST_[A-Z0-9_]+)[\"']", SETTINGS.read_text()))
+    names = set(re.findall(r"[\"'](TRITON_DIST_[A-Z0-9_]+)[\"']", SETTINGS.read_text()))
+    return names | set(re.findall(r"[\"'](TRITON_DIST_[A-Z0-9_]+)[\"']", FINGERPRINT.read_text()))
 
 
 def device_of_pod(pod: dict) -> str | None:

@@ -437,3 +437,47 @@ def test_seed_mode_matches_the_cache_volumes():
                 where = volume_location(head, head["containers"][0], opts["--cache-dir"])
                 assert where and where[0] == "pvc", f"{rel(path)}: --cache-dir is not on a PVC in the head"
                 assert workers == {where}, f"{rel(path)}: workers' cache {workers} != shared dir {where}"
+
+
+# ---------------------------------------------------------------- mixed pools (issue 22)
+
+
+def _declared_kinds(group: dict) -> list[str]:
+    params = group.get("rayStartParams", {})
+    resources = json.loads(params.get("resources", "{}").strip("'\"` ").replace('\\"', '"'))
+    return [name.split(":", 1)[1] for name in resources if name.startswith("accelerator_type:")]
+
+
+def test_mixed_pool_worker_groups_declare_one_kind_each():
+    """A worker group that declares a kind declares exactly one, as a whole unit, and no two groups
+    of a cluster declare the same kind with different node selectors."""
+    mixed = 0
+    for path, spec in cluster_specs():
+        seen: dict[str, dict] = {}
+        for g in spec["workerGroupSpecs"]:
+            kinds = _declared_kinds(g)
+            if not kinds:
+                continue
+            mixed += 1
+            assert len(kinds) == 1, f"{rel(path)}: group {g['groupName']} declares kinds {kinds}"
+            params = json.loads(g["rayStartParams"]["resources"].strip("'\"` ").replace('\\"', '"'))
+            assert params[f"accelerator_type:{kinds[0]}"] == 1, f"{rel(path)}: a node has one unit of its kind"
+            selector = g["template"]["spec"].get("nodeSelector")
+            assert selector, f"{rel(path)}: group {g['groupName']} declares {kinds[0]} but selects no node pool"
+            assert seen.setdefault(kinds[0], selector) == selector, f"{rel(path)}: {kinds[0]} on two node pools"
+        if seen:
+            assert len({json.dumps(s, sort_keys=True) for s in seen.values()}) == len(seen), (
+                f"{rel(path)}: two kinds select the same node pool")
+    assert mixed >= 2, "no mixed-pool RayCluster (deploy/k8s/npu/raycluster-mixed.yaml)"
+
+
+def test_campaign_kinds_are_declared_by_a_cluster():
+    """Every kind a campaign's `hardware` lists is declared by a worker group of one cluster
+    (else `run` fails its cases as an absent kind)."""
+    clusters = [{k for g in spec["workerGroupSpecs"] for k in _declared_kinds(g)} for _, spec in cluster_specs()]
+    for path in campaign_files():
+        hardware = yaml.safe_load(path.read_text()).get("hardware", "auto")
+        if hardware == "auto":
+            continue
+        assert any(set(hardware) <= kinds for kinds in clusters), (
+            f"{rel(path)}: hardware {hardware} is not declared by any RayCluster's worker groups")

@@ -1,5 +1,13 @@
 """What a cache entry is valid for: the function's source (and body, for timing reuse), the
-hardware, the software."""
+hardware, the software.
+
+``TRITON_DIST_HARDWARE_OVERRIDE`` (read here and nowhere else) is a test/ops override of the
+hardware description: its text is added to the description as ``override`` and so changes the
+hardware digest. Tests use it to give the nodes of a one-machine Ray cluster the digests of two
+kinds of accelerator; an operator may use it to keep apart two kinds the backend cannot tell
+apart. It is never a default: unset (or empty), the digest is the device's, and when it is set
+every process that computes a digest logs a warning naming it (docs/cache.md).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,8 @@ import ast
 import hashlib
 import inspect
 import json
+import logging
+import os
 import platform
 import textwrap
 import weakref
@@ -16,9 +26,14 @@ from typing import Any
 
 from triton_dist._backends import Backend
 
-__all__ = ["body_hash", "digest", "hardware_info", "software_versions", "source_hash"]
+__all__ = ["HARDWARE_OVERRIDE", "body_hash", "digest", "hardware_info", "software_versions", "source_hash"]
 
-_hardware: dict[int, dict[str, Any]] = {}
+log = logging.getLogger(__name__)
+
+#: environment variable of the test/ops override of the hardware description (module docstring)
+HARDWARE_OVERRIDE = "TRITON_DIST_HARDWARE_OVERRIDE"
+
+_hardware: dict[tuple[int, str], dict[str, Any]] = {}
 _software: dict[int, dict[str, str]] = {}
 
 
@@ -107,12 +122,23 @@ def body_hash(fn: Callable[..., Any]) -> str | None:
 
 
 def hardware_info(backend: Backend) -> dict[str, Any]:
-    """Hardware description (computed once per backend) with its ``digest``."""
-    info = _hardware.get(id(backend))
+    """Hardware description (computed once per backend and override) with its ``digest``.
+
+    With ``TRITON_DIST_HARDWARE_OVERRIDE`` set, its text is part of the description
+    (``override``), so the digest differs from the device's own (module docstring).
+    """
+    override = os.environ.get(HARDWARE_OVERRIDE, "").strip()
+    info = _hardware.get((id(backend), override))
     if info is None:
         info = dict(backend.hardware())
+        if override:
+            info["override"] = override
         info["digest"] = digest(info)
-        _hardware[id(backend)] = info
+        if override:
+            log.warning("%s=%r: the hardware digest is %s, not the device's own (a test/ops override; "
+                        "entries tuned here hit only where it is set the same way)",
+                        HARDWARE_OVERRIDE, override, info["digest"])
+        _hardware[(id(backend), override)] = info
     return info
 
 
