@@ -123,8 +123,6 @@ def _campaign_over_both_kinds(tmp_path: Path, roots: dict[str, Path], node_ids: 
     assert result.ok, [(r.hardware, r.errors) for r in result.runs] + result.seed_errors
     assert sorted((r.hardware, r.spec.number) for r in result.runs) == [(k, n) for k in ("KA", "KB") for n in range(3)]
     assert [k["hardware"] for k in result.hardware] == ["KA", "KB"]
-    digests = [k["digests"] for k in result.hardware]
-    assert all(len(d) == 1 for d in digests) and digests[0] != digests[1]  # one digest per kind
     ids: dict[str, set[str]] = {kind: set() for kind in KINDS}
     for run in result.runs:
         assert run.status == "tuned" and run.entry is None  # the driver keeps no entry: the stream has its row
@@ -149,6 +147,9 @@ def _campaign_over_both_kinds(tmp_path: Path, roots: dict[str, Path], node_ids: 
     # the report: a column per kind, and every case is one where the kinds disagree
     report = json.loads(Path(result.report_paths["json"]).read_text())
     assert [r["agree"] for r in report["by_case"]] == [False, False, False]
+    digests = [k["digests"] for k in report["hardware"]]  # from the stream's rows
+    assert all(len(d) == 1 for d in digests) and digests[0] != digests[1]  # one digest per kind
+    assert [k["counts"] for k in report["hardware"]] == [{"tuned": 3}, {"tuned": 3}]
     assert report["by_case"][0]["kinds"]["KA"]["best_config"] == "block=64"
     assert report["by_case"][0]["kinds"]["KB"]["best_config"] == "block=128"
     assert all(r["kinds"][k]["speedup"] > 1 for r in report["by_case"] for k in KINDS)  # the default is slow on both
