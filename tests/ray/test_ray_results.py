@@ -166,3 +166,47 @@ def test_report_plot_bars_or_histogram(tmp_path: Path, cases: int) -> None:
     paths = write_report(_result(campaign, stream, root, runs))
     assert Path(paths["plot"]).read_bytes()[:4] == b"\x89PNG"
     assert ("histogram" in Path(paths["markdown"]).read_text()) == (cases > PLOT_BARS_MAX)
+
+
+def test_a_campaign_over_two_kinds_is_done_per_case_and_kind(tmp_path: Path) -> None:
+    """Issue 22 on the stream: two lanes (kinds) write rows from their threads at the same time;
+    a row names its kind, a case is done once per kind, and each kind's digests are its own."""
+    import threading
+
+    from ray_runner.fleet import Fleet
+    from ray_runner.results import entry_paths_by_kind, row_key
+
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 300)
+    digest = campaign_digest(campaign, root)
+    first = ResultStream(stream_path(campaign), digest, resume=True)
+
+    def lane(kind: str, offset: int, finish: int) -> None:
+        queue = sch.CaseQueue(campaign.cases(), 0, on_done=first.write, hardware=kind)
+        for _ in range(finish):
+            run = queue.take(1)
+            assert run is not None and run.hardware == kind
+            entry = {**_entry(run.number), "id": f"{run.number + offset:016x}", "hardware": {"digest": f"hw-{kind}"}}
+            queue.succeed(run, sch.TUNED, entry=entry, seconds=0.01, path=str(_cache.write_entry(root, entry)))
+
+    threads = [threading.Thread(target=lane, args=("KA", 0, 300)), threading.Thread(target=lane, args=("KB", 10**6, 120))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    first.close()
+    rows, _ = read_rows(first.path)
+    assert len(rows) == 420  # no row lost or torn by the two writers
+    assert sorted(sum(r["hardware"] == k for r in rows.values()) for k in ("KA", "KB")) == [120, 300]
+
+    second = ResultStream(stream_path(campaign), digest, resume=True)
+    assert len(second.done) == 420 and second.hardware == {"KA": {"hw-KA"}, "KB": {"hw-KB"}}
+    todo, resumed = Fleet.split(campaign, second, ("KA", "KB"))
+    assert len(todo["KA"]) == 0 and len(resumed["KA"]) == 300  # KA finished: nothing to redo there
+    assert len(todo["KB"]) == 180 and len(resumed["KB"]) == 120  # KB was cut short: its rest runs
+    assert row_key(case_id(todo["KB"][0]), "KB") not in second.done
+    by_kind = entry_paths_by_kind(second.path, campaign, ("KA", "KB"))
+    assert (len(by_kind["KA"]), len(by_kind["KB"])) == (300, 120)
+    assert not set(by_kind["KA"]) & set(by_kind["KB"])  # one case, two kinds: two entry files
+    assert len(entry_paths(second.path, campaign, ("KA", "KB"))) == 420
+    second.close()
