@@ -79,12 +79,12 @@ class Executor:
         self.strict, self.sizes = opts.strategy == "STRICT_PACK", queue.world_sizes()
         self.live: list[_Live] = []
         self.starting: dict[concurrent.futures.Future, tuple[Gang, float]] = {}
-        self.start_failures, self.pool = 0, concurrent.futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="gang-start")
+        self.start_failures, self.pool = 0, concurrent.futures.ThreadPoolExecutor(8, thread_name_prefix="gang-start")
         self.stopped = False  # set by ray_runner.fleet's main thread (an interrupt): stop, tear down
         self.capacity = cluster_capacity(opts.resource, opts.hardware)
         self._capacity_at = time.monotonic()
-        self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [], "gang_start_device_s": 0.0,
-                                      "max_devices_held": 0, "gang_seconds": 0.0, "device_seconds": 0.0}
+        self.stats: dict[str, Any] = {"gangs_started": 0, "gang_sizes": [], "gang_start_s": [], "max_devices_held": 0,
+                                      "gang_start_device_s": 0.0, "gang_seconds": 0.0, "device_seconds": 0.0}
         self.version_check = get_settings().version_check
         self.claims = Claims()
 

@@ -132,7 +132,8 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
                     raise TimeoutError(f"the check did not finish within {timeout_s:g}s")
                 result = ray.get(ref, timeout=0)
             except Exception as exc:  # noqa: BLE001 - reported per node
-                result = {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500], "rows": []}
+                result = {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500],
+                          "rows": []}
             result["address"] = node.get("NodeManagerAddress")
             if plan.heterogeneous or campaign.hardware is not None:
                 result["hardware"] = "+".join(node_kinds(node)) or None

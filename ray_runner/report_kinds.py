@@ -71,7 +71,8 @@ def kinds_markdown(report: dict[str, Any]) -> list[str]:
                  else "ABSENT from the cluster")
         counts = ", ".join(f"{n} {s}" for s, n in sorted(k["counts"].items()))
         digests = ", ".join(f"`{d}`" for d in k.get("digests", ()))
-        lines.append(f"- `{k['hardware']}`: {where}; cases: {counts}" + (f"; hardware digest {digests}" if digests else ""))
+        lines.append(f"- `{k['hardware']}`: {where}; cases: {counts}"
+                     + (f"; hardware digest {digests}" if digests else ""))
     shared = _shared_digests(report["hardware"])
     for digest, names in shared.items():
         lines.append(f"- kinds {', '.join(f'`{n}`' for n in names)} have the same hardware digest `{digest}`: "

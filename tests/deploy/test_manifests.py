@@ -148,7 +148,8 @@ def test_manifests_match_kuberay_crd_schema():
 
     def strict(s):  # kubectl's strict field validation: unknown fields are errors
         if isinstance(s, dict):
-            if "properties" in s and "additionalProperties" not in s and not s.get("x-kubernetes-preserve-unknown-fields"):
+            if ("properties" in s and "additionalProperties" not in s
+                    and not s.get("x-kubernetes-preserve-unknown-fields")):
                 s["additionalProperties"] = False
             for v in s.values():
                 strict(v)

@@ -45,7 +45,8 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def strict_job(root: Path, override: str, fast: int, world_size: int, cases: list[dict[str, Any]]) -> tuple[int, list[dict], str]:
+def strict_job(root: Path, override: str, fast: int, world_size: int,
+               cases: list[dict[str, Any]]) -> tuple[int, list[dict], str]:
     """A fresh training job "on" a node of a kind: its digest override, its cache root, strict
     cache-only (a miss raises, measuring raises); W processes in a gloo world when W > 1."""
     spec = json.dumps({"world_size": world_size, "calls": [[*SCALED, case] for case in cases]})
@@ -231,7 +232,8 @@ def _sigterm_stops_every_kind(tmp_path: Path, address: str) -> None:
         "name": "held", "device": "cpu", "ray_resource": "dev", "retries": 0, "case_timeout_s": 300,
         "placement_timeout_s": 60, "report_dir": str(tmp_path / "reports"), "env": {"TRITON_INTERPRET": "1"},
         "targets": [{"function": SCALED[0], "args": SCALED[1], "world_size": 1, "cases": [{"n": 9, "hold_s": 300}]}]}))
-    proc = subprocess.Popen([sys.executable, "-m", "ray_runner", "run", str(path), "--address", address, "--no-progress",
+    proc = subprocess.Popen([sys.executable, "-m", "ray_runner", "run", str(path), "--address", address,
+                             "--no-progress",
                              "--cache-dir", str(tmp_path / "held-cache")], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     seen: list[str] = []

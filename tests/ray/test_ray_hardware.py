@@ -144,7 +144,8 @@ def test_the_report_has_a_column_per_kind_and_names_disagreements(tmp_path: Any)
     assert second["kinds"]["H200"]["status"] == "failed"
     text = markdown(report)
     assert "| # | function | W | case | `H100` | `H200` | same best? |" in text
-    assert "| 0 | `pkg.mod:fn` | 1 | `{\"n\": 1}` | block=64; 0.5000 ms; 4.00× | block=128; 0.2500 ms; 4.00× | **no** |" in text
+    assert ("| 0 | `pkg.mod:fn` | 1 | `{\"n\": 1}` | block=64; 0.5000 ms; 4.00× | block=128; 0.2500 ms; 4.00× "
+            "| **no** |") in text
     assert "- case 0 `pkg.mod:fn` `{\"n\": 1}`: `H100` → block=64 (0.5000 ms); `H200` → block=128 (0.2500 ms)" in text
     assert "| 1 | `H200` | `pkg.mod:fn` |" in text  # the per-run table names the kind
     homogeneous = build_report(CampaignResult(c, runs(c)[:2], "cuda", "GPU", "/c", 1.0, {}, {}))
@@ -152,7 +153,8 @@ def test_the_report_has_a_column_per_kind_and_names_disagreements(tmp_path: Any)
     twins = [{**k, "digests": ["d0"]} for k in hardware]
     assert "kinds `H100`, `H200` have the same hardware digest `d0`" in markdown(build_report(
         CampaignResult(c, runs(c), "cuda", "GPU", "/cache", 10.0, {}, {}, hardware=twins)))
-    one = markdown(build_report(CampaignResult(c, runs(c)[:2], "cuda", "GPU", "/c", 1.0, {}, {}, hardware=hardware[:1])))
+    one = markdown(build_report(CampaignResult(c, runs(c)[:2], "cuda", "GPU", "/c", 1.0, {}, {},
+                                               hardware=hardware[:1])))
     assert "- `H100`: 8 GPU on 1 node(s)" in one and "same best?" not in one and "disagree" not in one
 
 
@@ -209,4 +211,5 @@ def test_nodes_that_share_an_address_are_told_apart_by_id() -> None:
     a, b = node("10.0.0.1", 2, "KA"), node("10.0.0.1", 2, "KB")
     b["NodeID"] = "id-other"
     plan = plan_fleet(("KA", "KC"), [a, b], "GPU")
-    assert plan.untuned == ("KB",) and plan.absent == ("KC",) and plan.nodes == {"KA": ("10.0.0.1",), "KB": ("10.0.0.1",)}
+    assert plan.untuned == ("KB",) and plan.absent == ("KC",)
+    assert plan.nodes == {"KA": ("10.0.0.1",), "KB": ("10.0.0.1",)}

@@ -189,7 +189,8 @@ def test_a_campaign_over_two_kinds_is_done_per_case_and_kind(tmp_path: Path) -> 
             entry = {**_entry(run.number), "id": f"{run.number + offset:016x}", "hardware": {"digest": f"hw-{kind}"}}
             queue.succeed(run, sch.TUNED, entry=entry, seconds=0.01, path=str(_cache.write_entry(root, entry)))
 
-    threads = [threading.Thread(target=lane, args=("KA", 0, 300)), threading.Thread(target=lane, args=("KB", 10**6, 120))]
+    threads = [threading.Thread(target=lane, args=("KA", 0, 300)),
+               threading.Thread(target=lane, args=("KB", 10**6, 120))]
     for thread in threads:
         thread.start()
     for thread in threads:
