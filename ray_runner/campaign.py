@@ -122,48 +122,18 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     the report of the cases finished so far (``"interrupted": true``) and is then raised again;
     finished entries stay in the cache, so running the campaign again finishes it."""
     from triton_dist._backends import BACKENDS
-    from triton_dist.settings import get_settings
 
-    from .binaries import load as load_binaries
     from .report import write_report
 
     options = options or RunOptions()
-    if options.seed not in SEED_MODES:
-        raise ValueError(f"seed must be one of {SEED_MODES}, got {options.seed!r}")
-    if options.seed == "shared" and not options.cache_dir:
-        raise InfrastructureError("--seed shared writes into one directory that every node mounts: "
-                                  "pass it as --cache-dir DIR.")
-    root = Path(options.cache_dir).expanduser() if options.cache_dir else get_settings().autotune_dir
-    root = root.absolute()
-    root_source = "--cache-dir" if options.cache_dir else \
-        "TRITON_DIST_AUTOTUNE_DIR" if os.environ.get("TRITON_DIST_AUTOTUNE_DIR", "").strip() else "the default"
-    _check_writable(root)
-    ray_module = import_ray()
-    if options.keep_gangs_s > 0 and not (options.address or os.environ.get("RAY_ADDRESS")) \
-            and not ray_module.is_initialized():
-        log.warning("--keep-gangs has no effect here: the campaign starts an embedded Ray, which ends with it "
-                    "(pass --address of a running cluster)")
-
-    local_resources = None
-    if campaign.ray_resource and campaign.ray_resource not in ("CPU", "GPU"):
-        # an embedded Ray has no custom resources unless we declare them: one per core
-        widest = max(t.world_size for t in campaign.targets)
-        local_resources = {campaign.ray_resource: float(max(os.cpu_count() or 1, widest))}
+    root, root_source = _cache_root(options)
     with contextlib.ExitStack() as stack:
         stream = stack.enter_context(_results_stream(campaign, root, options))
-        ray = stack.enter_context(ray_session(options.address, resources=local_resources))
+        ray = stack.enter_context(ray_session(options.address, resources=_embedded_resources(campaign)))
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
-        pool_code = None
-        if options.keep_gangs_s > 0:
-            from .pool import code_digest
-
-            pool_code = code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))
         ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
-        opts = GangOptions(kind=kind, resource=resource, placement_timeout_s=campaign.placement_timeout_s,
-                           rendezvous_timeout_s=min(campaign.case_timeout_s, 300.0),
-                           strategy=campaign.placement_strategy, env=campaign.env_dict(),
-                           pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
+        opts = _gang_options(campaign, options, kind, resource)
         plan = plan_fleet(campaign.hardware, ray.nodes(), resource)
         todo, resumed, progress, total = _cases(campaign, stream, plan, options)
         fleet = Fleet(campaign, todo, resumed, stream, opts, root, options.force, plan, progress, ship_binaries=ship)
@@ -197,14 +167,7 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             stream.close()
         result = result_now(interrupted)
         if not interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
-            by_kind = entry_paths_by_kind(stream.path, campaign, plan.kinds)
-            paths = list(dict.fromkeys(p for kind_paths in by_kind.values() for p in kind_paths))
-            if options.seed == "nodes":
-                bundles = load_binaries(root, _load_entries(paths)) if ship else None
-                result.seeded = fleet.seed(by_kind, root, options.cache_dir,
-                                           timeout_s=max(60.0, campaign.placement_timeout_s), binaries=bundles)
-            else:
-                result.seeded = [{"root": str(root), "written": len(paths), "unchanged": 0, "errors": []}]
+            result.seeded = _seed(campaign, options, fleet, stream, plan, root, ship)
     if options.write_report:
         started = time.monotonic()
         result.report_paths = write_report(result, options.report_dir)
@@ -216,6 +179,61 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                     result.report_paths.get("json", "not written"))
         raise KeyboardInterrupt(f"campaign {campaign.name} interrupted")
     return result
+
+
+def _cache_root(options: RunOptions) -> tuple[Path, str]:
+    """The campaign's cache root (checked writable) and where it came from; the options' checks."""
+    from triton_dist.settings import get_settings
+
+    if options.seed not in SEED_MODES:
+        raise ValueError(f"seed must be one of {SEED_MODES}, got {options.seed!r}")
+    if options.seed == "shared" and not options.cache_dir:
+        raise InfrastructureError("--seed shared writes into one directory that every node mounts: "
+                                  "pass it as --cache-dir DIR.")
+    root = Path(options.cache_dir).expanduser() if options.cache_dir else get_settings().autotune_dir
+    root = root.absolute()
+    root_source = "--cache-dir" if options.cache_dir else \
+        "TRITON_DIST_AUTOTUNE_DIR" if os.environ.get("TRITON_DIST_AUTOTUNE_DIR", "").strip() else "the default"
+    _check_writable(root)
+    if options.keep_gangs_s > 0 and not (options.address or os.environ.get("RAY_ADDRESS")) \
+            and not import_ray().is_initialized():
+        log.warning("--keep-gangs has no effect here: the campaign starts an embedded Ray, which ends with it "
+                    "(pass --address of a running cluster)")
+    return root, root_source
+
+
+def _embedded_resources(campaign: Campaign) -> dict[str, float] | None:
+    """An embedded Ray has no custom resources unless we declare them: one per core."""
+    if not campaign.ray_resource or campaign.ray_resource in ("CPU", "GPU"):
+        return None
+    widest = max(t.world_size for t in campaign.targets)
+    return {campaign.ray_resource: float(max(os.cpu_count() or 1, widest))}
+
+
+def _gang_options(campaign: Campaign, options: RunOptions, kind: str, resource: str) -> GangOptions:
+    pool_code = None
+    if options.keep_gangs_s > 0:
+        from .pool import code_digest
+
+        pool_code = code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))
+    return GangOptions(kind=kind, resource=resource, placement_timeout_s=campaign.placement_timeout_s,
+                       rendezvous_timeout_s=min(campaign.case_timeout_s, 300.0),
+                       strategy=campaign.placement_strategy, env=campaign.env_dict(),
+                       pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
+
+
+def _seed(campaign: Campaign, options: RunOptions, fleet: Fleet, stream: ResultStream, plan: FleetPlan, root: Path,
+          ship: bool) -> list[dict[str, Any]]:
+    """Seed every node (each with its kind's entries and their binaries) or report the shared root."""
+    from .binaries import load as load_binaries
+
+    by_kind = entry_paths_by_kind(stream.path, campaign, plan.kinds)
+    paths = list(dict.fromkeys(p for kind_paths in by_kind.values() for p in kind_paths))
+    if options.seed != "nodes":
+        return [{"root": str(root), "written": len(paths), "unchanged": 0, "errors": []}]
+    bundles = load_binaries(root, _load_entries(paths)) if ship else None
+    return fleet.seed(by_kind, root, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s),
+                      binaries=bundles)
 
 
 def _load_entries(paths: list[str]) -> list[dict[str, Any]]:
