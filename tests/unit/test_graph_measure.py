@@ -22,6 +22,7 @@ from triton_dist import _tuning
 from triton_dist._backends.base import EventRunTimer
 from triton_dist._measure import rounds as _rounds
 from triton_dist._measure.bench import measure_candidates
+from triton_dist.errors import TritonDistWarning
 from triton_dist.tune import autotune
 
 
@@ -155,7 +156,8 @@ def test_runs_per_sample():  # samples of ~1 ms, at most 64 runs
 def test_a_host_function_that_cannot_be_captured_falls_back_to_eager_runs_for_every_candidate(caplog):
     device = GraphDevice({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
     make_call, counts = host_calls(device, capture_error={1})
-    with caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"):
+    with caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"), \
+            pytest.warns(TritonDistWarning, match="measuring without graphs: .*not permitted when stream is capturing"):
         results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None and all(r.ok for r in results)
     assert "measuring without graphs" in caplog.text and "not permitted when stream is capturing" in caplog.text
@@ -209,8 +211,9 @@ def test_ranks_agree_on_the_runs_per_sample_and_on_falling_back():
     # another rank could not capture: every rank warms up and measures eagerly, and nothing was
     # replayed before the group knew (a collective in the host function would have mismatched)
     device = GraphDevice(costs, gap=0.001)
-    results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
-                                      graphs=True, agree=Group([0.0, 0.0, 1.0], [0.0, 1.0, 1.0]))
+    with pytest.warns(TritonDistWarning, match="another rank of the group could not capture"):
+        results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10,
+                                          graphs=True, agree=Group([0.0, 0.0, 1.0], [0.0, 1.0, 1.0]))
     assert not any(e[0] == "replay" for e in device.log) and ("capture", _rounds.runs_per_sample(0.021)) in device.log
     assert [r.runs_per_sample for r in results] == [1, 1] and [r.runs for r in results] == [15, 15]
     assert [r.time_ms for r in results] == pytest.approx([0.021, 0.026])
