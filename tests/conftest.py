@@ -7,7 +7,7 @@
 - ``fresh_backends`` (opt-in) forgets the detected device backend and its cached probes, for
   tests that change ``TRITON_DIST_DEVICE`` or fake a device module.
 - Marks by layer: every test under ``tests/ray/`` is marked ``ray`` and under ``tests/gpu/``
-  ``gpu``, so that ``pytest -m "not ray and not slow"`` is the fast development subset
+  ``gpu``, under ``tests/ascend/`` ``npu``, so that ``pytest -m "not ray and not slow"`` is the fast development subset
   (docs/development.md); CI runs everything.
 """
 
@@ -46,7 +46,7 @@ if "TRITON_INTERPRET" not in os.environ and _no_accelerator():
     os.environ["TRITON_INTERPRET"] = "1"
 
 
-_LAYER_MARKS = {"ray": "ray", "gpu": "gpu"}
+_LAYER_MARKS = {"ray": "ray", "gpu": "gpu", "ascend": "npu"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
