@@ -73,6 +73,7 @@ def test_a_killed_run_resumes_from_its_stream_and_the_report_covers_both_runs(tm
     with open(first.path, "a", encoding="utf-8") as f:
         f.write('{"case_id": "torn", "status": "tu')
     second = ResultStream(stream_path(campaign), digest, resume=True)
+    first.close()  # (the killed driver's handle: only the process's end would close it)
     assert second.run == 2 and len(second.done) == 290  # failed cases are tried again
     assert {case_id(r.spec) for r in runs[:290]} == set(second.done)
     todo = [s for s in campaign.cases() if case_id(s) not in second.done]
