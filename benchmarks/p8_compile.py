@@ -82,10 +82,18 @@ def child(argv: list[str]) -> dict[str, Any]:
         return out
     if what == "first":
         fn = kernel["tuned"]
+        profile = os.environ.get("P8_PROFILE")  # a path: where the first call's profile goes
+        if profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         start = time.perf_counter()
         fn(*args)
         _sync()
         out["first_call_s"] = time.perf_counter() - start
+        if profile:
+            _dump_profile(profiler, Path(profile))
         start = time.perf_counter()
         fn(*args)
         _sync()
@@ -93,6 +101,18 @@ def child(argv: list[str]) -> dict[str, Any]:
         out["check"] = _check(fn)
         return out
     raise SystemExit(f"unknown child command {what}")
+
+
+def _dump_profile(profiler: Any, path: Path) -> None:
+    import io
+    import pstats
+
+    profiler.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(profiler, stream=text)
+    stats.sort_stats("cumulative").print_stats(60)
+    stats.sort_stats("tottime").print_stats(40)
+    path.write_text(text.getvalue())
 
 
 def _entry_id(fn: Any) -> str:
