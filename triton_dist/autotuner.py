@@ -32,6 +32,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
+from triton_dist import _triton_prewarm
 from triton_dist.errors import TritonDistWarning, TunerActiveError
 
 __all__ = ["ContextualAutoTuner", "contextual_autotune"]
@@ -70,6 +71,7 @@ class ContextualAutoTuner(Generic[R]):
         self.n_warmup = _check_count("n_warmup", n_warmup, 0)
         self.compile_workers = None if compile_workers is None else _check_count("compile_workers", compile_workers, 1)
         functools.update_wrapper(self, fn)
+        _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
     @property
     def qualname(self) -> str:
@@ -85,6 +87,7 @@ class ContextualAutoTuner(Generic[R]):
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         from triton_dist._contextual.session import Session
 
+        _triton_prewarm.wait()  # (returns at once after the first call)
         with _activated(self):
             session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat,
                               compile_workers=self.compile_workers)

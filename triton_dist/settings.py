@@ -25,6 +25,7 @@ CACHE_ONLY = "TRITON_DIST_AUTOTUNE_CACHE_ONLY"
 AGREE_TIMEOUT = "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S"
 CANDIDATE_TIMEOUT = "TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S"
 COMPILE_WORKERS = "TRITON_DIST_COMPILE_WORKERS"
+PREWARM = "TRITON_DIST_PREWARM"
 
 #: the most compile threads the default (the CPU count) asks for
 MAX_DEFAULT_COMPILE_WORKERS = 32
@@ -45,6 +46,8 @@ ENV_VARS: Mapping[str, str] = {
                        "(CPU threads only; default: off)",
     COMPILE_WORKERS: "threads that compile a miss's configs concurrently before measuring (default: the CPU "
                      "count, at most 32; 1: each config compiles at its first launch)",
+    PREWARM: "0 (false/off/no): do not compute Triton's start-up work (its installation hash) in a background "
+             "thread when a function is decorated (default: on, except under TRITON_INTERPRET=1)",
 }
 
 
@@ -68,6 +71,8 @@ class Settings:
     """``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``: opt-in per-candidate time limit."""
     compile_workers: int = 1
     """``TRITON_DIST_COMPILE_WORKERS``: bound on the threads of a miss's compile pass."""
+    prewarm: bool = True
+    """``TRITON_DIST_PREWARM``: Triton's start-up work in the background at decoration."""
 
 
 #: the spellings of a boolean value, case-insensitive: upstream Triton-distributed accepts
@@ -151,6 +156,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         agree_timeout_s=_positive_float(env, AGREE_TIMEOUT, 300.0),  # type: ignore[arg-type]
         candidate_timeout_s=_positive_float(env, CANDIDATE_TIMEOUT, None),
         compile_workers=_workers(env, COMPILE_WORKERS),
+        prewarm=_flag(env, PREWARM) if env.get(PREWARM, "").strip() else True,
     )
 
 

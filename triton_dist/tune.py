@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from triton_dist import _tuning
+from triton_dist import _triton_prewarm, _tuning
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
@@ -133,6 +133,7 @@ class AutoTuner:
             compile_workers=compile_workers,
         )
         functools.update_wrapper(self, fn)
+        _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
     def _get_source_hash(self) -> str:
         if self._source_hash is None:
@@ -243,6 +244,7 @@ class AutoTuner:
         with single_flight(self, key) as best:
             if best is not None:
                 return best
+            _triton_prewarm.wait()  # not a second hash of Triton's installation next to it
             outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
             best = self.config_space[outcome.index]
             self._origins[key] = (f"loaded from the cache entry {outcome.path}" if outcome.source == "cache" else
