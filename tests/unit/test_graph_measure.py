@@ -410,3 +410,34 @@ def test_a_mutation_by_one_config_is_restored_before_the_next_configs_first_run(
             assert errors[0] is None and "mutated tensor argument 0" in errors[1]
             assert "wrong result" in errors[2] and entry["best"]["index"] == 0
             assert not queued  # results are compared on the host: nothing queued
+
+
+def test_graphs_are_freed_and_samples_read_while_the_device_works_before_the_last_synchronisation():
+    """P2: the host's end-of-measurement work (freeing the graphs, reading every sample) happens
+    while the device still runs the queued rounds, not after the synchronisation."""
+
+    class WaitableEvent(QuantizedEvent):
+        def synchronize(self) -> None:  # what CUDA's Event.synchronize does for one event
+            self.device.log.append(("wait",))
+            self.device.synced = True  # this event's time can be read
+
+    class FreeingGraph(SimGraph):
+        def __del__(self) -> None:
+            self.device.log.append(("freed",))
+
+    class Device(GraphDevice):
+        def run_timer(self) -> EventRunTimer:
+            return EventRunTimer(lambda: WaitableEvent(self))
+
+        def capture(self, fn: Any, runs: int, pool: Any) -> SimGraph:
+            graph = super().capture(fn, runs, pool)
+            return FreeingGraph(self, graph.ops)
+
+    device = Device({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
+    results, bug = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10,
+                                      graphs=True)
+    assert bug is None and [r.time_ms for r in results] == pytest.approx([2.0, 4.0, 1.0])
+    log = [e[0] for e in device.log]
+    last_sync = len(log) - 1 - log[::-1].index("sync")
+    assert log.count("freed") == 3 and max(i for i, e in enumerate(log) if e == "freed") < last_sync
+    assert log[last_sync - 30:last_sync] == ["wait"] * 30  # 3 candidates x 10 samples, read one by one

@@ -64,6 +64,10 @@ class EventRunTimer:
     def elapsed_ms(self, token: tuple[Any, Any]) -> float:
         return float(token[0].elapsed_time(token[1]))
 
+    def wait(self, token: tuple[Any, Any]) -> None:
+        """Block until the run of ``token`` has completed on the device (its end event)."""
+        token[1].synchronize()
+
     def keep_ahead(self, host_s: float, n_runs: int) -> None:
         """About to enqueue ``n_runs`` runs that take ``host_s`` seconds of host time (without the
         timer's own): make sure the device

@@ -343,7 +343,14 @@ class _Rounds(CandidateRuns):
         return True
 
     def results(self) -> list[CandidateResult]:
-        """Every candidate's result in ``indices`` order, read after one synchronisation."""
+        """Every candidate's result in ``indices`` order, read while the device works through the
+        queued rounds and completed by one synchronisation."""
+        per = {index: self.k if index in self.graph_of else 1 for index in self.indices}
+        # Freed before waiting (the driver frees a graph in flight when it completes, and nothing
+        # is queued until the synchronisation): the host's ~2 ms for 15 graphs overlap the device.
+        self.graph_of.clear()
+        self.marks.append(("released", self.clock()))
+        elapsed = self._read_as_completed()
         self.backend.synchronize()
         self.marks.append(("synchronised", self.clock()))
         results = []
@@ -351,12 +358,10 @@ class _Rounds(CandidateRuns):
             if index in self.failed:
                 results.append(self.failed[index])
                 continue
-            per = self.k if index in self.graph_of else 1
-            result = summarize(index, [self.timer.elapsed_ms(t) / per for t in self.tokens[index]])
-            result.runs, result.runs_per_sample = self.runs[index], per
+            times = elapsed.get(index) or [self.timer.elapsed_ms(t) for t in self.tokens[index]]
+            result = summarize(index, [t / per[index] for t in times])
+            result.runs, result.runs_per_sample = self.runs[index], per[index]
             results.append(result)
-        self.graph_of.clear()  # frees the graphs and, with the last of them, their memory pool
-        self.marks.append(("released", self.clock()))
         if log.isEnabledFor(logging.DEBUG):
             marks = self.marks
             log.debug("measured %d candidates (%s, k=%d) in %.2f ms: %s", len(self.calls),
@@ -365,6 +370,26 @@ class _Rounds(CandidateRuns):
                       ", ".join(f"{name} {(t - marks[i][1]) * 1e3:.2f}"
                                 for i, (name, t) in enumerate(marks[1:])))
         return results
+
+    def _read_as_completed(self) -> dict[int, list[float]]:
+        """The samples' times, each read once its end event has completed, round by round: the
+        host reads while the device works. Empty when the timer cannot wait for one event or
+        waiting fails (the caller reads after the synchronisation, which reports the device)."""
+        wait = getattr(self.timer, "wait", None)
+        if wait is None:
+            return {}
+        live = [i for i in self.indices if i not in self.failed]
+        elapsed: dict[int, list[float]] = {i: [] for i in live}
+        try:
+            for sample in range(max((len(self.tokens.get(i, ())) for i in live), default=0)):
+                for index in live:
+                    tokens = self.tokens.get(index, ())
+                    if sample < len(tokens):
+                        wait(tokens[sample])
+                        elapsed[index].append(self.timer.elapsed_ms(tokens[sample]))
+        except Exception:  # noqa: BLE001 - the synchronisation that follows reports the device's state
+            return {}
+        return elapsed
 
 
 def _report(results: list[CandidateResult],
