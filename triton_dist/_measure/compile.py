@@ -16,11 +16,14 @@ other (24 attention configs: 11.5 s of compiling against 0.38 s of measuring on 
 - ``contextual_autotune``: the inner ``@triton.autotune`` kernel and its configs are known, so
   :func:`precompile_configs` compiles each config's specialisation directly (no host code runs).
 
-Triton's own cache rules stay in charge: the compile step is Triton's (its cache key, its
-atomic file writes, its in-memory kernel cache), only the thread it runs on changes. Triton's
-compiler releases the GIL in its native passes and runs ``ptxas`` as a subprocess, so threads
-overlap the expensive parts. The pass is bounded by ``TRITON_DIST_COMPILE_WORKERS`` (or the
-decorator's ``compile_workers``).
+Where the compiles run: a pass thread's launches only *submit* their compile (Triton's
+``AsyncCompileMode``) to forked child processes, at most ``TRITON_DIST_COMPILE_WORKERS`` (or the
+decorator's ``compile_workers``) alive at once, which fill Triton's on-disk cache; the parent then
+loads each kernel from that cache (:mod:`.forked`: how, and why fork is safe there). Where that
+mode is missing (Triton < 3.4, triton-ascend 3.2), fork is not available, or
+``TRITON_ALWAYS_COMPILE`` is set, the compiles run on the pass's threads themselves, which overlap
+only Triton's native passes and ``ptxas`` (its Python parts hold the GIL). Either way Triton's own
+cache rules stay in charge: its cache key, its atomic file writes, its in-memory kernel cache.
 
 The scope patches ``JITFunction.run`` (and the interpreter's and ``Autotuner``'s ``run``) only
 while a pass is active, and only for the pass's own threads; every other thread, and every call
@@ -39,6 +42,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from triton_dist._measure import forked
+from triton_dist._measure.forked import ForkCompiler
 from triton_dist._measure.result import candidate_failure_types, describe
 
 __all__ = ["PassResult", "capture_kernels", "compile_pass", "precompile_candidates", "precompile_configs",
@@ -82,6 +87,11 @@ class _Recorder:
     def __init__(self) -> None:
         self.kernels: list[Any] = []
         self.error: BaseException | None = None
+
+    def failed(self, exc: BaseException) -> None:
+        """A compile finished after the launch (process mode) and raised ``exc``."""
+        if isinstance(exc, _failures()):
+            self.error = self.error or exc
 
 
 _lock = threading.Lock()
@@ -214,6 +224,12 @@ class PassResult:
     """index -> the compile error (the config's failure)"""
     eager: dict[int, str] = dataclasses.field(default_factory=dict)
     """index -> why its host function took no part (it compiles at its first launch)"""
+    threads_why: str = ""
+    """why the compiles ran on the pass's threads, not in child processes ("": they did not)"""
+    children: int = 0
+    """child processes forked (one per kernel compiled)"""
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+    """per kernel whose child failed or timed out (the parent compiled it): what happened"""
 
 
 def _binder(backend: Any) -> Callable[[], None]:
@@ -225,18 +241,29 @@ def _binder(backend: Any) -> Callable[[], None]:
     return lambda: backend.set_device(index)
 
 
+def _processes(workers: int) -> tuple[ForkCompiler | None, str]:
+    """The pass's process executor, or None and why its compiles stay on its threads."""
+    why = forked.unavailable()
+    if why is not None:
+        return None, why
+    return ForkCompiler(workers), ""
+
+
 def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, backend: Any) -> PassResult:
-    """Call each ``call`` once in a pool of ``workers`` threads with compile-only launches."""
+    """Call each ``call`` once in a pool of ``workers`` threads with compile-only launches whose
+    compiles run in at most ``workers`` forked children (or on the threads: :mod:`.forked`)."""
     result = PassResult()
     if not calls:
         return result
     bind = _binder(backend)
+    executor, result.threads_why = _processes(workers)
 
     def one(index: int, call: Callable[[], Any]) -> None:
         bind()
         with _compile_only() as recorder:
             try:
-                call()
+                with forked.deferred(executor, recorder.failed):
+                    call()
             except Exception as exc:  # noqa: BLE001 - sorted here, never lost (an interrupt propagates)
                 if recorder.error is not None:
                     result.failed[index] = f"compile error: {describe(recorder.error)}"
@@ -245,10 +272,15 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
                 return
         result.compiled[index] = len(recorder.kernels)
 
-    with _scope(), concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
-        for future in [pool.submit(one, index, call) for index, call in calls]:
-            future.result()
+    try:
+        with _scope(), concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
+            for future in [pool.submit(one, index, call) for index, call in calls]:
+                future.result()
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True)  # no child outlives the pass
+            result.children, result.fallbacks = executor.children, list(executor.fallbacks)
     return result
 
 
@@ -274,10 +306,22 @@ def precompile_target(target: Any, indices: Sequence[int], args: tuple, kwargs: 
          len(todo), min(workers, len(todo)), time.perf_counter() - start, len(result.compiled),
          len(result.failed), len(result.eager),
          "" if not result.eager else f" ({'; '.join(f'{i}: {why}' for i, why in sorted(result.eager.items()))[:300]})")
+    note("compile pass: %s", _where(result))
     for index, error in sorted(result.failed.items()):
         note("config %d: %s", index, error)
     known.update(result.failed)
     return known
+
+
+def _where(result: PassResult) -> str:
+    """Where the pass's compiles ran, for the log."""
+    if result.threads_why:
+        return f"compiled on the pass's threads ({result.threads_why})"
+    text = f"{result.children} kernels compiled in child processes"
+    if result.fallbacks:
+        why = "; ".join(result.fallbacks)[:200]
+        text += f", {len(result.fallbacks)} compiled here after their child failed ({why})"
+    return text
 
 
 def capture_kernels(call: Callable[[], Any]) -> list[Any]:
@@ -318,17 +362,28 @@ def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dic
     """Compile each config of an inner ``@triton.autotune`` kernel concurrently (contextual
     tuning); per config None or its compile error. Other exceptions are left to the eager launch."""
     bind = _binder(backend)
+    executor, why = _processes(workers)
+    if why:
+        log.debug("precompiling on threads: %s", why)
 
     def one(config: Any) -> str | None:
         bind()
         try:
-            at.fn.run(*args, **dict(kwargs, **config.all_kwargs(), warmup=True))
+            with forked.deferred(executor):
+                at.fn.run(*args, **dict(kwargs, **config.all_kwargs(), warmup=True))
         except _failures() as exc:
             return f"compile error: {describe(exc)}"
         except Exception as exc:  # noqa: BLE001 - the timed launch reports it as it always did
             log.debug("precompiling %s raised %s; it compiles at its first launch", config, describe(exc))
         return None
 
-    with concurrent.futures.ThreadPoolExecutor(
-            max_workers=max(1, min(workers, len(configs))), thread_name_prefix="triton_dist-compile") as pool:
-        return list(pool.map(one, configs))
+    try:
+        with concurrent.futures.ThreadPoolExecutor(
+                max_workers=max(1, min(workers, len(configs))), thread_name_prefix="triton_dist-compile") as pool:
+            return list(pool.map(one, configs))
+    finally:
+        if executor is not None:
+            executor.shutdown(wait=True)
+            if executor.fallbacks:
+                log.info("precompiling: %d kernels compiled here after their child failed: %s",
+                         len(executor.fallbacks), "; ".join(executor.fallbacks)[:300])

@@ -1,0 +1,154 @@
+"""Real Triton compiles of the compile pass, run in a fresh interpreter (tests/unit/test_compile_processes.py).
+
+Triton's compiler needs ``TRITON_INTERPRET=0`` from Triton's import on (the interpreter replaces
+``triton.language``'s own jit functions), while the other tests run under the interpreter: so
+these scenarios run here, in a child process, and print what they saw as JSON.
+
+No GPU exists here, and none is needed to compile: the installed Triton ships ``ptxas`` and
+compiles for an explicit target. :class:`CompileOnlyDriver`, made the active Triton driver, gives
+``JITFunction.run(..., warmup=True)`` what it asks a driver (the current device, stream and target)
+and nothing else; launching anything with it fails.
+
+Every call of Triton's compile entry point (``triton.compiler.compile``, what ``JITFunction``
+compiles with) appends one line to ``$COMPILE_LOG``: the process id, start and end, whether it
+was an on-disk cache hit (Triton's ``knobs.compilation.listener``) and the kernel's constexprs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.backends.driver import DriverBase
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import tutorial_kernels as tk  # noqa: E402 - Triton's tutorial kernels (code this project did not write)
+
+PARENT = os.getpid()
+TARGET = GPUTarget("cuda", 90, 32)
+
+
+class CompileOnlyDriver(DriverBase):
+    """What ``JITFunction.run(..., warmup=True)`` needs of a driver on a machine without a GPU."""
+
+    @classmethod
+    def is_active(cls) -> bool:
+        return False
+
+    def map_python_to_cpp_type(self, ty: str) -> str:
+        raise NotImplementedError("compile only")
+
+    def get_current_target(self) -> GPUTarget:
+        return TARGET
+
+    def get_active_torch_device(self) -> Any:
+        return torch.device("cpu")
+
+    def get_benchmarker(self) -> Any:
+        raise NotImplementedError("compile only")
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def get_current_stream(self, device: int | None = None) -> int:
+        return 0
+
+
+def _constants(src: Any) -> dict[str, Any]:
+    names = src.fn.arg_names
+    return {names[path[0]]: value for path, value in src.constants.items() if isinstance(value, (int, float))}
+
+
+def _log(record: dict[str, Any]) -> None:
+    with open(os.environ["COMPILE_LOG"], "a") as f:  # one small append per line: atomic
+        f.write(json.dumps(record) + "\n")
+
+
+def _install_recorder(misbehave: dict[int, str]) -> None:
+    """Log every compile; a child compiling BLOCK_SIZE in ``misbehave`` crashes or hangs first."""
+    from triton import compiler, knobs
+
+    real = compiler.compile
+    hits: dict[str, bool] = {}
+
+    def listener(*, src: Any, cache_hit: bool, **_: Any) -> None:
+        hits[src.hash()] = cache_hit
+
+    def compile(src: Any, target: Any = None, options: Any = None, _env_vars: Any = None) -> Any:
+        block = _constants(src).get("BLOCK_SIZE")
+        if os.getpid() != PARENT and block in misbehave:
+            if misbehave[block] == "crash":
+                os._exit(3)
+            time.sleep(3600)  # "hang": the parent's time-out kills it
+        start = time.time()
+        kernel = real(src, target=target, options=options, _env_vars=_env_vars)
+        _log({"pid": os.getpid(), "start": start, "end": time.time(), "hit": hits.get(src.hash()),
+              "constants": _constants(src)})
+        return kernel
+
+    knobs.compilation.listener = listener
+    compiler.compile = compile
+
+
+def _layer_norm_args() -> tuple:
+    x = torch.randn(8, 1000)
+    return x, torch.ones(1000), torch.zeros(1000)
+
+
+def scenario_pass(configs: list[dict[str, Any]], workers: int) -> dict[str, Any]:
+    """The function-level compile pass over the tutorial layer norm's host function."""
+    from triton_dist._backends import get_backend
+    from triton_dist._measure.compile import compile_pass
+
+    kernel = triton.jit(tk.layer_norm_fwd_kernel.fn)
+    args = _layer_norm_args()
+    calls = [(i, lambda c=c: tk.layer_norm_launch(kernel, *args, **c)) for i, c in enumerate(configs)]
+    result = compile_pass(calls, workers, get_backend())
+    return {"compiled": result.compiled, "failed": result.failed, "eager": result.eager,
+            "threads_why": result.threads_why, "children": result.children, "fallbacks": result.fallbacks,
+            "in_memory": len(kernel.device_caches[0][0])}
+
+
+def scenario_contextual(configs: list[dict[str, Any]], workers: int) -> dict[str, Any]:
+    """contextual_autotune's precompile of an inner ``@triton.autotune`` kernel's configs."""
+    from triton_dist._backends import get_backend
+    from triton_dist._measure.compile import precompile_configs
+
+    at = triton.autotune([triton.Config(c) for c in configs], key=["N"])(triton.jit(tk.layer_norm_fwd_kernel.fn))
+    x, w, b = _layer_norm_args()
+    y, mean, rstd = torch.empty_like(x), torch.empty(8), torch.empty(8)
+    args = (x, y, w, b, mean, rstd, x.stride(0), 1000, 1e-5)
+    errors = precompile_configs(at, at.configs, args, {"grid": (8,)}, workers, get_backend())
+    return {"errors": errors, "in_memory": len(at.fn.device_caches[0][0])}
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    from triton.runtime.driver import driver
+
+    if spec.get("no_async"):  # a Triton without AsyncCompileMode (< 3.4, triton-ascend 3.2)
+        sys.modules["triton.runtime._async_compile"] = None  # type: ignore[assignment]
+    if "timeout_s" in spec:
+        from triton_dist._measure import forked
+
+        forked.CHILD_TIMEOUT_S = spec["timeout_s"]
+    _install_recorder({int(k): v for k, v in spec.get("misbehave", {}).items()})
+    driver.set_active(CompileOnlyDriver())
+    run = {"pass": scenario_pass, "contextual": scenario_contextual}[spec["scenario"]]
+    start = time.perf_counter()
+    out = run(spec["configs"], spec["workers"])
+    out.update(parent=PARENT, wall_s=time.perf_counter() - start)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""The compile pass compiles in forked child processes (issue 23; _measure/forked.py).
+
+Real compiles: Triton's compiler and ``ptxas`` for an sm_90 target, of Triton's tutorial layer
+norm (benchmarks/tutorial_kernels.py), into a real Triton cache directory, in real child
+processes. They run in a fresh interpreter (tests/unit/compile_child.py: Triton must be imported
+without ``TRITON_INTERPRET``); what the children and the parent compiled is read back from the
+log its compile entry point writes and from Triton's cache directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHILD = Path(__file__).with_name("compile_child.py")
+ROOT = CHILD.parents[2]
+
+GOOD = [{"BLOCK_SIZE": 256}, {"BLOCK_SIZE": 512}, {"BLOCK_SIZE": 1024, "num_warps": 8}, {"BLOCK_SIZE": 2048}]
+BAD = {"BLOCK_SIZE": 96}  # tl.arange needs a power of two: Triton's CompilationError
+
+
+def _run(tmp: Path, **spec: Any) -> tuple[dict[str, Any], list[dict[str, Any]], Path]:
+    tmp.mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_")}
+    env.update(TRITON_INTERPRET="0", TRITON_DEFAULT_FP_FUSION="1", TRITON_CACHE_DIR=str(tmp / "triton-cache"),
+               TRITON_DIST_AUTOTUNE_DIR=str(tmp / "autotune"), COMPILE_LOG=str(tmp / "compiles.jsonl"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, str(CHILD), json.dumps(spec)], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    log = [json.loads(line) for line in (tmp / "compiles.jsonl").read_text().splitlines()]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), log, tmp / "triton-cache"
+
+
+def _blocks(configs: list[dict[str, Any]]) -> list[int]:
+    return sorted(c["BLOCK_SIZE"] for c in configs)
+
+
+def _max_overlap(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    live = most = 0
+    for _, step in edges:
+        live += step
+        most = max(most, live)
+    return most
+
+
+@pytest.fixture(scope="module")
+def process_pass(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], list[dict[str, Any]], Path]:
+    configs = GOOD[:2] + [BAD] + GOOD[2:]
+    return _run(tmp_path_factory.mktemp("c") / "pass", scenario="pass", workers=2, configs=configs)
+
+
+def test_each_config_compiles_in_its_own_child_and_the_parent_loads_it_from_disk(process_pass) -> None:
+    out, log, _ = process_pass
+    parent = out["parent"]
+    assert out["threads_why"] == "" and out["children"] == 5  # one child per kernel, the failing one too
+    in_children = [r for r in log if r["pid"] != parent]
+    in_parent = [r for r in log if r["pid"] == parent]
+    assert _blocks([r["constants"] for r in in_children]) == _blocks(GOOD)
+    assert len({r["pid"] for r in in_children}) == len(GOOD)  # distinct processes
+    assert all(r["hit"] is False for r in in_children)  # the children really compiled
+    # the parent: each kernel once more, an on-disk cache hit of what its child wrote
+    assert _blocks([r["constants"] for r in in_parent]) == _blocks(GOOD)
+    assert all(r["hit"] is True for r in in_parent)
+    assert out["in_memory"] == len(GOOD)  # in the JIT function's kernel cache, as after a launch
+
+
+def test_triton_cache_holds_every_compiled_config(process_pass) -> None:
+    _, _, cache = process_pass
+    groups = list(cache.glob("*/__grp__layer_norm_fwd_kernel.json"))
+    assert len(groups) == len(GOOD)
+    cubins = list(cache.glob("*/layer_norm_fwd_kernel.cubin"))
+    assert len(cubins) == len(GOOD) and all(p.stat().st_size > 0 for p in cubins)
+    assert not list(cache.rglob("*.tmp*"))  # Triton's atomic writes left nothing half-written
+
+
+def test_a_compile_error_is_that_configs_failure(process_pass) -> None:
+    out, log, _ = process_pass
+    assert set(out["compiled"]) == {"0", "1", "3", "4"} and not out["eager"]
+    assert list(out["failed"]) == ["2"]
+    assert out["failed"]["2"].startswith("compile error: CompilationError")
+    assert all(r["constants"]["BLOCK_SIZE"] != BAD["BLOCK_SIZE"] for r in log)  # never compiled
+
+
+def test_live_children_stay_within_the_bound(process_pass) -> None:
+    out, log, _ = process_pass
+    children = [(r["start"], r["end"]) for r in log if r["pid"] != out["parent"]]
+    assert _max_overlap(children) == 2  # concurrent, and never more than compile_workers
+
+
+def test_a_child_that_crashes_or_hangs_falls_back_to_the_parent(tmp_path) -> None:
+    configs = GOOD[:3]
+    out, log, _ = _run(tmp_path / "fallback", scenario="pass", workers=2, configs=configs, timeout_s=3,
+                       misbehave={"512": "crash", "1024": "hang"})
+    parent = out["parent"]
+    assert set(out["compiled"]) == {"0", "1", "2"} and not out["failed"]
+    assert sorted(f.split(" (")[0] for f in out["fallbacks"]) == ["exit status 3", "timed out after 3s"]
+    by_block = {r["constants"]["BLOCK_SIZE"]: r for r in log if r["pid"] == parent}
+    assert by_block[256]["hit"] is True  # its child compiled it
+    assert by_block[512]["hit"] is False and by_block[1024]["hit"] is False  # compiled here, for real
+    assert {r["constants"]["BLOCK_SIZE"] for r in log if r["pid"] != parent} == {256}
+
+
+def test_without_async_compile_mode_the_pass_compiles_on_its_threads(tmp_path) -> None:
+    configs = GOOD[:3]
+    out, log, cache = _run(tmp_path / "threads", scenario="pass", workers=2, configs=configs, no_async=True)
+    assert "AsyncCompileMode" in out["threads_why"] and out["children"] == 0
+    assert set(out["compiled"]) == {"0", "1", "2"}
+    assert {r["pid"] for r in log} == {out["parent"]} and all(r["hit"] is False for r in log)
+    assert len(list(cache.glob("*/__grp__layer_norm_fwd_kernel.json"))) == len(configs)
+
+
+def test_contextual_precompile_compiles_the_inner_configs_in_children(tmp_path) -> None:
+    configs = [GOOD[0], BAD, GOOD[1]]
+    out, log, _ = _run(tmp_path / "contextual", scenario="contextual", workers=2, configs=configs)
+    assert out["errors"][0] is None and out["errors"][2] is None
+    assert out["errors"][1].startswith("compile error: CompilationError")
+    parent = out["parent"]
+    assert _blocks([r["constants"] for r in log if r["pid"] != parent]) == [256, 512]
+    assert all(r["hit"] is True for r in log if r["pid"] == parent)
+    assert out["in_memory"] == 2

@@ -1,0 +1,166 @@
+"""Compile Triton kernels in forked child processes (the compile pass's process mode, issue 23).
+
+Threads overlap only the native parts of Triton's compiler; its Python parts (code generation,
+pass-pipeline set-up, the cache manager) hold the GIL, so a thread pass reached ~3x on 16 cores.
+Processes scale, but what Triton compiles is a closure (``JITFunction._do_compile``'s
+``async_compile()``), which no pickling process pool can ship. A *forked* child inherits it.
+
+The mechanism is Triton's own (Triton >= 3.4): ``triton.runtime._async_compile.AsyncCompileMode``
+(a context variable, so per thread) makes ``_do_compile`` hand ``executor.submit(compile_fn)`` its
+closure instead of compiling inline, and finalizes the returned futures (kernel cache, post-compile
+hook) when the mode exits. :class:`ForkCompiler` is that executor: for each ``compile_fn`` it forks
+a child that runs ``compile_fn()`` -- which writes the binaries into Triton's on-disk cache, with
+Triton's own atomic writes -- and leaves with ``os._exit``; then the parent runs ``compile_fn()``
+itself, now an on-disk cache hit (milliseconds), so the parent's in-memory caches and hooks are
+filled exactly as by an inline compile. When a child fails (a compile error, a crash) or outlives
+the time-out (it is killed), the parent's own ``compile_fn()`` compiles for real: a compile error
+stays that config's failure, with Triton's real exception.
+
+Why fork is safe here: a child runs only Triton's compiler for an explicit target (``triton.compile``
+with a target does not call the driver: no GPU in the child) and leaves with ``os._exit`` (no
+atexit handlers, no CUDA teardown, no flush of inherited buffers). A lock another thread held at
+fork time stays held in the child; so the parent never runs Triton's compiler while a fork is in
+progress (``_fork_lock`` covers each fork and each of the parent's own ``compile_fn()`` calls, and
+the pass threads only submit while their mode is active). A lock held by a thread outside the
+pass (a user thread compiling something else) could still hang a child: the time-out kills it and
+the parent compiles that kernel itself.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import select
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "deferred", "unavailable"]
+
+CHILD_TIMEOUT_S = 600.0
+"""A child still compiling after this long is killed (its kernel then compiles in the parent).
+Generous: a big kernel compiles for a minute; only a child hung on an inherited lock gets here."""
+
+_fork_lock = threading.Lock()
+
+
+def unavailable() -> str | None:
+    """Why process compiles cannot run here (None: they can)."""
+    if not hasattr(os, "fork"):
+        return "this platform has no fork()"
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode  # noqa: F401 - Triton >= 3.4
+    except ImportError:
+        return "this Triton has no AsyncCompileMode"
+    try:
+        from triton import knobs
+    except ImportError:  # pragma: no cover - every Triton with AsyncCompileMode has knobs
+        return "this Triton has no knobs"
+    if knobs.compilation.always_compile:
+        return "TRITON_ALWAYS_COMPILE is set (a child's cache entry would not be reused)"
+    return None
+
+
+def _in_child(fn: Callable[[], Any], timeout_s: float) -> str | None:
+    """Run ``fn`` in a forked child; None when it exited cleanly, else what went wrong."""
+    for stream in (sys.stdout, sys.stderr):  # the child must not flush the parent's pending output
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with _fork_lock:
+        read_end, write_end = os.pipe()  # EOF on read_end: the child is gone
+        with warnings.catch_warnings():
+            # Python >= 3.12 warns on fork() in a multi-threaded process; why it is safe here:
+            # the module docstring (compiler only, no compile in the parent meanwhile, time-out).
+            warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                    category=DeprecationWarning)
+            pid = os.fork()
+        if pid == 0:  # the child: compile into Triton's disk cache, leave without clean-up
+            code = 1
+            try:
+                os.close(read_end)
+                fn()
+                code = 0
+            except BaseException:  # noqa: BLE001 - the parent compiles again and sees the error
+                pass
+            finally:
+                os._exit(code)
+        os.close(write_end)  # before the next fork, so that no other child inherits it
+    try:
+        ready, _, _ = select.select([read_end], [], [], timeout_s)
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(read_end)
+    if not ready:
+        return f"timed out after {timeout_s:g}s"
+    code = os.waitstatus_to_exitcode(status)
+    return None if code == 0 else (f"exit status {code}" if code > 0 else f"signal {-code}")
+
+
+class ForkCompiler(concurrent.futures.Executor):
+    """The executor ``AsyncCompileMode`` submits Triton's compile closures to: at most
+    ``workers`` live children; each future resolves to the parent's own ``compile_fn()``."""
+
+    def __init__(self, workers: int, timeout_s: float | None = None) -> None:
+        self.workers = max(1, workers)
+        self.timeout_s = CHILD_TIMEOUT_S if timeout_s is None else timeout_s
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.workers,
+                                                           thread_name_prefix="triton_dist-fork")
+        self._lock = threading.Lock()
+        self.children = 0
+        """children forked"""
+        self.fallbacks: list[str] = []
+        """why a child's kernel compiled in the parent, one entry per such kernel"""
+        self.live = 0
+        self.max_live = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        return self._pool.submit(self._compile, fn, args, kwargs)
+
+    def _compile(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        with self._lock:
+            self.children += 1
+            self.live += 1
+            self.max_live = max(self.max_live, self.live)
+        start = time.perf_counter()
+        try:
+            problem = _in_child(lambda: fn(*args, **kwargs), self.timeout_s)
+        finally:
+            with self._lock:
+                self.live -= 1
+        if problem is not None:
+            with self._lock:
+                self.fallbacks.append(f"{problem} ({time.perf_counter() - start:.2f}s)")
+        with _fork_lock:  # no fork while this process runs Triton's compiler (a cache hit, or not)
+            return fn(*args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+@contextlib.contextmanager
+def deferred(executor: concurrent.futures.Executor | None,
+             record: Callable[[BaseException], None] = lambda exc: None) -> Iterator[None]:
+    """This thread's Triton compiles go to ``executor`` (None: they stay inline) and are finished
+    when the block ends; a compile's error is passed to ``record`` and raised from here."""
+    if executor is None:
+        yield
+        return
+    from triton.runtime._async_compile import AsyncCompileMode
+
+    mode = AsyncCompileMode(executor)
+    mode.__enter__()
+    try:
+        yield
+    finally:
+        try:
+            mode.__exit__(None, None, None)  # waits for this block's compiles, fills the kernel cache
+        except Exception as exc:
+            record(exc)
+            raise
