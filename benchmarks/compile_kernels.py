@@ -1,7 +1,8 @@
-"""The kernels P8 compiles: Triton's tutorial matmul (its 16 CUDA and fp8-tile configs) and a
-flash-attention forward (24 configs), each as a function-level ``autotune`` host function and as a
-``contextual_autotune`` function around a ``@triton.autotune`` kernel. Module level, so that the
-source hash (part of the cache entry's name) is the same in every process."""
+"""The kernels P8 compiles: Triton's tutorial matmul (tutorial_kernels.py's kernel and the
+tutorial's 16 CUDA and fp8-tile configs) and a flash-attention forward (24 configs), each as a
+function-level ``autotune`` host function and as a ``contextual_autotune`` function around a
+``@triton.autotune`` kernel. Module level, so that the source hash (part of the cache entry's
+name) is the same in every process."""
 
 from __future__ import annotations
 
@@ -12,53 +13,17 @@ from typing import Any
 import torch
 import triton
 import triton.language as tl
+import tutorial_kernels as tk
 
 from triton_dist.autotuner import contextual_autotune
 from triton_dist.tune import autotune
 
 # ---------------------------------------------------------------------------- matmul (tutorial 03)
 
-#: BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_stages, num_warps: the tutorial's CUDA and fp8 lists
-MATMUL_TILES = [
-    (128, 256, 64, 8, 3, 8), (64, 256, 32, 8, 4, 4), (128, 128, 32, 8, 4, 4), (128, 64, 32, 8, 4, 4),
-    (64, 128, 32, 8, 4, 4), (128, 32, 32, 8, 4, 4), (64, 32, 32, 8, 5, 2), (32, 64, 32, 8, 5, 2),
-    (128, 256, 128, 8, 3, 8), (256, 128, 128, 8, 3, 8), (256, 64, 128, 8, 4, 4), (64, 256, 128, 8, 4, 4),
-    (128, 128, 128, 8, 4, 4), (128, 64, 64, 8, 4, 4), (64, 128, 64, 8, 4, 4), (128, 32, 64, 8, 4, 4),
-]
-MATMUL_SPACE = [{"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": g,
-                 "num_stages": s, "num_warps": w} for m, n, k, g, s, w in MATMUL_TILES]
-
-
-@triton.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                  BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,
-                  GROUP_SIZE_M: tl.constexpr):
-    pid = tl.program_id(axis=0)
-    num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)
-    num_pid_n = tl.cdiv(N, BLOCK_SIZE_N)
-    num_pid_in_group = GROUP_SIZE_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_SIZE_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_SIZE_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    offs_am = (pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)) % M
-    offs_bn = (pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)) % N
-    offs_k = tl.arange(0, BLOCK_SIZE_K)
-    a_ptrs = a_ptr + (offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak)
-    b_ptrs = b_ptr + (offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn)
-    accumulator = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_SIZE_K)):
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < K - k * BLOCK_SIZE_K, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < K - k * BLOCK_SIZE_K, other=0.0)
-        accumulator = tl.dot(a, b, accumulator)
-        a_ptrs += BLOCK_SIZE_K * stride_ak
-        b_ptrs += BLOCK_SIZE_K * stride_bk
-    c = accumulator.to(tl.float16)
-    offs_cm = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
-    offs_cn = pid_n * BLOCK_SIZE_N + tl.arange(0, BLOCK_SIZE_N)
-    c_ptrs = c_ptr + stride_cm * offs_cm[:, None] + stride_cn * offs_cn[None, :]
-    tl.store(c_ptrs, c, mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+#: the tutorial's 16 CUDA and fp8-tile configs (tutorial_kernels.MATMUL_TUTORIAL), as launch keywords
+MATMUL_SPACE = [{"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8,
+                 "num_stages": s, "num_warps": w} for m, n, k, s, w in tk.MATMUL_TUTORIAL]
+matmul_kernel = tk.matmul_kernel
 
 
 def _mm_key(a: Any, b: Any) -> tuple:
@@ -67,15 +32,9 @@ def _mm_key(a: Any, b: Any) -> tuple:
 
 def matmul_host(a: Any, b: Any, *, BLOCK_SIZE_M: int, BLOCK_SIZE_N: int, BLOCK_SIZE_K: int,
                 GROUP_SIZE_M: int, num_stages: int, num_warps: int) -> Any:
-    M, K = a.shape
-    _, N = b.shape
-    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
-    grid = (triton.cdiv(M, BLOCK_SIZE_M) * triton.cdiv(N, BLOCK_SIZE_N),)
-    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
-                        c.stride(1), BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N,
-                        BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, num_stages=num_stages,
-                        num_warps=num_warps)
-    return c
+    return tk.matmul_launch(matmul_kernel, a, b, BLOCK_SIZE_M=BLOCK_SIZE_M, BLOCK_SIZE_N=BLOCK_SIZE_N,
+                            BLOCK_SIZE_K=BLOCK_SIZE_K, GROUP_SIZE_M=GROUP_SIZE_M, num_stages=num_stages,
+                            num_warps=num_warps)
 
 
 matmul_tuned = autotune(MATMUL_SPACE, _mm_key)(matmul_host)
@@ -88,16 +47,7 @@ matmul_autotuned_kernel = triton.autotune(
 
 @contextual_autotune(n_repeat=10, n_warmup=5)
 def matmul_contextual(a: Any, b: Any) -> Any:
-    M, K = a.shape
-    _, N = b.shape
-    c = torch.empty((M, N), device=a.device, dtype=torch.float16)
-
-    def grid(meta: dict) -> tuple:
-        return (triton.cdiv(M, meta["BLOCK_SIZE_M"]) * triton.cdiv(N, meta["BLOCK_SIZE_N"]),)
-
-    matmul_autotuned_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                                  c.stride(0), c.stride(1))
-    return c
+    return tk.matmul_launch(matmul_autotuned_kernel, a, b)
 
 
 def matmul_args(device: str, quick: bool = False) -> tuple:

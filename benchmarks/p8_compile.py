@@ -7,8 +7,9 @@ Every figure comes from a fresh child process with its own empty (or deliberatel
 - ``compile``: each config of the kernel compiled alone, one after the other (a compile-only call
   of the host function): the slowest single config's compile time;
 - ``tune`` with ``TRITON_DIST_COMPILE_WORKERS=1`` (serial: each config compiles at its first
-  launch) and ``=N`` (the compile pass), for ``autotune`` and ``contextual_autotune``; once more
-  with Triton's cache already filled (the measurement alone);
+  launch) and ``=N`` (the compile pass: compiles in up to N forked children where Triton has
+  ``AsyncCompileMode``, else on N threads; ``compiles_in`` says which), for ``autotune`` and
+  ``contextual_autotune``; once more with Triton's cache already filled (the measurement alone);
 - ``first``: a fresh process whose tuning cache is seeded calls the tuned function once, with an
   empty Triton cache (today) and with the binaries the tuning process shipped (installed through
   ``triton_dist._store.binaries`` into a new Triton cache directory). "beyond imports": from after
@@ -72,11 +73,14 @@ def child(argv: list[str]) -> dict[str, Any]:
         out["compile_s"] = times
         return out
     if what in ("tune", "contextual"):
+        from triton_dist._measure import forked
+
         fn = kernel["tuned" if what == "tune" else "contextual"]
         start = time.perf_counter()
         fn(*args)
         _sync()
         out["first_call_s"] = time.perf_counter() - start
+        out["compiles_in"] = f"threads: {forked.unavailable()}" if forked.unavailable() else "child processes"
         if what == "tune" and len(argv) > 3:  # ship the winner's binaries into argv[3]
             out.update(_ship(fn, args, Path(argv[3])))
         return out
@@ -190,6 +194,7 @@ def measure(name: str, quick: bool, workers: int, tmp: Path) -> dict[str, Any]:
         "measure_only_s": measure_s,
         "target_s": None if slowest is None or measure_s is None else 1.5 * slowest + measure_s,
         "ctx_serial_s": r["ctx_serial"].get("first_call_s"), "ctx_parallel_s": r["ctx_parallel"].get("first_call_s"),
+        "compiles_in": r["parallel"].get("compiles_in"),
         "fresh_first_empty_ms": 1000 * r["first_empty"]["first_call_s"] if "first_call_s" in r["first_empty"] else None,
         "fresh_first_shipped_ms": (1000 * r["first_shipped"]["first_call_s"]
                                    if "first_call_s" in r["first_shipped"] else None),
@@ -204,7 +209,7 @@ def main() -> None:
         return
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--kernels", default="matmul,attention")
-    p.add_argument("--workers", type=int, default=0, help="compile threads (default: the CPU count)")
+    p.add_argument("--workers", type=int, default=0, help="compile workers: child processes or threads (default: the CPU count)")
     args = p.parse_args()
     from triton_dist.settings import default_compile_workers
 

@@ -5,9 +5,9 @@ Triton's compiler needs ``TRITON_INTERPRET=0`` from Triton's import on (the inte
 these scenarios run here, in a child process, and print what they saw as JSON.
 
 No GPU exists here, and none is needed to compile: the installed Triton ships ``ptxas`` and
-compiles for an explicit target. :class:`CompileOnlyDriver`, made the active Triton driver, gives
-``JITFunction.run(..., warmup=True)`` what it asks a driver (the current device, stream and target)
-and nothing else; launching anything with it fails.
+compiles for an explicit target. ``benchmarks/compile_only.py``'s driver, made Triton's active
+driver, gives ``JITFunction.run(..., warmup=True)`` what it asks a driver (the current device,
+stream and target) and nothing else; launching anything with it fails.
 
 Every call of Triton's compile entry point (``triton.compiler.compile``, what ``JITFunction``
 compiles with) appends one line to ``$COMPILE_LOG``: the process id, start and end, whether it
@@ -25,42 +25,14 @@ from typing import Any
 
 import torch
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.backends.driver import DriverBase
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import compile_only  # noqa: E402 - the compile-only Triton driver (benchmarks/compile_only.py)
 import tutorial_kernels as tk  # noqa: E402 - Triton's tutorial kernels (code this project did not write)
 
 PARENT = os.getpid()
-TARGET = GPUTarget("cuda", 90, 32)
-
-
-class CompileOnlyDriver(DriverBase):
-    """What ``JITFunction.run(..., warmup=True)`` needs of a driver on a machine without a GPU."""
-
-    @classmethod
-    def is_active(cls) -> bool:
-        return False
-
-    def map_python_to_cpp_type(self, ty: str) -> str:
-        raise NotImplementedError("compile only")
-
-    def get_current_target(self) -> GPUTarget:
-        return TARGET
-
-    def get_active_torch_device(self) -> Any:
-        return torch.device("cpu")
-
-    def get_benchmarker(self) -> Any:
-        raise NotImplementedError("compile only")
-
-    def get_current_device(self) -> int:
-        return 0
-
-    def get_current_stream(self, device: int | None = None) -> int:
-        return 0
 
 
 def _constants(src: Any) -> dict[str, Any]:
@@ -133,8 +105,6 @@ def scenario_contextual(configs: list[dict[str, Any]], workers: int) -> dict[str
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
-    from triton.runtime.driver import driver
-
     if spec.get("no_async"):  # a Triton without AsyncCompileMode (< 3.4, triton-ascend 3.2)
         sys.modules["triton.runtime._async_compile"] = None  # type: ignore[assignment]
     if "timeout_s" in spec:
@@ -142,7 +112,7 @@ def main() -> None:
 
         forked.CHILD_TIMEOUT_S = spec["timeout_s"]
     _install_recorder({int(k): v for k, v in spec.get("misbehave", {}).items()})
-    driver.set_active(CompileOnlyDriver())
+    compile_only.activate()
     run = {"pass": scenario_pass, "contextual": scenario_contextual}[spec["scenario"]]
     start = time.perf_counter()
     out = run(spec["configs"], spec["workers"])

@@ -31,7 +31,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import os
-import select
+import selectors
 import signal
 import sys
 import threading
@@ -42,9 +42,10 @@ from typing import Any
 
 __all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "deferred", "unavailable"]
 
-CHILD_TIMEOUT_S = 600.0
+CHILD_TIMEOUT_S = 300.0
 """A child still compiling after this long is killed (its kernel then compiles in the parent).
-Generous: a big kernel compiles for a minute; only a child hung on an inherited lock gets here."""
+Generous: the biggest kernels compile for a minute or two; only a child hung on a lock that it
+inherited (another thread of the parent held it at fork time) should ever get here."""
 
 _fork_lock = threading.Lock()
 
@@ -91,10 +92,15 @@ def _in_child(fn: Callable[[], Any], timeout_s: float) -> str | None:
                 os._exit(code)
         os.close(write_end)  # before the next fork, so that no other child inherits it
     try:
-        ready, _, _ = select.select([read_end], [], [], timeout_s)
+        with selectors.DefaultSelector() as selector:  # not select(): descriptors above 1023
+            selector.register(read_end, selectors.EVENT_READ)
+            ready = bool(selector.select(timeout_s))
         if not ready:
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+        try:
+            _, status = os.waitpid(pid, 0)
+        except ChildProcessError:  # SIGCHLD ignored: reaped already; the parent's compile finds out
+            return None if ready else f"timed out after {timeout_s:g}s"
     finally:
         os.close(read_end)
     if not ready:
