@@ -209,7 +209,8 @@ def main() -> None:
         return
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--kernels", default="matmul,attention")
-    p.add_argument("--workers", type=int, default=0, help="compile workers: child processes or threads (default: the CPU count)")
+    p.add_argument("--workers", type=int, default=0,
+                   help="compile workers: child processes or threads (default: the CPU count)")
     args = p.parse_args()
     from triton_dist.settings import default_compile_workers
 

@@ -154,9 +154,10 @@ def contextual_autotune(is_dist: bool = False, n_repeat: int = 5, n_warmup: int 
         choosing (torch.distributed must be initialised, and every WORLD rank must call).
     :param n_repeat: timed launches per candidate; their mean decides.
     :param n_warmup: untimed launches per candidate before the timed ones.
-    :param compile_workers: threads that compile a newly registered kernel's configs concurrently
-        before its first launch (None: ``TRITON_DIST_COMPILE_WORKERS`` or the CPU count, and no
-        compiling ahead on the CPU; 1: each config compiles at its first launch).
+    :param compile_workers: child processes (threads where Triton lacks ``AsyncCompileMode``) that
+        compile a newly registered kernel's configs concurrently before its first launch (None:
+        ``TRITON_DIST_COMPILE_WORKERS`` or the CPU count, and no compiling ahead on the CPU; 1:
+        each config compiles at its first launch).
     """
     if callable(is_dist):
         raise TypeError("use @contextual_autotune(...) with parentheses, e.g. "

@@ -44,8 +44,9 @@ ENV_VARS: Mapping[str, str] = {
     AGREE_TIMEOUT: "seconds the ranks of a group wait for each other before failing (default 300)",
     CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out "
                        "(CPU threads only; default: off)",
-    COMPILE_WORKERS: "threads that compile a miss's configs concurrently before measuring (default: the CPU "
-                     "count, at most 32; 1: each config compiles at its first launch)",
+    COMPILE_WORKERS: "child processes (threads where Triton lacks AsyncCompileMode) that compile a miss's "
+                     "configs concurrently before measuring (default: the CPU count, at most 32; 1: each "
+                     "config compiles at its first launch)",
     PREWARM: "0 (false/off/no): do not compute Triton's start-up work (its installation hash) in a background "
              "thread when a function is decorated (default: on, except under TRITON_INTERPRET=1)",
 }

@@ -364,9 +364,10 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             as ``triton.testing.do_bench`` measures; one run per sample). Off by default: on a
             GEMM -> softmax -> GEMM block measured as a whole, warm timings picked configs as fast
             as flushed ones (docs/performance.md). No effect on the CPU or with ``do_bench``.
-        compile_workers: on a miss, compile the kept configs concurrently on this many threads
-            before measuring (a first pass of host-function calls whose Triton launches only
-            compile; triton_dist/_measure/compile.py). None: ``TRITON_DIST_COMPILE_WORKERS`` or
+        compile_workers: on a miss, compile the kept configs concurrently, in at most this many
+            forked child processes (threads where Triton lacks ``AsyncCompileMode``), before
+            measuring (a first pass of host-function calls whose Triton launches only compile;
+            triton_dist/_measure/compile.py). None: ``TRITON_DIST_COMPILE_WORKERS`` or
             the CPU count, and no pass on the CPU (nothing compiles there); 1: each config
             compiles at its first launch. Skipped for a tuning with a process group.
     """

@@ -9,7 +9,8 @@ caller picks from its results with `pick.pick_best`. The modules, from the entry
 - `rounds`: interleaved rounds and graph mode on a device, as named steps; `runs`: one
   candidate's runs (eager, capture, replay, failure); `agreement`: graph mode's checkpoints;
 - `adaptive`: screen, reference, drop or finish;
-- `compile`: a miss's compile pass before measuring (configs compiled concurrently);
+- `compile`: a miss's compile pass before measuring (configs compiled concurrently); `forked`:
+  its compiles in forked child processes;
 - `guard`: in-place restore, correctness checks, time limits; `compare`: result comparison;
   `restore_kernel`: the device pass that restores a mutated argument;
 - `pick`: the deterministic pick; `result`: `CandidateResult` and failure-vs-bug classification
