@@ -79,7 +79,12 @@ def _in_child(fn: Callable[[], Any], timeout_s: float) -> str | None:
             # the module docstring (compiler only, no compile in the parent meanwhile, time-out).
             warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
                                     category=DeprecationWarning)
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as exc:  # out of memory or processes: this kernel compiles in the parent
+                os.close(read_end)
+                os.close(write_end)
+                return f"fork failed: {exc}"
         if pid == 0:  # the child: compile into Triton's disk cache, leave without clean-up
             code = 1
             try:
@@ -96,7 +101,8 @@ def _in_child(fn: Callable[[], Any], timeout_s: float) -> str | None:
             selector.register(read_end, selectors.EVENT_READ)
             ready = bool(selector.select(timeout_s))
         if not ready:
-            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):  # it may have just left
+                os.kill(pid, signal.SIGKILL)
         try:
             _, status = os.waitpid(pid, 0)
         except ChildProcessError:  # SIGCHLD ignored: reaped already; the parent's compile finds out
