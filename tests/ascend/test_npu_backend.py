@@ -95,6 +95,17 @@ def test_graph_mode_captures_and_replays_npu_graphs(npu, cache_dir):
     assert len(order) <= 3 * 3 + 1
 
 
+def test_with_triton_ascend_the_compile_pass_compiles_on_its_threads(npu, cache_dir):
+    """triton-ascend 3.2 has no AsyncCompileMode: the pass keeps its compiles on its threads."""
+    order: list[int] = []
+    add = make_add(order, n_warmup=1, n_repeat=2, compile_workers=2)  # explicit: a pass under the interpreter
+    x, y = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(add(x, y), x + y)
+    log = next(cache_dir.rglob("*.log")).read_text()
+    assert "compile pass: 3 configs on 2 threads" in log and "3 compiled, 0 compile errors" in log
+    assert "compile pass: compiled on the pass's threads (this Triton has no AsyncCompileMode)" in log
+
+
 def test_in_place_guard_in_graph_mode(npu, cache_dir):
     def bump(x, *, cfg):
         increment_kernel[(triton.cdiv(x.numel(), cfg.kwargs["BLOCK"]),)](x, x.numel(), BLOCK=cfg.kwargs["BLOCK"])
