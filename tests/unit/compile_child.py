@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,7 @@ def scenario_contextual(configs: list[dict[str, Any]], workers: int) -> dict[str
 
 
 def main() -> None:
+    warnings.simplefilter("error")  # as the suite (pyproject's filterwarnings): e.g. Python 3.12's fork warning
     spec = json.loads(sys.argv[1])
     if spec.get("no_async"):  # a Triton without AsyncCompileMode (< 3.4, triton-ascend 3.2)
         sys.modules["triton.runtime._async_compile"] = None  # type: ignore[assignment]
