@@ -86,7 +86,17 @@ def test_a_compile_error_is_that_configs_failure(process_pass) -> None:
     assert set(out["compiled"]) == {"0", "1", "3", "4"} and not out["eager"]
     assert list(out["failed"]) == ["2"]
     assert out["failed"]["2"].startswith("compile error: CompilationError")
+    assert out["known"] == out["failed"]  # recorded: the measurement never runs it
     assert all(r["constants"]["BLOCK_SIZE"] != BAD["BLOCK_SIZE"] for r in log)  # never compiled
+
+
+def test_the_tuning_log_says_where_the_configs_compiled(process_pass) -> None:
+    notes = process_pass[0]["notes"]
+    assert notes[0].startswith("compile pass: 5 configs on 2 threads in ")
+    assert notes[0].endswith(": 4 compiled, 1 compile errors, 0 eager")
+    assert notes[1].startswith("compile pass: 5 kernels compiled in child processes, 1 of them again in this "
+                               "process after their child failed (exit status 1 (")
+    assert notes[2].startswith("config 2: compile error: CompilationError")
 
 
 def test_live_children_stay_within_the_bound(process_pass) -> None:

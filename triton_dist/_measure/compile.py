@@ -318,9 +318,9 @@ def _where(result: PassResult) -> str:
     if result.threads_why:
         return f"compiled on the pass's threads ({result.threads_why})"
     text = f"{result.children} kernels compiled in child processes"
-    if result.fallbacks:
+    if result.fallbacks:  # a compile error among them: the parent's compile raises it
         why = "; ".join(result.fallbacks)[:200]
-        text += f", {len(result.fallbacks)} compiled here after their child failed ({why})"
+        text += f", {len(result.fallbacks)} of them again in this process after their child failed ({why})"
     return text
 
 
