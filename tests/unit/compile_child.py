@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -61,7 +63,8 @@ def _install_recorder(misbehave: dict[int, str]) -> None:
         if os.getpid() != PARENT and block in misbehave:
             if misbehave[block] == "crash":
                 os._exit(3)
-            time.sleep(3600)  # "hang": the parent's time-out kills it
+            _log({"pid": os.getpid(), "hang": block})
+            time.sleep(3600)  # "hang": the parent's time-out (or its interrupt) kills it
         start = time.time()
         kernel = real(src, target=target, options=options, _env_vars=_env_vars)
         _log({"pid": os.getpid(), "start": start, "end": time.time(), "hit": hits.get(src.hash()),
@@ -115,6 +118,13 @@ def scenario_contextual(configs: list[dict[str, Any]], workers: int) -> dict[str
     return {"errors": errors, "in_memory": len(at.fn.device_caches[0][0])}
 
 
+def _interrupt_when_hung(count: int) -> None:
+    path = Path(os.environ["COMPILE_LOG"])
+    while not path.exists() or path.read_text().count('"hang"') < count:
+        time.sleep(0.05)
+    os.kill(PARENT, signal.SIGINT)
+
+
 def main() -> None:
     warnings.simplefilter("error")  # as the suite (pyproject's filterwarnings): e.g. Python 3.12's fork warning
     spec = json.loads(sys.argv[1])
@@ -127,8 +137,13 @@ def main() -> None:
     _install_recorder({int(k): v for k, v in spec.get("misbehave", {}).items()})
     compile_only.activate()
     run = {"pass": scenario_pass, "contextual": scenario_contextual}[spec["scenario"]]
+    if "interrupt_when_hung" in spec:  # as Ctrl-C would (to this process only), once that many children hang
+        threading.Thread(target=_interrupt_when_hung, args=(spec["interrupt_when_hung"],), daemon=True).start()
     start = time.perf_counter()
-    out = run(spec["configs"], spec["workers"])
+    try:
+        out = run(spec["configs"], spec["workers"])
+    except KeyboardInterrupt:
+        out = {"interrupted": True}
     out.update(parent=PARENT, wall_s=time.perf_counter() - start)
     print(json.dumps(out))
 

@@ -43,7 +43,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from triton_dist._measure import forked
-from triton_dist._measure.forked import ForkCompiler
 from triton_dist._measure.result import candidate_failure_types, describe
 
 __all__ = ["PassResult", "capture_kernels", "compile_pass", "precompile_candidates", "precompile_configs",
@@ -241,14 +240,6 @@ def _binder(backend: Any) -> Callable[[], None]:
     return lambda: backend.set_device(index)
 
 
-def _processes(workers: int) -> tuple[ForkCompiler | None, str]:
-    """The pass's process executor, or None and why its compiles stay on its threads."""
-    why = forked.unavailable()
-    if why is not None:
-        return None, why
-    return ForkCompiler(workers), ""
-
-
 def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, backend: Any) -> PassResult:
     """Call each ``call`` once in a pool of ``workers`` threads with compile-only launches whose
     compiles run in at most ``workers`` forked children (or on the threads: :mod:`.forked`)."""
@@ -256,7 +247,7 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
     if not calls:
         return result
     bind = _binder(backend)
-    executor, result.threads_why = _processes(workers)
+    executor, result.threads_why = forked.compiler(workers)
 
     def one(index: int, call: Callable[[], Any]) -> None:
         bind()
@@ -275,8 +266,13 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
     try:
         with _scope(), concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
-            for future in [pool.submit(one, index, call) for index, call in calls]:
-                future.result()
+            try:
+                for future in [pool.submit(one, index, call) for index, call in calls]:
+                    future.result()
+            except BaseException:  # an interrupt: the pool's threads must not compile what is left
+                if executor is not None:
+                    executor.stop()
+                raise
     finally:
         if executor is not None:
             executor.shutdown(wait=True)  # no child outlives the pass
@@ -362,7 +358,7 @@ def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dic
     """Compile each config of an inner ``@triton.autotune`` kernel concurrently (contextual
     tuning); per config None or its compile error. Other exceptions are left to the eager launch."""
     bind = _binder(backend)
-    executor, why = _processes(workers)
+    executor, why = forked.compiler(workers)
     if why:
         log.debug("precompiling on threads: %s", why)
 
@@ -380,7 +376,12 @@ def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dic
     try:
         with concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(1, min(workers, len(configs))), thread_name_prefix="triton_dist-compile") as pool:
-            return list(pool.map(one, configs))
+            try:
+                return list(pool.map(one, configs))
+            except BaseException:  # an interrupt: the pool's threads must not compile what is left
+                if executor is not None:
+                    executor.stop()
+                raise
     finally:
         if executor is not None:
             executor.shutdown(wait=True)

@@ -40,7 +40,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "deferred", "unavailable"]
+__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "compiler", "deferred", "unavailable"]
 
 CHILD_TIMEOUT_S = 300.0
 """A child still compiling after this long is killed (its kernel then compiles in the parent).
@@ -64,16 +64,41 @@ def unavailable() -> str | None:
         return "this Triton has no knobs"
     if knobs.compilation.always_compile:
         return "TRITON_ALWAYS_COMPILE is set (a child's cache entry would not be reused)"
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        return "SIGCHLD is ignored in this process (its children cannot be waited for)"
     return None
 
 
-def _in_child(fn: Callable[[], Any], timeout_s: float) -> str | None:
-    """Run ``fn`` in a forked child; None when it exited cleanly, else what went wrong."""
+def compiler(workers: int) -> tuple[ForkCompiler | None, str]:
+    """A pass's executor of ``workers`` children, or None and why its compiles stay on its threads."""
+    why = unavailable()
+    return (None, why) if why is not None else (ForkCompiler(workers), "")
+
+
+class _Children:
+    """The live children of one executor. A child is killed only while it is still unreaped, so
+    its pid cannot belong to another process yet (SIGCHLD ignored is ruled out: ``unavailable``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pids: set[int] = set()
+        self.stopped = False
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopped = True
+            for pid in self.pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _fork(fn: Callable[[], Any]) -> tuple[int, int] | str:
+    """(pid, read end of a pipe that reaches EOF when the child is gone), or why not."""
     for stream in (sys.stdout, sys.stderr):  # the child must not flush the parent's pending output
         with contextlib.suppress(Exception):
             stream.flush()
     with _fork_lock:
-        read_end, write_end = os.pipe()  # EOF on read_end: the child is gone
+        read_end, write_end = os.pipe()
         with warnings.catch_warnings():
             # Python >= 3.12 warns on fork() in a multi-threaded process; why it is safe here:
             # the module docstring (compiler only, no compile in the parent meanwhile, time-out).
@@ -96,17 +121,28 @@ def _in_child(fn: Callable[[], Any], timeout_s: float) -> str | None:
             finally:
                 os._exit(code)
         os.close(write_end)  # before the next fork, so that no other child inherits it
+    return pid, read_end
+
+
+def _in_child(fn: Callable[[], Any], timeout_s: float, children: _Children) -> str | None:
+    """Run ``fn`` in a forked child; None when it exited cleanly, else what went wrong."""
+    forked = _fork(fn)
+    if isinstance(forked, str):
+        return forked
+    pid, read_end = forked
+    with children.lock:
+        children.pids.add(pid)
+        if children.stopped:
+            os.kill(pid, signal.SIGKILL)
     try:
         with selectors.DefaultSelector() as selector:  # not select(): descriptors above 1023
             selector.register(read_end, selectors.EVENT_READ)
             ready = bool(selector.select(timeout_s))
-        if not ready:
-            with contextlib.suppress(ProcessLookupError):  # it may have just left
-                os.kill(pid, signal.SIGKILL)
-        try:
+        with children.lock:
+            if not ready:
+                os.kill(pid, signal.SIGKILL)  # still unreaped: the pid is still this child's
             _, status = os.waitpid(pid, 0)
-        except ChildProcessError:  # SIGCHLD ignored: reaped already; the parent's compile finds out
-            return None if ready else f"timed out after {timeout_s:g}s"
+            children.pids.discard(pid)
     finally:
         os.close(read_end)
     if not ready:
@@ -131,21 +167,31 @@ class ForkCompiler(concurrent.futures.Executor):
         """why a child's kernel compiled in the parent, one entry per such kernel"""
         self.live = 0
         self.max_live = 0
+        self._children = _Children()
+
+    def stop(self) -> None:
+        """The pass was interrupted (Ctrl-C): kill the live children, fork no more, and compile
+        nothing more in this process."""
+        self._children.stop()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
         return self._pool.submit(self._compile, fn, args, kwargs)
 
     def _compile(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        if self._children.stopped:
+            raise RuntimeError("the compile pass was interrupted")
         with self._lock:
             self.children += 1
             self.live += 1
             self.max_live = max(self.max_live, self.live)
         start = time.perf_counter()
         try:
-            problem = _in_child(lambda: fn(*args, **kwargs), self.timeout_s)
+            problem = _in_child(lambda: fn(*args, **kwargs), self.timeout_s, self._children)
         finally:
             with self._lock:
                 self.live -= 1
+        if self._children.stopped:
+            raise RuntimeError("the compile pass was interrupted")
         if problem is not None:
             with self._lock:
                 self.fallbacks.append(f"{problem} ({time.perf_counter() - start:.2f}s)")
