@@ -115,7 +115,8 @@ def test_a_child_that_crashes_or_hangs_falls_back_to_the_parent(tmp_path) -> Non
     by_block = {r["constants"]["BLOCK_SIZE"]: r for r in log if r["pid"] == parent}
     assert by_block[256]["hit"] is True  # its child compiled it
     assert by_block[512]["hit"] is False and by_block[1024]["hit"] is False  # compiled here, for real
-    assert {r["constants"]["BLOCK_SIZE"] for r in log if r["pid"] != parent} == {256}
+    assert [r["hang"] for r in log if "hang" in r] == [1024]  # its child hung (and was killed)
+    assert {r["constants"]["BLOCK_SIZE"] for r in log if r["pid"] != parent and "hang" not in r} == {256}
 
 
 def test_an_interrupt_kills_the_children_and_compiles_nothing_more(tmp_path) -> None:
