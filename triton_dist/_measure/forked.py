@@ -12,9 +12,13 @@ hook) when the mode exits. :class:`ForkCompiler` is that executor: for each ``co
 a child that runs ``compile_fn()`` -- which writes the binaries into Triton's on-disk cache, with
 Triton's own atomic writes -- and leaves with ``os._exit``; then the parent runs ``compile_fn()``
 itself, now an on-disk cache hit (milliseconds), so the parent's in-memory caches and hooks are
-filled exactly as by an inline compile. When a child fails (a compile error, a crash) or outlives
+filled as by an inline compile (Triton's ``knobs.compilation.listener``, though, sees the parent's
+load as a cache hit; its call in the child stays there). When a child fails (a compile error, a crash) or outlives
 the time-out (it is killed), the parent's own ``compile_fn()`` compiles for real: a compile error
-stays that config's failure, with Triton's real exception.
+stays that config's failure, with Triton's real exception. An interrupt of the pass (Ctrl-C)
+kills the live children and compiles nothing more. Where fork is missing, Triton lacks the mode,
+``TRITON_ALWAYS_COMPILE`` is set or SIGCHLD is ignored (children could not be waited for),
+:func:`unavailable` says so and the pass compiles on its threads instead.
 
 Why fork is safe here: a child runs only Triton's compiler for an explicit target (``triton.compile``
 with a target does not call the driver: no GPU in the child) and leaves with ``os._exit`` (no
