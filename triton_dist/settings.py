@@ -45,8 +45,9 @@ ENV_VARS: Mapping[str, str] = {
     CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out "
                        "(CPU threads only; default: off)",
     COMPILE_WORKERS: "child processes (threads where Triton lacks AsyncCompileMode) that compile a miss's "
-                     "configs concurrently before measuring (default: the CPU count, at most 32; 1: each "
-                     "config compiles at its first launch)",
+                     "configs concurrently before measuring (default: the CPU count, divided among the node's "
+                     "ranks when LOCAL_WORLD_SIZE says how many, at most 32; 1: each config compiles at its "
+                     "first launch)",
     PREWARM: "0 (false/off/no): do not compute Triton's start-up work (its installation hash) in a background "
              "thread when a function is decorated (default: on, except under TRITON_INTERPRET=1)",
 }
@@ -114,12 +115,18 @@ def _positive_float(env: Mapping[str, str], name: str, default: float | None) ->
     return value
 
 
-def default_compile_workers() -> int:
-    """The CPUs this process may run on (its affinity), at most ``MAX_DEFAULT_COMPILE_WORKERS``."""
+def default_compile_workers(local_world_size: str | None = None) -> int:
+    """The CPUs this process may run on (its affinity), at most ``MAX_DEFAULT_COMPILE_WORKERS``.
+    When this process is not pinned to a subset of the node's CPUs and its launcher says how many
+    ranks share the node (torchrun's ``LOCAL_WORLD_SIZE``), its share of them: every rank's miss
+    compiles in its own children, so 8 ranks x 32 would oversubscribe the node's cores and memory."""
     try:
         count = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not on Linux
         count = os.cpu_count() or 1
+    ranks = (os.environ.get("LOCAL_WORLD_SIZE", "") if local_world_size is None else local_world_size).strip()
+    if ranks.isdigit() and int(ranks) > 1 and count == os.cpu_count():
+        count //= int(ranks)
     return max(1, min(count, MAX_DEFAULT_COMPILE_WORKERS))
 
 

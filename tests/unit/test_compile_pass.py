@@ -176,6 +176,24 @@ def test_compile_workers_is_validated() -> None:
     assert get_settings().compile_workers >= 1
 
 
+def test_the_default_workers_are_shared_by_the_ranks_of_a_node(monkeypatch) -> None:
+    """torchrun's LOCAL_WORLD_SIZE: each rank compiles in its own children, on its share of the CPUs."""
+    import os
+
+    from triton_dist.settings import MAX_DEFAULT_COMPILE_WORKERS, default_compile_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)))
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert default_compile_workers("") == MAX_DEFAULT_COMPILE_WORKERS  # 64 CPUs, one process
+    assert default_compile_workers("8") == 8
+    assert default_compile_workers("128") == 1
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    assert default_compile_workers() == 16 and get_settings().compile_workers == 16
+    # a rank pinned to its own CPUs already has only its share
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)))
+    assert default_compile_workers() == 16
+
+
 def test_contextual_precompiles_the_inner_kernels_configs(standin, tmp_path, monkeypatch) -> None:  # noqa: F811
     monkeypatch.chdir(tmp_path)
     standin.fail_when = {"BLOCK": 64}
