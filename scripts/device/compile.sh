@@ -15,12 +15,12 @@ rc=0
   nproc; uptime
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
-timeout "${T_TESTS:-120}" python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/unit/test_compile_processes.py \
+timeout "${T_TESTS:-90}" python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/unit/test_compile_processes.py \
   >"$OUT/pytest.txt" 2>&1 || rc=1
 tail -5 "$OUT/pytest.txt"
-timeout "${T_CPU:-150}" python3 benchmarks/p8_cpu_compile.py --workers 16 --out "$OUT" >"$OUT/p8_cpu.log" 2>&1 || rc=1
+timeout "${T_CPU:-120}" python3 benchmarks/p8_cpu_compile.py --workers 16 --out "$OUT" >"$OUT/p8_cpu.log" 2>&1 || rc=1
 tail -12 "$OUT/p8_cpu.log"
-timeout "${T_P8:-360}" python3 benchmarks/p8_compile.py --kernels "${KERNELS:-matmul,attention}" --workers 16 --out "$OUT" \
+timeout "${T_P8:-420}" python3 benchmarks/p8_compile.py --kernels "${KERNELS:-matmul,attention}" --workers 16 --out "$OUT" \
   >"$OUT/p8.log" 2>&1 || rc=1
 tail -60 "$OUT/p8.log"
 echo "compile.sh exit status: $rc"
