@@ -1,7 +1,10 @@
 """A miss compiles its configs concurrently before measuring (issue 23; _measure/compile.py).
 
 Real Triton kernels in the interpreter, real threads, real Triton cache files; only the compile
-step is a stand-in (tests/unit/compile_standin.py), since the interpreter compiles nothing.
+step is a stand-in (tests/unit/compile_standin.py), since the interpreter compiles nothing. The
+tests that watch the stand-in's compiles need the interpreter (``needs_interpreter``); where
+Triton compiles for a GPU, the scope test runs with the real compiler, and every tuning of the
+GPU tests (tests/gpu/) runs the compile pass for real.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from tests.unit.compile_standin import standin  # noqa: F401 - the fixture
+from tests.unit.compile_standin import compiler, standin  # noqa: F401 - the fixtures
+from tests.unit.helpers import kernel_device, needs_interpreter
 from triton_dist.autotuner import contextual_autotune
 from triton_dist.errors import ConfigSpaceError, SettingsError
 from triton_dist.settings import get_settings, override
@@ -45,6 +49,7 @@ def _tuned(workers: int | None, blocks: tuple[int, ...] = BLOCKS, fn=_scale):
                     compile_workers=workers)(fn)
 
 
+@needs_interpreter
 @pytest.mark.parametrize("workers", [2, 4])
 def test_pass_compiles_every_config_concurrently_before_the_first_launch(standin, workers, tmp_path) -> None:  # noqa: F811
     x = torch.randn(1000)
@@ -62,6 +67,7 @@ def test_pass_compiles_every_config_concurrently_before_the_first_launch(standin
     assert len(groups) == len(BLOCKS)
 
 
+@needs_interpreter
 def test_one_worker_compiles_each_config_at_its_first_launch(standin) -> None:  # noqa: F811
     x = torch.randn(1000)
     _tuned(1)(x, 2.0)
@@ -69,6 +75,7 @@ def test_one_worker_compiles_each_config_at_its_first_launch(standin) -> None:  
     assert standin.max_in_flight == 1
 
 
+@needs_interpreter
 def test_no_pass_on_the_cpu_unless_asked(standin) -> None:  # noqa: F811
     """The CPU compiles nothing: the default (None) runs no pass there; the environment
     variable only bounds the threads."""
@@ -77,6 +84,7 @@ def test_no_pass_on_the_cpu_unless_asked(standin) -> None:  # noqa: F811
     assert set(standin.kinds()) == {"launch"}
 
 
+@needs_interpreter
 def test_a_compile_error_is_that_configs_failure_and_it_never_launches(standin, cache_dir) -> None:  # noqa: F811
     standin.fail_when = {"BLOCK": 64}
     tuned = _tuned(4)
@@ -90,6 +98,7 @@ def test_a_compile_error_is_that_configs_failure_and_it_never_launches(standin, 
     assert "1 compile errors" in log
 
 
+@needs_interpreter
 def test_a_host_function_that_cannot_take_part_compiles_at_its_first_launch(standin, cache_dir) -> None:  # noqa: F811
     def checked(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
         y = torch.full_like(x, float("nan"))
@@ -109,7 +118,8 @@ def test_a_host_function_that_cannot_take_part_compiles_at_its_first_launch(stan
     assert "config 1 {'BLOCK': 32}:" in log and "failed" not in log.split("config 1 {'BLOCK': 32}:")[1].split("\n")[0]
 
 
-def test_the_scope_leaves_triton_as_it_was_and_other_threads_alone(standin) -> None:  # noqa: F811
+def test_the_scope_leaves_triton_as_it_was_and_other_threads_alone(compiler) -> None:  # noqa: F811
+    # the stand-in under the interpreter, the real compiler on a GPU: the scope is the same
     from triton.runtime.autotuner import Autotuner
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -118,7 +128,7 @@ def test_the_scope_leaves_triton_as_it_was_and_other_threads_alone(standin) -> N
 
     before = {cls: cls.__dict__.get("run") for cls in (JITFunction, Autotuner, InterpretedFunction)}
     seen: list[torch.Tensor] = []
-    x = torch.randn(256)
+    x = torch.randn(256, device=kernel_device())
 
     def other_thread_launch() -> None:  # runs while the pass is active: a real launch
         seen.append(_scale(x, 5.0, BLOCK=64))
@@ -128,20 +138,22 @@ def test_the_scope_leaves_triton_as_it_was_and_other_threads_alone(standin) -> N
             t = threading.Thread(target=other_thread_launch)
             t.start()
             t.join()
-        _scale(x, 1.0, BLOCK=16 * (i + 1))
+        _scale(x, 1.0, BLOCK=16 << i)  # powers of two: a real compiler refuses others (tl.arange)
 
-    result = comp.compile_pass([(i, lambda i=i: host(i)) for i in range(3)], 3, _cpu_backend())
+    result = comp.compile_pass([(i, lambda i=i: host(i)) for i in range(3)], 3, _backend())
     assert sorted(result.compiled) == [0, 1, 2] and not result.failed and not result.eager
+    assert all(n == 1 for n in result.compiled.values())  # one kernel each, found or compiled
     assert torch.allclose(seen[0], x * 5.0)
     assert {cls: cls.__dict__.get("run") for cls in before} == before
 
 
-def _cpu_backend():
+def _backend():
     from triton_dist._backends import get_backend
 
     return get_backend()
 
 
+@needs_interpreter
 def test_an_inner_autotuned_kernel_compiles_its_configs_and_keeps_its_cache(standin) -> None:  # noqa: F811
     inner = triton.autotune([triton.Config({"BLOCK": b}) for b in (32, 64, 128)], key=["n"])(
         triton.jit(scale_kernel.fn))
@@ -154,7 +166,7 @@ def test_an_inner_autotuned_kernel_compiles_its_configs_and_keeps_its_cache(stan
     from triton_dist._measure import compile as comp
 
     x = torch.randn(500)
-    result = comp.compile_pass([(0, lambda: host(x, 1.0, 1)), (1, lambda: host(x, 1.0, 2))], 2, _cpu_backend())
+    result = comp.compile_pass([(0, lambda: host(x, 1.0, 1)), (1, lambda: host(x, 1.0, 2))], 2, _backend())
     assert sorted(result.compiled) == [0, 1]
     # both calls compile what the inner kernel's real run will launch (Triton has no in-flight
     # de-duplication: two threads may compile one specialisation at the same time)
@@ -176,6 +188,7 @@ def test_compile_workers_is_validated() -> None:
     assert get_settings().compile_workers >= 1
 
 
+@needs_interpreter
 def test_contextual_precompiles_the_inner_kernels_configs(standin, tmp_path, monkeypatch) -> None:  # noqa: F811
     monkeypatch.chdir(tmp_path)
     standin.fail_when = {"BLOCK": 64}

@@ -167,7 +167,9 @@ def test_a_failing_config_is_recorded_and_tuning_goes_on(cache_dir):
     failed = entry["candidates"][1]
     assert failed["time_ms"] is None
     assert "RuntimeError" in failed["error"] and "out of resources" in failed["error"]
-    assert all(c["error"] is None and c["time_ms"] > 0 for i, c in enumerate(entry["candidates"]) if i != 1)
+    # measured (a device's event pair around this host-only function may read 0.0 ms)
+    assert all(c["error"] is None and c["time_ms"] >= 0 and c["runs"] >= 15
+               for i, c in enumerate(entry["candidates"]) if i != 1)
     assert entry["best"]["index"] in (0, 2)
 
 

@@ -60,13 +60,14 @@ def resolve_workers(option: int | None) -> tuple[int, bool]:
 
 
 def _compiles(backend: Any) -> bool:
-    """Whether Triton compiles anything here: not on the CPU backend, and not under Triton's
-    interpreter (``TRITON_INTERPRET=1``, also what simulated devices in tests run on), where a
-    pass would only run each host function once more for nothing."""
+    """Whether Triton compiles anything here: on a backend whose kernels are compiled
+    (``Backend.compiles``: CUDA, NPU; not the CPU, nor a simulated device), and not under
+    Triton's interpreter (``TRITON_INTERPRET=1``), where a pass would only run each host function
+    once more for nothing."""
     import os
 
     interpreted = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in {"1", "true", "on", "yes"}
-    return backend.kind != "cpu" and not interpreted
+    return bool(getattr(backend, "compiles", False)) and not interpreted
 
 
 def _failures() -> tuple[type[BaseException], ...]:
