@@ -295,9 +295,10 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
                           prefix: str) -> bool:
     """Contextual tuning: compile the candidates (``.config``) of an inner kernel concurrently,
     before its first timed launch. A candidate whose compile failed gets its ``error`` set (and a
-    line in the session's log) and, without ``is_dist``, leaves ``candidates`` (renumbered in
-    place); with it, its slots stay, so that every rank keeps the same schedule. False when no
-    candidate is left."""
+    line in the session's log) and keeps its place, as a candidate that fails at its first launch
+    does: its slots are skipped (filled, with ``is_dist``), the tuning's summary logs it invalid
+    and its ``configs_timings`` entry is inf, as stock ``Autotuner`` records a config that does
+    not compile. False when no candidate compiled."""
     workers, explicit = resolve_workers(session.compile_workers)
     backend = session.backend
     if workers < 2 or len(candidates) < 2 or (not explicit and not _compiles(backend)):
@@ -307,10 +308,6 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
         if error:
             cand.error = error
             session.info("%s | config-id: %d | %s", prefix, cand.config_id, error)
-    if session.view is None:  # a candidate's index is its place in the schedule
-        candidates[:] = [c for c in candidates if c.ok]
-        for position, cand in enumerate(candidates):
-            cand.index = position
     return any(c.ok for c in candidates)
 
 
