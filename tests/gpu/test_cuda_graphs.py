@@ -9,6 +9,8 @@ import logging
 
 import pytest
 
+from triton_dist.errors import TritonDistWarning
+
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -75,7 +77,8 @@ def test_mid_kernel_samples_of_several_runs(scale_fn):
 def test_a_host_function_that_syncs_falls_back_to_eager_runs(scale_fn, caplog):
     x = torch.randn(2**16, device="cuda")
     tuner = scale_fn(graphs=True)
-    with caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"):
+    with (caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"),
+          pytest.warns(TritonDistWarning, match="measuring without graphs.*graphs=False")):
         entry = tuner.tune(x, 2.0, sync=True, force=True, write_cache=False)
     assert "measuring without graphs" in caplog.text
     assert all(c["runs"] == 15 and "runs_per_sample" not in c for c in entry["candidates"])
@@ -99,6 +102,8 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     # Graph mode queues the in-place guard's first-run checks on the GPU (_restore_kernel): the
     # in-place config's write is undone before the next config's first run, found after the
     # first runs' synchronisation, and restored before every later run and after tuning.
+    # compile_workers=1: a compile pass would call config 2's host function first, before any
+    # config ran, and sums[0] would be that call's view of x, not its first run's.
     import triton
 
     from examples.scale import key_fn, scale_kernel
@@ -120,7 +125,7 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     x = torch.randn(2**20, device="cuda")
     before = x.clone()
     space = [{"BLOCK": 1024, "inplace": False}, {"BLOCK": 1024, "inplace": True}, {"BLOCK": 4096, "inplace": False}]
-    tuner = autotune(space, key_fn, graphs=True, check_correctness=False)(host)
+    tuner = autotune(space, key_fn, graphs=True, check_correctness=False, compile_workers=1)(host)
     entry = tuner.tune(x, 2.0, force=True, write_cache=False)
     assert entry["measurement"]["graphs"] is True and len(queued) == 3
     assert torch.equal(x, before)  # restored after tuning, bit for bit
@@ -129,7 +134,8 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     assert len(ok) == 3 and all(c["runs_per_sample"] > 1 for c in ok)
     # without the guard, config 2 would have started from what config 1 left
     sums.clear()
-    autotune(space, key_fn, graphs=True, restore_inplace=False)(host).tune(x, 2.0, force=True, write_cache=False)
+    autotune(space, key_fn, graphs=True, restore_inplace=False, compile_workers=1)(host).tune(
+        x, 2.0, force=True, write_cache=False)
     torch.testing.assert_close(sums[0], 2.0 * before.sum())
 
 

@@ -117,12 +117,30 @@ def install_standin() -> StandInCompiler:
     return compiler
 
 
-@pytest.fixture
-def standin(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> StandInCompiler:
-    """Install the stand-in compile step on the interpreter (see the module docstring)."""
+def _install_for_test(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> StandInCompiler:
     from triton.runtime.interpreter import InterpretedFunction
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
     compiler = StandInCompiler()
     monkeypatch.setattr(InterpretedFunction, "run", _standin_run(compiler, InterpretedFunction.run))
     return compiler
+
+
+@pytest.fixture
+def standin(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> StandInCompiler:
+    """Install the stand-in compile step on the interpreter (see the module docstring). Only
+    kernels decorated under Triton's interpreter (``TRITON_INTERPRET=1``) go through it."""
+    return _install_for_test(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def compiler(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> StandInCompiler | None:
+    """This machine's compile step, into a private Triton cache: the stand-in under Triton's
+    interpreter (see :func:`standin`), else None: Triton's real compiler (a GPU)."""
+    import os
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return _install_for_test(tmp_path, monkeypatch)
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    return None
+

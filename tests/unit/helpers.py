@@ -1,17 +1,43 @@
-"""Small host functions with call counters, shared by the unit tests."""
+"""Small host functions with call counters, shared by the unit tests; what the machine runs
+Triton kernels on (:func:`kernel_device`, :data:`needs_interpreter`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from triton_dist.tune import AutoTuner, autotune
 
 SPACE = [{"c": 0}, {"c": 1}, {"c": 2}]
+
+#: Triton kernels run in its interpreter (on host tensors): tests/conftest.py sets
+#: ``TRITON_INTERPRET=1`` where no accelerator is present; Triton reads it when a kernel is decorated
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+
+#: for tests of what exists only under Triton's interpreter (the compile stand-in of
+#: compile_standin.py, which replaces the interpreter's compile-only path)
+needs_interpreter = pytest.mark.skipif(
+    not INTERPRETED, reason="needs Triton's interpreter (TRITON_INTERPRET=1, set where no accelerator is "
+                            "present): on this machine Triton compiles real device kernels")
+
+
+def kernel_device() -> Any:
+    """Where a test's tensors for Triton kernels live: the host under the interpreter, else the
+    device the backend tunes on (a GPU: kernels compiled for it cannot read host memory)."""
+    import torch
+
+    if INTERPRETED:
+        return torch.device("cpu")
+    from triton_dist._backends import get_backend
+
+    return get_backend().device()
 
 
 class Probe:
@@ -46,7 +72,14 @@ def make_tuner(
 
     ``fail`` maps a config value to the exception its runs raise; ``sleep_ms`` makes runs slow;
     ``times`` injects a ``do_bench`` that reports these per-run times instead of timing.
+
+    The counts these tests assert are the seed's schedule on every backend: ``graphs=False`` (on
+    a device with graphs the default replays captured graphs, and this host function queues no
+    device work to capture) and ``compile_workers=1`` (on a device that compiles, a compile pass
+    would call each config's host function once more first; test_compile_pass.py). Both are the
+    CPU's behaviour anyway; ``options`` may override them.
     """
+    options = {"graphs": False, "compile_workers": 1, **options}
     probe = Probe()
     fail = fail or {}
     sleep_ms = sleep_ms or {}

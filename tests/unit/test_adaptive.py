@@ -17,7 +17,9 @@ SPACE = [{"c": c} for c in range(5)]
 def _tuner(costs, *, adaptive, per_run=None, **options):
     """A host whose result names its config, and a do_bench reporting ``costs[config]`` per run
     (``per_run[config]``: the list of successive run times instead). Records every do_bench call
-    as (config, n_warmup, n_repeat) and every run of the host."""
+    as (config, n_warmup, n_repeat) and every run of the host. ``compile_workers=1``: the counts
+    are the measurement's (on a device that compiles, a compile pass would call each config's
+    host function once more first; test_compile_pass.py)."""
     calls: list[tuple[int, int, int]] = []
     runs: Counter = Counter()
     served: Counter = Counter()
@@ -40,7 +42,8 @@ def _tuner(costs, *, adaptive, per_run=None, **options):
         calls.append((c, n_warmup, n_repeat))
         return out
 
-    tuned = autotune(SPACE[:len(costs)], lambda x: (x,), do_bench=bench, adaptive=adaptive, **options)(host)
+    tuned = autotune(SPACE[:len(costs)], lambda x: (x,), do_bench=bench, adaptive=adaptive,
+                     **{"compile_workers": 1, **options})(host)
     return tuned, calls, runs
 
 

@@ -42,10 +42,12 @@ RUNNER = textwrap.dedent('''
 
 
 def _run(tmp_path, cache_dir, **env):
-    # tuned_module from tmp_path; triton_dist from the repository also where it is not installed
+    # tuned_module from tmp_path; triton_dist from the repository also where it is not installed.
+    # work() runs on the host: the CPU backend measures it, also on a machine with a GPU (whose
+    # default would replay CUDA graphs of nothing, after a compile pass: not the seed's 5 + 10)
     pythonpath = os.pathsep.join(filter(None, [str(tmp_path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache_dir), "PYTHONPATH": pythonpath,
-                "PYTHONDONTWRITEBYTECODE": "1", **env}
+                "PYTHONDONTWRITEBYTECODE": "1", "TRITON_DIST_DEVICE": "cpu", **env}
     done = subprocess.run([sys.executable, str(tmp_path / "runner.py")], env=full_env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=100)
     assert done.returncode == 0, done.stderr

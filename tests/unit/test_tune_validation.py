@@ -62,8 +62,11 @@ def test_a_field_the_function_cannot_take_names_field_and_function():
 
 
 def test_keyword_only_and_var_keyword_functions_are_accepted():
-    assert autotune(config_space=[{"c": 1}], key_fn=key_fn)(keyword_only)(3) == (3, 1)
-    assert autotune(config_space=[{"anything": 1}], key_fn=key_fn)(any_kwargs)(3) == (3, {"anything": 1})
+    # graphs=False: these functions queue no device work, which a device's default graph replay
+    # would capture (an empty graph); the eager schedule runs them on every backend
+    assert autotune(config_space=[{"c": 1}], key_fn=key_fn, graphs=False)(keyword_only)(3) == (3, 1)
+    assert autotune(config_space=[{"anything": 1}], key_fn=key_fn, graphs=False)(any_kwargs)(3) == (
+        3, {"anything": 1})
 
 
 def test_decorated_function_keeps_its_identity():
@@ -167,7 +170,9 @@ def test_a_failing_config_is_recorded_and_tuning_goes_on(cache_dir):
     failed = entry["candidates"][1]
     assert failed["time_ms"] is None
     assert "RuntimeError" in failed["error"] and "out of resources" in failed["error"]
-    assert all(c["error"] is None and c["time_ms"] > 0 for i, c in enumerate(entry["candidates"]) if i != 1)
+    # measured (a device's event pair around this host-only function may read 0.0 ms)
+    assert all(c["error"] is None and c["time_ms"] >= 0 and c["runs"] >= 15
+               for i, c in enumerate(entry["candidates"]) if i != 1)
     assert entry["best"]["index"] in (0, 2)
 
 

@@ -150,6 +150,10 @@ class Backend(abc.ABC):
     graphs: ClassVar[bool] = False
     """Runs can be captured into a device graph and replayed (:meth:`capture`: CUDA, NPU), which
     ``autotune(..., graphs=True)`` uses to time kernels without the host's launch cost."""
+    compiles: ClassVar[bool] = False
+    """Triton compiles kernels for this device (CUDA, NPU), so a miss's compile pass pays off
+    (``_measure.compile``); False: the CPU, whose kernels run in Triton's interpreter, and
+    simulated devices, whose host functions compile nothing."""
     host_timed: ClassVar[bool] = False
     """Runs execute on the host thread that issues them (the CPU), so a worker thread can run a
     candidate while the caller waits with a time limit; device backends keep runs on the caller's

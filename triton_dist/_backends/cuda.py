@@ -43,6 +43,7 @@ FLUSH_BYTES = 256 * 2**20
 class CudaBackend(Backend, kind="cuda"):
     interleaved = True
     graphs = True
+    compiles = True
 
     @classmethod
     def probe(cls) -> str | None:

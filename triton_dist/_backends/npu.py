@@ -41,6 +41,7 @@ def _import_torch_npu() -> tuple[Any, str | None]:
 class NpuBackend(Backend, kind="npu"):
     interleaved = True
     graphs = True
+    compiles = True
     _timer: EventRunTimer | None = None
     _capture_stream: Any = None
     _flush_buffer: Any = None

@@ -64,13 +64,14 @@ def resolve_workers(option: int | None) -> tuple[int, bool]:
 
 
 def _compiles(backend: Any) -> bool:
-    """Whether Triton compiles anything here: not on the CPU backend, and not under Triton's
-    interpreter (``TRITON_INTERPRET=1``, also what simulated devices in tests run on), where a
-    pass would only run each host function once more for nothing."""
+    """Whether Triton compiles anything here: on a backend whose kernels are compiled
+    (``Backend.compiles``: CUDA, NPU; not the CPU, nor a simulated device), and not under
+    Triton's interpreter (``TRITON_INTERPRET=1``), where a pass would only run each host function
+    once more for nothing."""
     import os
 
     interpreted = os.environ.get("TRITON_INTERPRET", "0").strip().lower() in {"1", "true", "on", "yes"}
-    return backend.kind != "cpu" and not interpreted
+    return bool(getattr(backend, "compiles", False)) and not interpreted
 
 
 def _failures() -> tuple[type[BaseException], ...]:
@@ -334,9 +335,10 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
                           prefix: str) -> bool:
     """Contextual tuning: compile the candidates (``.config``) of an inner kernel concurrently,
     before its first timed launch. A candidate whose compile failed gets its ``error`` set (and a
-    line in the session's log) and, without ``is_dist``, leaves ``candidates`` (renumbered in
-    place); with it, its slots stay, so that every rank keeps the same schedule. False when no
-    candidate is left."""
+    line in the session's log) and keeps its place, as a candidate that fails at its first launch
+    does: its slots are skipped (filled, with ``is_dist``), the tuning's summary logs it invalid
+    and its ``configs_timings`` entry is inf, as stock ``Autotuner`` records a config that does
+    not compile. False when no candidate compiled."""
     workers, explicit = resolve_workers(session.compile_workers)
     backend = session.backend
     if workers < 2 or len(candidates) < 2 or (not explicit and not _compiles(backend)):
@@ -346,10 +348,6 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
         if error:
             cand.error = error
             session.info("%s | config-id: %d | %s", prefix, cand.config_id, error)
-    if session.view is None:  # a candidate's index is its place in the schedule
-        candidates[:] = [c for c in candidates if c.ok]
-        for position, cand in enumerate(candidates):
-            cand.index = position
     return any(c.ok for c in candidates)
 
 
