@@ -151,3 +151,25 @@ def test_contextual_precompile_compiles_the_inner_configs_in_children(tmp_path) 
     assert _blocks([r["constants"] for r in log if r["pid"] != parent]) == [256, 512]
     assert all(r["hit"] is True for r in log if r["pid"] == parent)
     assert out["in_memory"] == 2
+
+
+def test_a_compile_error_does_not_leave_the_threads_mode_active(monkeypatch) -> None:
+    """Triton 3.4-3.6's AsyncCompileMode.__exit__ raises a compile error before it clears the
+    active mode (seen on the H200 with triton 3.6): the pooled thread's next config must still
+    enter its own mode instead of failing with "Another AsyncCompileMode is already active"."""
+    import concurrent.futures
+
+    from triton.runtime import _async_compile
+
+    from triton_dist._measure import forked
+
+    def exit_as_in_triton_3_6(self, *exc_info):
+        raise RuntimeError("a config's compile error")  # the mode stays set, as in 3.6
+
+    monkeypatch.setattr(_async_compile.AsyncCompileMode, "__exit__", exit_as_in_triton_3_6)
+    recorded: list[BaseException] = []
+    with concurrent.futures.ThreadPoolExecutor(1) as executor:
+        for _ in range(2):  # the second block would raise "already active" without the reset
+            with pytest.raises(RuntimeError, match="compile error"), forked.deferred(executor, recorded.append):
+                pass
+    assert _async_compile.active_mode.get() is None and len(recorded) == 2

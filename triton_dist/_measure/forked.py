@@ -214,9 +214,9 @@ def deferred(executor: concurrent.futures.Executor | None,
     if executor is None:
         yield
         return
-    from triton.runtime._async_compile import AsyncCompileMode
+    from triton.runtime import _async_compile
 
-    mode = AsyncCompileMode(executor)
+    mode = _async_compile.AsyncCompileMode(executor)
     mode.__enter__()
     try:
         yield
@@ -226,3 +226,9 @@ def deferred(executor: concurrent.futures.Executor | None,
         except Exception as exc:
             record(exc)
             raise
+        finally:
+            # Triton 3.4-3.6 clear the active mode only after every compile succeeded: after a
+            # compile error this (pooled) thread would keep a finished mode, and its next block
+            # would fail with "Another AsyncCompileMode is already active"
+            if _async_compile.active_mode.get() is mode:
+                _async_compile.active_mode.set(None)
