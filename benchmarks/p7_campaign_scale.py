@@ -41,9 +41,11 @@ TARGET = {"function": "campaign_target:sleepy", "args": "campaign_target:make_ar
 
 
 def campaign_file(work: Path, name: str, cases: int) -> Path:
+    # one target per 5,000 values of n: a grid list holds at most ray_runner._values.MAX_VALUE_NODES
+    targets = [{**TARGET, "grid": {"n": list(range(lo, min(lo + 5000, cases))), "scale": [0.0]}}
+               for lo in range(0, cases, 5000)]
     data = {"name": name, "device": "cpu", "retries": 0, "case_timeout_s": 300, "placement_timeout_s": 300,
-            "report_dir": str(work / "reports"), "targets": [{**TARGET, "grid": {"n": list(range(cases)),
-                                                                              "scale": [0.0]}}]}
+            "report_dir": str(work / "reports"), "targets": targets}
     path = work / f"{name}.json"  # YAML is a superset of JSON
     path.write_text(json.dumps(data))
     return path

@@ -3,15 +3,24 @@
 One task per node that has the campaign's device resource, pinned to it and holding one device
 (the hardware digest is the device's); the cases are put into the object store once (each node
 pulls them once) and a node answers with its misses only, so the driver's share stays flat in
-the node count. For each case and each rank ``r`` of its world size W it
-enters a W-rank world as rank ``r`` (:func:`ray_runner.world.fake_world`: ``get_world_size()``,
-``get_rank()``, the default and registered groups and ``RANK``/``WORLD_SIZE`` answer as in the
-training job; collectives do nothing), builds the arguments, computes the call's identity as
-``triton_dist._tuning.resolve`` does (``_decide.identify``) and asks the hit rule
-(``_decide.decide``) whether it hits in the node's cache root (``--cache-dir``, else the node's
-``TRITON_DIST_AUTOTUNE_DIR`` or the default), with the node's settings (a grown config space is a
-miss unless ``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` is set there). Any miss, or a node that cannot
-answer, fails the check.
+the node count. For each case and each rank ``r`` of its world size W the hit rule runs as in
+the training job (:mod:`ray_runner.preflight_node`): in a W-rank world entered as rank ``r``
+(:func:`ray_runner.world.fake_world`: ``get_world_size()``, ``get_rank()``, the default and
+registered groups and ``RANK``/``WORLD_SIZE`` answer as in the training job; collectives do
+nothing) it builds the arguments, computes the call's identity as ``triton_dist._tuning.resolve``
+does (``_decide.identify``) and asks the hit rule (``_decide.decide``) whether it hits in the
+node's cache root (``--cache-dir``, else the node's ``TRITON_DIST_AUTOTUNE_DIR`` or the default),
+with the node's settings (a grown config space is a miss unless
+``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` is set there). Any miss, or a node that cannot answer, fails
+the check.
+
+Flat in the node count (issue 21): the rule runs in full on one node per accelerator kind (the
+*reference*); every other node of the kind gets the reference's verdicts and digests of the
+entries' bytes (one object, pulled once per node) and checks that its own fingerprint (hardware,
+software, settings, targets' code) is the reference's and that each entry file is byte-identical
+to the reference's; any pair where that fails is checked with the full rule on that node, and a
+node whose fingerprint differs runs it on every pair (``preflight_node`` says why that reports
+exactly what the rule would). Each node's answer says how many pairs the rule ran on there.
 
 On a fleet of several accelerator kinds (:mod:`ray_runner.hardware`) every node is checked
 against its own hardware digest, and the summary counts hits and misses per kind; a kind whose
@@ -22,76 +31,16 @@ kind the campaign asks for but the cluster lacks fail the check.
 from __future__ import annotations
 
 import logging
-import socket
 import time
-import warnings
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .preflight_node import check_node
 from .spec import Campaign, case_text
 
 __all__ = ["check_node", "preflight"]
 
 log = logging.getLogger(__name__)
-
-
-def check_node(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir: str | None) -> dict[str, Any]:
-    """On one node: one row per (case, rank): hit or the reason for the miss."""
-    from triton_dist._backends import get_backend
-    from triton_dist.settings import get_settings
-
-    settings = get_settings()
-    root = Path(cache_dir).expanduser() if cache_dir else settings.autotune_dir
-    backend = get_backend()
-    rows = []
-    for function, builder, world_size, case in cases:
-        for rank in range(world_size):
-            row: dict[str, Any] = {"function": function, "case": case, "world_size": world_size, "rank": rank}
-            row.update(_check(function, builder, world_size, rank, case, root, settings, backend))
-            rows.append(row)
-    return {"host": socket.gethostname(), "root": str(root), "device": str(backend.device()), "rows": rows,
-            "digest": _digest(backend)}
-
-
-def _check(function: str, builder: str, world_size: int, rank: int, case: dict[str, Any], root: Path,
-           settings: Any, backend: Any) -> dict[str, Any]:
-    from triton_dist._store import decide as _decide
-
-    from .errors import describe_failure
-    from .worker import CaseContext, build_args, load_target
-    from .world import fake_world
-
-    try:
-        tuner = load_target(function)
-        with fake_world(world_size, rank) as group:
-            args, kwargs = build_args(builder, case, CaseContext(rank, world_size, backend.device(), group))
-            call = _decide.identify(tuner.target, tuner.key_fn(*args, **kwargs), world_size, backend)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            verdict = _decide.decide(call, root, version_check=settings.version_check,
-                                     cache_only=settings.cache_only)
-        row = {"key": call.key, "path": str(verdict.path), "hit": verdict.hit, "index": verdict.index,
-               "why": verdict.why, "warnings": [str(w.message) for w in caught] + verdict.notes}
-        if verdict.hit and backend.kind != "cpu":  # will its first call still compile? (issue 23)
-            from triton_dist._store import binaries
-
-            row["compiles"] = binaries.check(tuner.target.name, Path(verdict.path).stem)
-        return row
-    except Exception as exc:  # noqa: BLE001 - reported as a miss with the reason
-        return {"hit": False, "why": describe_failure(exc)[0]}
-
-
-def _check_node_brief(cases: Sequence[tuple[str, str, int, dict[str, Any]]], cache_dir: str | None) -> dict[str, Any]:
-    """:func:`check_node`, answering with the misses only (and how many pairs were checked): a
-    node's answer stays small however many cases hit."""
-    started = time.perf_counter()
-    result = check_node(cases, cache_dir)
-    result["seconds"] = round(time.perf_counter() - started, 3)
-    rows = result.pop("rows")
-    result["checked"] = len(rows)
-    result["rows"] = [row for row in rows if not row.get("hit")]
-    return result
 
 
 def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str | None = None,
@@ -114,31 +63,69 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
                   for missing in plan.absent]
         if not nodes:
             return [{"host": "-", "error": f"no alive node has the {resource!r} resource", "rows": []}, *absent]
-        task = ray.remote(max_retries=0)(_check_node_brief)
         env = {"env_vars": {**campaign.env_dict(), "TRITON_DIST_DEVICE": kind}}
         payload = ray.put(cases)  # once: each node's task pulls the same object
         del cases
-        refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-                             runtime_env=env, **actor_resources(resource)).remote(payload, cache_dir)
-                for n in nodes]
+        refs = _dispatch(ray, nodes, payload, cache_dir, timeout_s,
+                         lambda n: {"scheduling_strategy": NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+                                    "runtime_env": env, **actor_resources(resource)})
         del payload
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
-        ready_set = set(ready)
         results = []
-        for node, ref in zip(nodes, refs, strict=True):
-            try:
-                if ref not in ready_set:
-                    ray.cancel(ref, force=True)
-                    raise TimeoutError(f"the check did not finish within {timeout_s:g}s")
-                result = ray.get(ref, timeout=0)
-            except Exception as exc:  # noqa: BLE001 - reported per node
-                result = {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500],
-                          "rows": []}
+        for node, (ref, deadline) in zip(nodes, refs, strict=True):
+            result = _answer(ray, ref, deadline, node)
             result["address"] = node.get("NodeManagerAddress")
             if plan.heterogeneous or campaign.hardware is not None:
                 result["hardware"] = "+".join(node_kinds(node)) or None
             results.append(result)
     return results + absent
+
+
+def _dispatch(ray: Any, nodes: Sequence[Mapping[str, Any]], payload: Any, cache_dir: str | None, timeout_s: float,
+              options: Any) -> list[tuple[Any, float]]:
+    """Start the check on every node: the full rule on the first node of each accelerator kind
+    (the reference), then, as each reference answers, every other node of its kind against it
+    (its verdicts travel node to node as an object; the driver never holds them). One
+    (reference to the node's answer, deadline) per node."""
+    from .hardware import node_kinds
+    from .preflight_node import check_against, reference
+
+    full = ray.remote(max_retries=0, num_returns=2)(reference)
+    against = ray.remote(max_retries=0)(check_against)
+    deadline = time.monotonic() + timeout_s
+    kinds: dict[tuple[str, ...], list[int]] = {}
+    for i, node in enumerate(nodes):
+        kinds.setdefault(tuple(node_kinds(node)), []).append(i)
+    refs: list[Any] = [None] * len(nodes)
+    waiting: dict[Any, tuple[list[int], Any]] = {}
+    for members in kinds.values():
+        head = members[0]
+        refs[head], expect = full.options(**options(nodes[head])).remote(payload, cache_dir)
+        waiting[refs[head]] = (members, expect)
+    while waiting:
+        ready, _ = ray.wait(list(waiting), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break
+        members, expect = waiting.pop(ready[0])
+        answered = not _answer(ray, ready[0], deadline, nodes[members[0]]).get("error")
+        source = str(nodes[members[0]].get("NodeManagerAddress"))
+        for m in members[1:]:  # a reference that failed: its kind's nodes run the full rule
+            refs[m] = against.options(**options(nodes[m])).remote(payload, cache_dir, expect if answered else None,
+                                                                source)
+    return [(ref, deadline) for ref in refs]
+
+
+def _answer(ray: Any, ref: Any, deadline: float, node: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's answer, or an error naming why there is none."""
+    try:
+        if ref is None:
+            raise TimeoutError("not checked: the reference node of its kind did not answer in time")
+        ready, _ = ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))
+        if not ready:
+            ray.cancel(ref, force=True)
+            raise TimeoutError("the check did not finish in time")
+        return dict(ray.get(ref, timeout=0))
+    except Exception as exc:  # noqa: BLE001 - reported per node
+        return {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500], "rows": []}
 
 
 def by_kind(results: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -191,7 +178,7 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
         ok = ok and not misses
         kind = f"kind {node['hardware'] or '(none)'}, " if "hardware" in node else ""
         lines.append(f"{name} ({kind}{node.get('device')}, root {node.get('root')}): "
-                     f"{checked - len(misses)}/{checked} (case, rank) pairs hit")
+                     f"{checked - len(misses)}/{checked} (case, rank) pairs hit" + _how(node))
         for r in misses:
             lines.append(f"  MISS {r['function']} {case_text(r['case'])} rank {r['rank']}/{r['world_size']}: "
                          f"{r.get('why')}" + (f" ({r['path']})" if r.get("path") else ""))
@@ -202,8 +189,12 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
     return ok, lines
 
 
-def _digest(backend: Any) -> str:
-    """This node's hardware digest (what its entries are keyed by): summed up per kind."""
-    from triton_dist._store.fingerprint import hardware_info
-
-    return str(hardware_info(backend)["digest"])
+def _how(node: Mapping[str, Any]) -> str:
+    """How a node checked its pairs: the hit rule on all, or the reference's verdicts where its
+    entry files are byte-identical (``preflight_node``)."""
+    if not node.get("reference"):
+        return ""
+    if node.get("differs"):
+        return f"; hit rule run here on every pair ({node['differs']})"
+    return (f"; the verdicts of {node['reference']} where the entry is byte-identical to its own, the hit "
+            f"rule run here on {node.get('full_rule', 0)} pair(s)")
