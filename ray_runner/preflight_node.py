@@ -58,9 +58,12 @@ class _Here:
 
     def answer(self, rows: list[dict[str, Any]], checked: int, started: float, **extra: Any) -> dict[str, Any]:
         """A node's answer: its misses and the hits whose first call compiles, not every pair."""
+        import ray
+
         from triton_dist._store.fingerprint import hardware_info
 
-        return {"host": socket.gethostname(), "root": str(self.root), "device": str(self.device),
+        node_id = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+        return {"host": socket.gethostname(), "node_id": node_id, "root": str(self.root), "device": str(self.device),
                 "digest": str(hardware_info(self.backend)["digest"]), "checked": checked,
                 "rows": [r for r in rows if not r.get("hit") or r.get("compiles")],
                 "seconds": round(time.perf_counter() - started, 3), **extra}

@@ -60,9 +60,25 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
                 assert path.read_bytes() == (cache_dir / "host" / path.name).read_bytes()
         assert all(s["written"] == 4 and not s["errors"] for s in result.seeded)
 
-        ok, lines = summarize(preflight(campaign))  # every node, every rank, against its own root
+        checked = preflight(campaign)  # every node, every rank, against its own root
+        ok, lines = summarize(checked)
         assert ok, lines
         assert len([line for line in lines if "5/5 (case, rank) pairs hit" in line]) == 3
+        # one answer per node, from that node: the hit rule ran on one (the reference), the two
+        # others took its verdicts for their byte-identical entries (issue 21)
+        assert sorted(n["node_id"] for n in checked) == sorted(n["NodeID"] for n in ray.nodes() if n["Alive"])
+        assert sorted(n["full_rule"] for n in checked) == [0, 0, 5]
+        # one node's copy of one entry differs: exactly that entry's pair misses, on that node
+        node = next(n for n in checked if n.get("reference"))
+        single = next(r for r in result.runs if r.world_size == 1)
+        victim = Path(node["root"]) / "host" / Path(single.path).name
+        saved = victim.read_bytes()
+        victim.write_text(saved.decode().replace('"time_ms"', '"time_ms_"', 1))  # still JSON, not an entry
+        ok, lines = summarize(preflight(campaign))
+        victim.write_bytes(saved)
+        misses = [line for line in lines if "MISS" in line]
+        assert not ok and len(misses) == 1 and str(victim) in misses[0], lines
+        assert sum("5/5 (case, rank) pairs hit" in line for line in lines) == 2, lines
 
         # again: the results stream says every case is done (none is dispatched); seeding finds
         # identical entries (byte for byte) and adds no history

@@ -156,6 +156,32 @@ def test_seeding_writes_bytes_once_verifies_them_and_adds_no_history(tmp_path: P
     assert bad["digest"] != digest_of([("../escape.json", b"{}"), ("sleepy/x.txt", b"")])
 
 
+@pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named-temporary"])
+def test_seeding_creates_complete_files_and_never_writes_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        unnamed: bool) -> None:
+    """Entries are created as unnamed files linked in place (or, on a file system without
+    O_TMPFILE, named temporary files): complete, 0644, nothing left behind; a link at an entry's
+    name is replaced, and the file it pointed to is left alone."""
+    if not unnamed:
+        monkeypatch.setitem(_cache._unnamed, "ok", False)
+    driver = tmp_path / "driver"
+    paths = [_cache.write_entry(driver, _entry(n)) for n in range(20)]
+    items = [(p.relative_to(driver).as_posix(), p.read_bytes()) for p in paths]
+    node = tmp_path / "node"
+    (node / "sleepy").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text("not yours")
+    (node / items[0][0]).symlink_to(elsewhere)
+    result = write_files(node, items)
+    assert (result["written"], result["unchanged"], result["errors"]) == (20, 0, [])
+    assert result["digest"] == digest_of(items) and elsewhere.read_text() == "not yours"
+    for rel, data in items:
+        path = node / rel
+        assert not path.is_symlink() and path.read_bytes() == data and path.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in (node / "sleepy").iterdir() if not p.name.endswith(".json")) == [".locks"]
+    assert write_files(node, items)["unchanged"] == 20
+
+
 @pytest.mark.parametrize("cases", [3, 400])
 def test_report_plot_bars_or_histogram(tmp_path: Path, cases: int) -> None:
     pytest.importorskip("matplotlib")
