@@ -305,14 +305,12 @@ def create_entry_text(path: Path | str, text: str | bytes, fsync: bool = True, f
     data = text.encode("utf-8") if isinstance(text, str) else text
     path = os.fspath(path)
     if _unnamed["ok"]:
-        own = folder is None
-        if own:
-            folder = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+        dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY) if folder is None else folder
         try:
-            created = _create_unnamed(folder, os.path.basename(path), data, fsync)
+            created = _create_unnamed(dir_fd, os.path.basename(path), data, fsync)
         finally:
-            if own:
-                os.close(folder)
+            if folder is None:
+                os.close(dir_fd)
         if created is not None:
             return created
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.", suffix=".tmp")
