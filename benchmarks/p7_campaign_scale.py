@@ -178,6 +178,14 @@ def run_nodes(work: Path, counts: list[int], campaign_path: Path, cache: Path) -
                         # each node's own time (its task): the wall minus it is what the driver and
                         # the transport add, which is what must not grow with the node count
                         "seed_node_s_max": max(s["seconds"] for s in first),
+                        # each node's own CPU (its task's process time) and the seeding's flush
+                        "seed_node_cpu_s": _spread(first, "cpu_s"), "reseed_node_cpu_s": _spread(again, "cpu_s"),
+                        "seed_flush_s": _spread(first, "flush_s"),
+                        # pre-flight: the reference ran the hit rule; the others, against it
+                        "preflight_reference_s": max(n.get("seconds", 0.0) for n in checked if not n.get("reference")),
+                        "preflight_node_cpu_s": _spread([n for n in checked if n.get("reference")] or checked, "cpu_s"),
+                        "preflight_full_rule": [n.get("full_rule") for n in checked],
+                        "load": [round(x, 2) for x in os.getloadavg()],
                         "reseed_node_s_max": max(s["seconds"] for s in again),
                         "preflight_node_s_max": max(n.get("seconds", 0.0) for n in checked),
                         "seed_errors": sum(len(s["errors"]) for s in first + again),
@@ -194,6 +202,12 @@ def run_nodes(work: Path, counts: list[int], campaign_path: Path, cache: Path) -
             else:
                 os.environ["TRITON_DIST_AUTOTUNE_DIR"] = saved
     return out
+
+
+def _spread(answers: list[dict[str, Any]], field: str) -> dict[str, float]:
+    """Mean and max of a field of the nodes' answers."""
+    values = [a.get(field) or 0.0 for a in answers]
+    return {"mean": round(sum(values) / len(values), 3), "max": round(max(values), 3)}
 
 
 def growth(rows: list[dict[str, Any]], x: str, y: str) -> float | None:

@@ -48,6 +48,7 @@ class _Here:
     """This node: its settings, cache root and backend (one per task)."""
 
     def __init__(self, cache_dir: str | None) -> None:
+        self.started, self.cpu = time.perf_counter(), time.process_time()
         from triton_dist._backends import get_backend
         from triton_dist.settings import get_settings
 
@@ -56,7 +57,7 @@ class _Here:
         self.backend = get_backend()
         self.device = self.backend.device()
 
-    def answer(self, rows: list[dict[str, Any]], checked: int, started: float, **extra: Any) -> dict[str, Any]:
+    def answer(self, rows: list[dict[str, Any]], checked: int, **extra: Any) -> dict[str, Any]:
         """A node's answer: its misses and the hits whose first call compiles, not every pair."""
         import ray
 
@@ -66,7 +67,8 @@ class _Here:
         return {"host": socket.gethostname(), "node_id": node_id, "root": str(self.root), "device": str(self.device),
                 "digest": str(hardware_info(self.backend)["digest"]), "checked": checked,
                 "rows": [r for r in rows if not r.get("hit") or r.get("compiles")],
-                "seconds": round(time.perf_counter() - started, 3), **extra}
+                "seconds": round(time.perf_counter() - self.started, 3),
+                "cpu_s": round(time.process_time() - self.cpu, 3), **extra}
 
 
 def _pairs(cases: Sequence[Case]) -> list[tuple[int, int]]:
@@ -148,20 +150,23 @@ def _relative(path: Path, root: Path) -> str | None:
         return None
 
 
-def _file_digest(root: Path, rel: str) -> bytes | None:
+def _file_digest(root: Path, rel: str, folder: int | None = None) -> bytes | None:
     """SHA-256 of the plain file ``root/rel``, None if there is none, :data:`_NEVER` if what is
-    there is not a plain file inside the root (a link, a FIFO, a directory that leads out)."""
-    path = os.path.join(root, rel)
+    there is not a plain file (a link, a FIFO). ``folder``: an open descriptor of its directory."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if folder is None:
+            fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        else:
+            fd = os.open(rel.partition("/")[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
     except FileNotFoundError:
         return None
     except OSError:
         return _NEVER
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return _NEVER
-        digest = hashlib.sha256()
+        digest = hashlib.sha256(os.read(fd, info.st_size + 1))  # one read, unless it grew meanwhile
         while chunk := os.read(fd, 1 << 20):
             digest.update(chunk)
         return digest.digest()
@@ -216,7 +221,6 @@ def expectations(here: _Here, cases: Sequence[Case], rows: Sequence[dict[str, An
 
 def reference(cases: Sequence[Case], cache_dir: str | None) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """The hit rule for every pair here: (this node's answer, :func:`expectations` or None)."""
-    started = time.perf_counter()
     here = _Here(cache_dir)
     pairs = _pairs(cases)
     before: dict[str, bytes | None] = {}
@@ -225,7 +229,7 @@ def reference(cases: Sequence[Case], cache_dir: str | None) -> tuple[dict[str, A
         expect: dict[str, Any] | None = expectations(here, cases, rows, before)
     except Exception:  # noqa: BLE001 - the other nodes then run the rule themselves
         expect = None
-    return here.answer(rows, len(pairs), started, full_rule=len(pairs)), expect
+    return here.answer(rows, len(pairs), full_rule=len(pairs)), expect
 
 
 def check_against(cases: Sequence[Case], cache_dir: str | None, expect: dict[str, Any] | None,
@@ -233,18 +237,17 @@ def check_against(cases: Sequence[Case], cache_dir: str | None, expect: dict[str
     """This node's answer, reusing the verdicts of the reference node ``source`` (its
     :func:`expectations`) for the pairs whose entry files here are byte-identical to its own;
     the full rule for the others, and for all when the fingerprints differ (module docstring)."""
-    started = time.perf_counter()
     here = _Here(cache_dir)
     pairs = _pairs(cases)
     if expect is None:
-        return here.answer(_full(here, cases, pairs), len(pairs), started, full_rule=len(pairs))
+        return here.answer(_full(here, cases, pairs), len(pairs), full_rule=len(pairs))
     differs = _differs(here, cases, pairs, expect)
     if differs:
-        return here.answer(_full(here, cases, pairs), len(pairs), started, full_rule=len(pairs),
+        return here.answer(_full(here, cases, pairs), len(pairs), full_rule=len(pairs),
                            reference=source, differs=differs)
     rows, todo = _reuse(here, cases, pairs, expect)
     rows.update(zip(todo, _full(here, cases, [pairs[n] for n in todo]), strict=True))
-    return here.answer([rows[n] for n in sorted(rows)], len(pairs), started, full_rule=len(todo), reference=source)
+    return here.answer([rows[n] for n in sorted(rows)], len(pairs), full_rule=len(todo), reference=source)
 
 
 def _differs(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]],
@@ -275,33 +278,58 @@ def _reuse(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]],
     names = {t.split(" ")[0]: v[0] for t, v in expect["fingerprint"]["targets"].items() if isinstance(v, list)}
     compiled = here.backend.kind != "cpu"
     same: dict[str, bool] = {}
-    folders: dict[str, bool] = {}
+    folders: dict[str, int | None] = {}  # open descriptors of the entry directories inside the root
     rows: dict[int, dict[str, Any]] = {}
     todo: list[int] = []
-    for n, (i, rank) in enumerate(pairs):
-        rel = rels[n]
-        if rel is None:
-            todo.append(n)
-            continue
-        if rel not in same:
-            folder = rel.partition("/")[0]
-            if folder not in folders:
-                folders[folder] = _inside(here.root, folder)
-            expected = digests.get(rel, _NEVER)
-            same[rel] = folders[folder] and expected != _NEVER and _file_digest(here.root, rel) == expected
-        if not same[rel] or (not hits[n] and digests.get(rel) is not None):
-            todo.append(n)  # differs here, or a miss with a file there: its reason names this node's file
-            continue
-        function, _builder, size, values = cases[i]
-        row = {"function": function, "case": values, "world_size": size, "rank": rank}
-        if hits[n]:
-            if compiled:  # this node's own Triton cache (issue 23)
-                from triton_dist._store import binaries
-
-                why = binaries.check(names[function], Path(rel).stem)
-                if why:
-                    rows[n] = {**row, "key": None, "path": str(here.root / rel), "hit": True, "compiles": why}
-            continue
-        rows[n] = {**row, "key": keys.get(n), "path": str(here.root / rel), "hit": False, "index": None,
-                   "why": "no cache entry", "warnings": []}
+    try:
+        for n, (i, rank) in enumerate(pairs):
+            rel = rels[n]
+            if rel is not None and rel not in same:
+                same[rel] = _same(here.root, rel, digests.get(rel, _NEVER), folders)
+            if rel is None or not same[rel] or (not hits[n] and digests.get(rel) is not None):
+                todo.append(n)  # differs here, or a miss with a file there: its reason names this node's file
+                continue
+            if hits[n] and not compiled:
+                continue  # a hit, and no Triton cache to look at on a CPU node: nothing to report
+            row = _reused(here, cases[i], rank, rel, hits[n], keys.get(n), names if compiled else None)
+            if row is not None:
+                rows[n] = row
+    finally:
+        for fd in folders.values():
+            if fd is not None and fd >= 0:
+                os.close(fd)
     return rows, todo
+
+
+def _same(root: Path, rel: str, expected: bytes | None, folders: dict[str, int | None]) -> bool:
+    """Whether ``root/rel`` holds the bytes the reference's verdict is about (or is absent there
+    too) and is read by the rule as it is there (its directory inside the root, no link)."""
+    folder = rel.partition("/")[0]
+    if folder not in folders:
+        try:
+            folders[folder] = (os.open(os.path.join(root, folder), os.O_RDONLY | os.O_DIRECTORY)
+                               if _inside(root, folder) else None)
+        except FileNotFoundError:
+            folders[folder] = -1  # no such directory: its entries are absent
+        except OSError:
+            folders[folder] = None
+    fd = folders[folder]
+    if fd is None or expected == _NEVER:
+        return False
+    return (None if fd == -1 else _file_digest(root, rel, fd)) == expected
+
+
+def _reused(here: _Here, case: Case, rank: int, rel: str, hit: bool, key: str | None,
+            names: dict[str, str] | None) -> dict[str, Any] | None:
+    """The row to report of a pair that has the reference's verdict (None: a hit, nothing to say)."""
+    function, _builder, size, values = case
+    row = {"function": function, "case": values, "world_size": size, "rank": rank}
+    if hit:
+        if names is None:
+            return None
+        from triton_dist._store import binaries
+
+        why = binaries.check(names[function], Path(rel).stem)  # this node's own Triton cache (issue 23)
+        return {**row, "key": None, "path": str(here.root / rel), "hit": True, "compiles": why} if why else None
+    return {**row, "key": key, "path": str(here.root / rel), "hit": False, "index": None, "why": "no cache entry",
+            "warnings": []}

@@ -74,15 +74,9 @@ def _read(folder: int, name: str, size: int) -> Any:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return _NOT_PLAIN
-        chunks = []
-        left = size + 1
-        while left > 0:
-            chunk = os.read(fd, left)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
+        # one read: a plain file gives all it has up to the count (a short read would only make
+        # an identical file look different, and be replaced by the same bytes)
+        return os.read(fd, size + 1)
     finally:
         os.close(fd)
 
@@ -98,7 +92,7 @@ def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> 
     from triton_dist.settings import get_settings
 
     root = Path(root).expanduser() if root is not None else get_settings().autotune_dir
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     written = unchanged = 0
     errors: list[str] = []
     digest = hashlib.sha256()
@@ -136,7 +130,7 @@ def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> 
         _flush(root)
     return {"host": socket.gethostname(), "root": str(root), "written": written, "unchanged": unchanged,
             "errors": errors, "digest": digest.hexdigest(), "seconds": round(time.perf_counter() - started, 3),
-            "flush_s": round(time.perf_counter() - synced, 3)}
+            "cpu_s": round(time.process_time() - cpu, 3), "flush_s": round(time.perf_counter() - synced, 3)}
 
 
 def _flush(root: Path) -> None:
@@ -224,7 +218,7 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
     nodes = alive_nodes() if nodes is None else list(nodes)
     totals = {n["NodeID"]: {"node_id": n["NodeID"], "host": n.get("NodeManagerAddress"), "root": cache_dir,
                             "address": n.get("NodeManagerAddress"), "written": 0, "unchanged": 0, "errors": [],
-                            "seconds": 0.0} for n in nodes}
+                            "seconds": 0.0, "cpu_s": 0.0, "flush_s": 0.0} for n in nodes}
     started = time.monotonic()
     for chunk in _chunks(paths, Path(root)):
         expected = digest_of(chunk)
@@ -261,7 +255,7 @@ def _collect(ray: Any, refs: dict[str, Any], totals: dict[str, dict[str, Any]], 
         except Exception as exc:  # noqa: BLE001 - a node that died or timed out is reported, not fatal
             total["errors"].append(f"{type(exc).__name__}: {exc}"[:500])
             continue
-        for field in ("written", "unchanged", "seconds"):
+        for field in ("written", "unchanged", "seconds", "cpu_s", "flush_s"):
             total[field] += result[field]
         total["errors"] += result["errors"]
         total["host"], total["root"] = result["host"], result["root"]
