@@ -15,11 +15,15 @@ small entries is one chunk). A node answers with counts, errors and one digest o
 on its disk, which the driver compares with the digest of what it sent: every node is verified
 byte-identical to the driver's cache without the entries coming back.
 
-A node creates a missing entry with ``triton_dist._store.files.create_entry_text`` (temporary
-file + hard link: never replaces a file, so no lock), replaces a different one with
-``write_entry_text`` (under the entry's lock; the old file moves to history) and leaves a
-byte-identical one alone, so seeding again adds no history. The node syncs its disk once after
-writing, instead of once per file.
+A node's own work is small, because on one machine of a test cluster (and on a busy node) it is
+what grows with the node count (issue 21; ~0.1 s of CPU to re-seed 10,000 identical entries,
+~0.3 s to create them): each directory's names are listed once; an entry already there is read
+once and compared (a byte-identical one is left alone, so seeding again adds no history, and a
+different one is replaced with ``write_entry_text``, under the entry's lock, the old file to
+history); a missing one is created with ``triton_dist._store.files.create_entry_text`` (an
+unnamed file linked in place: the name appears complete, never replaces a file, so no lock, and
+one change to the directory per file); then one flush of the root's file system for the whole
+batch instead of an fsync per file (:func:`_flush` says why that is safe).
 """
 
 from __future__ import annotations
@@ -85,10 +89,9 @@ def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> 
     """Write entry files (``(relative path, bytes)``) under ``root`` (None: this process's
     settings root); a summary with the digest of the bytes now on disk (:func:`digest_of`).
 
-    Per file: one read to compare (an identical file is left alone); a missing one is created
-    (``create_entry_text``: an unnamed file linked in place, no lock, no fsync); a different one
-    is replaced under its lock (``write_entry_text``, the old one to history). Then one flush of
-    the root's file system for the whole batch (:func:`_flush`)."""
+    Per file (module docstring): a read and compare if one is there, else a creation without
+    lock or fsync; a different one is replaced under its lock. Then one flush of the root's file
+    system for the whole batch (:func:`_flush`)."""
     from triton_dist.settings import get_settings
 
     root = Path(root).expanduser() if root is not None else get_settings().autotune_dir
@@ -97,6 +100,7 @@ def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> 
     errors: list[str] = []
     digest = hashlib.sha256()
     folders: dict[str, int] = {}  # open descriptors of the directories checked (private, inside the root)
+    present: dict[str, set[str]] = {}  # the names in each directory when seeding began
     base = str(root)
     try:
         for rel, data in items:
@@ -107,17 +111,21 @@ def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> 
                     root.mkdir(mode=0o700, parents=True, exist_ok=True)
                     _cache.ensure_private_dir(root / folder, root)
                     folders[folder] = os.open(root / folder, os.O_RDONLY | os.O_DIRECTORY)
+                    present[folder] = set(os.listdir(folders[folder]))  # a fresh node: no read per entry
                 fd = folders[folder]
-                on_disk = _read(fd, name, len(data))
-                if on_disk == data:
-                    unchanged += 1
-                elif on_disk is None and _cache.create_entry_text(path, data, fsync=False, folder=fd):
+                on_disk = _read(fd, name, len(data)) if name in present[folder] else None
+                if on_disk is None and _cache.create_entry_text(path, data, fsync=False, folder=fd):
                     written += 1
                     on_disk = data
                 else:
-                    _cache.write_entry_text(root, Path(path), data.decode("utf-8"), durable=False)
-                    written += 1
-                    on_disk = Path(path).read_bytes()  # what a training job on this node will read
+                    if on_disk is None:  # created meanwhile by another writer
+                        on_disk = _read(fd, name, len(data))
+                    if on_disk == data:
+                        unchanged += 1
+                    else:
+                        _cache.write_entry_text(root, Path(path), data.decode("utf-8"), durable=False)
+                        written += 1
+                        on_disk = Path(path).read_bytes()  # what a training job on this node will read
                 _add(digest, rel, on_disk)
             except (OSError, ValueError) as exc:
                 errors.append(f"{path}: {exc}")
@@ -137,10 +145,12 @@ def _flush(root: Path) -> None:
     """The batch's one durability barrier: flush the file system that holds ``root``
     (``syncfs``, Linux; elsewhere ``os.sync``, every file system) instead of one fsync per file.
 
-    Each file was linked into place complete, so until the flush a crash of the machine (not of a
-    process) could leave an entry missing, empty or cut short: never a wrong config, because a
-    reader parses and checks every entry (``_store.check``) and an unreadable one is a miss, and
-    seeding again finds it different and replaces it."""
+    Each file was linked into place complete, so until the flush only a crash of the machine (not
+    of a process: the page cache survives it) could leave an entry missing, empty, zeroed or cut
+    short. None of those is ever a wrong config: entries carry no checksum, but a reader parses
+    every entry and checks it (``_store.files.load_json``, ``_store.check``), and a cut-short
+    JSON object never parses (its closing brace comes last), so it is a miss with a warning; and
+    seeding again finds the file different and replaces it."""
     fd = None
     try:
         import ctypes
