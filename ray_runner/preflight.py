@@ -45,7 +45,9 @@ log = logging.getLogger(__name__)
 
 def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str | None = None,
               timeout_s: float = 600.0) -> list[dict[str, Any]]:
-    """Run :func:`check_node` on every node with the campaign's device; one result per node."""
+    """Check every node with the campaign's device (the hit rule in full on one node per kind,
+    the others against it: module docstring); one result per node, in ``ray.nodes()`` order.
+    ``timeout_s`` bounds the whole check (a kind's other nodes start when its reference is done)."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from triton_dist._backends import BACKENDS
