@@ -14,7 +14,10 @@ and seeding / pre-flight against the node count.
    1, 2, 4, 8; the entries of part 1's largest campaign are seeded (``seed_nodes``: first
    seeding writes, a second finds them identical) and pre-flight checks every case on every
    node. Wall times against K (each after one warm-up call, so that worker start-up, which is
-   paid in parallel on real nodes, is not counted).
+   paid in parallel on real nodes, is not counted), next to each node's own CPU time (its task's
+   process time), the seeding's flush of the disk, the pre-flight reference's time (the node
+   that ran the hit rule in full) and the load average: on one machine every raylet's work
+   shares its cores and its disk, which separate nodes do not.
 
 Targets (issue 21): RSS <= 300 MB at 10,000 cases and <= ~10 KB/case more; report <= 5 s;
 overhead <= 5 ms/case; resume decides in <= 5 s; seeding and pre-flight grow <= 0.2 s per node.
