@@ -255,8 +255,7 @@ def _differs(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]
     """Why this node cannot reuse the reference's verdicts (None: it can)."""
     mine, theirs = _fingerprint(here, cases), expect["fingerprint"]
     if mine != theirs:
-        fields = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        return f"this node's {', '.join(fields)} differ(s) from the reference's"
+        return "differs from the reference: " + "; ".join(_differences(mine, theirs))
     # a sample of keys computed here (the first pair of each target and world size): a key
     # function that reads the node's environment gives other entries on another node
     sample: dict[tuple[str, str, int], int] = {}
@@ -268,6 +267,24 @@ def _differs(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]
         if (_relative(Path(row["path"]), here.root) if row.get("path") else None) != expect["rels"][n]:
             return f"the key of {cases[pairs[n][0]][0]} {cases[pairs[n][0]][3]} differs from the reference's"
     return None
+
+
+def _differences(mine: dict[str, Any], theirs: dict[str, Any]) -> list[str]:
+    """What differs between this node's fingerprint and the reference's, in words."""
+    out = []
+    for field in sorted(set(mine) | set(theirs)):
+        here, there = mine.get(field), theirs.get(field)
+        if here == there:
+            continue
+        if isinstance(here, dict) and isinstance(there, dict):
+            names = sorted(k for k in set(here) | set(there) if here.get(k) != there.get(k))
+            if field == "targets":
+                out.append("the code of " + ", ".join(n.replace(" ", " / ") for n in names))
+            else:
+                out.append(f"{field} " + ", ".join(f"{n} {there.get(n)} there, {here.get(n)} here" for n in names))
+        else:
+            out.append(f"{field} {there} there, {here} here")
+    return out
 
 
 def _reuse(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]],
