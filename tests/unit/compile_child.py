@@ -100,9 +100,15 @@ def scenario_pass(configs: list[dict[str, Any]], workers: int) -> dict[str, Any]
     known = comp.precompile_target(tuned.target, list(range(len(configs))), _layer_norm_args(), {}, False, False,
                                    get_backend(), lambda fmt, *a: notes.append(fmt % a))
     result = results[0]
-    return {"compiled": result.compiled, "failed": result.failed, "eager": result.eager, "known": known,
-            "threads_why": result.threads_why, "children": result.children, "fallbacks": result.fallbacks,
-            "in_memory": len(kernel.device_caches[0][0]), "notes": notes}
+    out = {"compiled": result.compiled, "failed": result.failed, "eager": result.eager, "known": known,
+           "threads_why": result.threads_why, "children": result.children, "fallbacks": result.fallbacks,
+           "in_memory": len(kernel.device_caches[0][0]), "notes": notes}
+    # a second miss with arguments of the same specialisation (another key of the same kernel)
+    again: list[str] = []
+    comp.precompile_target(tuned.target, list(range(len(configs))), _layer_norm_args(), {}, False, False,
+                           get_backend(), lambda fmt, *a: again.append(fmt % a))
+    out["again"] = {"cached": results[1].cached, "children": results[1].children, "notes": again}
+    return out
 
 
 def scenario_contextual(configs: list[dict[str, Any]], workers: int) -> dict[str, Any]:
