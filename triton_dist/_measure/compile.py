@@ -248,12 +248,16 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
     bind = _binder(backend)
     executor, result.threads_why = forked.compiler(workers)
 
-    def one(index: int, call: Callable[[], Any]) -> None:
+    def one(index: int, call: Callable[[], Any], called: threading.Event | None = None) -> None:
         bind()
         with _compile_only() as recorder:
             try:
                 with forked.deferred(executor, recorder.failed):
-                    call()
+                    try:
+                        call()
+                    finally:  # its compiles are submitted, not finished
+                        if called is not None:
+                            called.set()
             except Exception as exc:  # noqa: BLE001 - sorted here, never lost (an interrupt propagates)
                 if recorder.error is not None:
                     result.failed[index] = f"compile error: {describe(recorder.error)}"
@@ -266,19 +270,25 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
         with _scope(), concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
             try:
+                futures = []
                 if executor is not None and not _interpreted():  # (the interpreter submits nothing)
-                    # First config alone: if its kernels were all cached (nothing submitted), an
-                    # earlier key compiled this specialisation; skip the other host calls (5 ms of
-                    # a 35 us kernel's 200 ms tuning): what is missing compiles at first launch.
-                    one(*calls[0])
-                    if executor.children == 0 and calls[0][0] in result.compiled:
-                        result.cached = True
-                        return result
+                    # First config's host call alone: if it submitted no compile, an earlier key
+                    # compiled this specialisation; skip the other host calls (5 ms of a 35 us
+                    # kernel's 200 ms tuning): what is missing compiles at first launch.
+                    called = threading.Event()
+                    futures.append(pool.submit(one, *calls[0], called))
+                    called.wait()
+                    if executor.submitted == 0:
+                        futures[0].result()
+                        if calls[0][0] in result.compiled:
+                            result.cached = True
+                            return result
                     calls = calls[1:]
-                for future in [pool.submit(one, index, call) for index, call in calls]:
+                futures += [pool.submit(one, index, call) for index, call in calls]
+                for future in futures:
                     future.result()
             except BaseException:  # an interrupt: the pool's threads must not compile what is left
-                if executor is not None and not _interpreted():  # (the interpreter submits nothing)
+                if executor is not None:
                     executor.stop()
                 raise
     finally:
@@ -314,22 +324,11 @@ def precompile_target(target: Any, indices: Sequence[int], args: tuple, kwargs: 
          len(todo), min(workers, len(todo)), time.perf_counter() - start, len(result.compiled),
          len(result.failed), len(result.eager),
          "" if not result.eager else f" ({'; '.join(f'{i}: {why}' for i, why in sorted(result.eager.items()))[:300]})")
-    note("compile pass: %s", _where(result))
+    note("compile pass: %s", forked.where(result.threads_why, result.children, result.fallbacks))
     for index, error in sorted(result.failed.items()):
         note("config %d: %s", index, error)
     known.update(result.failed)
     return known
-
-
-def _where(result: PassResult) -> str:
-    """Where the pass's compiles ran, for the log."""
-    if result.threads_why:
-        return f"compiled on the pass's threads ({result.threads_why})"
-    text = f"{result.children} kernels compiled in child processes"
-    if result.fallbacks:  # a compile error among them: the parent's compile raises it
-        why = "; ".join(result.fallbacks)[:200]
-        text += f", {len(result.fallbacks)} of them again in this process after their child failed ({why})"
-    return text
 
 
 def capture_kernels(call: Callable[[], Any]) -> list[Any]:
@@ -388,7 +387,7 @@ def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dic
             try:
                 return list(pool.map(one, configs))
             except BaseException:  # an interrupt: the pool's threads must not compile what is left
-                if executor is not None and not _interpreted():  # (the interpreter submits nothing)
+                if executor is not None:
                     executor.stop()
                 raise
     finally:

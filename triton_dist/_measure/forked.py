@@ -44,7 +44,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "compiler", "deferred", "unavailable"]
+__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "compiler", "deferred", "unavailable", "where"]
 
 CHILD_TIMEOUT_S = 300.0
 """A child still compiling after this long is killed (its kernel then compiles in the parent).
@@ -167,6 +167,8 @@ class ForkCompiler(concurrent.futures.Executor):
         self._lock = threading.Lock()
         self.children = 0
         """children forked"""
+        self.submitted = 0
+        """compiles handed over (counted as they are submitted, before any child exists)"""
         self.fallbacks: list[str] = []
         """why a child's kernel compiled in the parent, one entry per such kernel"""
         self.live = 0
@@ -179,6 +181,8 @@ class ForkCompiler(concurrent.futures.Executor):
         self._children.stop()
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        with self._lock:
+            self.submitted += 1
         return self._pool.submit(self._compile, fn, args, kwargs)
 
     def _compile(self, fn: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
@@ -232,3 +236,14 @@ def deferred(executor: concurrent.futures.Executor | None,
             # would fail with "Another AsyncCompileMode is already active"
             if _async_compile.active_mode.get() is mode:
                 _async_compile.active_mode.set(None)
+
+
+def where(threads_why: str, children: int, fallbacks: list[str]) -> str:
+    """Where a pass's compiles ran, for the log."""
+    if threads_why:
+        return f"compiled on the pass's threads ({threads_why})"
+    text = f"{children} kernels compiled in child processes"
+    if fallbacks:  # a compile error among them: the parent's compile raises it
+        text += f", {len(fallbacks)} of them again in this process after their child failed " \
+                f"({'; '.join(fallbacks)[:200]})"
+    return text
