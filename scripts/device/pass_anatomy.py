@@ -24,10 +24,16 @@ from triton_dist._measure import forked  # noqa: E402
 
 
 def main() -> None:
-    name = sys.argv[1] if len(sys.argv) > 1 else "attention"
+    name = sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "attention"
     kernel = ck.KERNELS[name]
     args = kernel["args"]("cuda", False)
     torch.cuda.synchronize()
+    if "--prewarmed" in sys.argv:  # as after model construction: Triton's start-up work done
+        from triton_dist import _triton_prewarm
+
+        start = time.perf_counter()
+        _triton_prewarm.wait()
+        print(f"waited {time.perf_counter() - start:.2f} s for the prewarm")
     forks = []
     for _ in range(10):
         start = time.perf_counter()
