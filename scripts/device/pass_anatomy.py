@@ -55,12 +55,29 @@ def main() -> None:
             spans.append((start, time.perf_counter()))
 
     forked._in_child = timed
+    from triton_dist._measure import compile as comp
+
+    entered: list[float] = []
+    real_pass = comp.compile_pass
+
+    def spy(*a, **k):
+        entered.append(time.perf_counter())
+        return real_pass(*a, **k)
+
+    comp.compile_pass = spy
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
     logging.basicConfig(stream=sys.stdout, format="%(message)s")
     logging.getLogger("triton_dist").setLevel(logging.DEBUG)
     t0 = time.perf_counter()
+    profiler.enable()
     kernel["tuned"](*args)
     torch.cuda.synchronize()
-    print(f"first call {time.perf_counter() - t0:.2f} s")
+    profiler.disable()
+    print(f"first call {time.perf_counter() - t0:.2f} s; the pass entered {entered[0] - t0:.2f} s in")
+    pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(25)
     if spans:
         first, last = min(s for s, _ in spans), max(e for _, e in spans)
         print(f"children: {len(spans)}, first started {first - t0:.2f} s in, last ended {last - t0:.2f} s in, "
