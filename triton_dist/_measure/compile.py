@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import dataclasses
 import functools
 import logging
 import os
@@ -43,6 +42,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from triton_dist._measure import forked
+from triton_dist._measure.pass_result import PassResult
 from triton_dist._measure.result import candidate_failure_types, describe
 
 __all__ = ["PassResult", "capture_kernels", "compile_pass", "precompile_candidates", "precompile_configs",
@@ -212,24 +212,6 @@ def _compile_only() -> Iterator[_Recorder]:
         _threads.pop(ident, None)
 
 
-@dataclasses.dataclass
-class PassResult:
-    compiled: dict[int, int] = dataclasses.field(default_factory=dict)
-    """index -> kernels its host-function call compiled (or found in Triton's caches)"""
-    failed: dict[int, str] = dataclasses.field(default_factory=dict)
-    """index -> the compile error (the config's failure)"""
-    eager: dict[int, str] = dataclasses.field(default_factory=dict)
-    """index -> why its host function took no part (it compiles at its first launch)"""
-    threads_why: str = ""
-    """why the compiles ran on the pass's threads, not in child processes ("": they did not)"""
-    children: int = 0
-    """child processes forked (one per kernel compiled)"""
-    fallbacks: list[str] = dataclasses.field(default_factory=list)
-    """per kernel whose child failed or timed out (the parent compiled it): what happened"""
-    cached: bool = False
-    """the first config's kernels were all in Triton's caches: the others were left alone"""
-
-
 def _binder(backend: Any) -> Callable[[], None]:
     """Bind a pool thread to the caller's device (current device is per thread)."""
     device = backend.device()
@@ -239,7 +221,8 @@ def _binder(backend: Any) -> Callable[[], None]:
     return lambda: backend.set_device(index)
 
 
-def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, backend: Any) -> PassResult:
+def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, backend: Any,
+                 probe_first: bool = True) -> PassResult:
     """Call each ``call`` once in a pool of ``workers`` threads with compile-only launches whose
     compiles run in at most ``workers`` forked children (or on the threads: :mod:`.forked`)."""
     result = PassResult()
@@ -271,10 +254,9 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
                 max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
             try:
                 futures = []
-                if executor is not None and not _interpreted():  # (the interpreter submits nothing)
-                    # First config's host call alone: if it submitted no compile, an earlier key
-                    # compiled this specialisation; skip the other host calls (5 ms of a 35 us
-                    # kernel's 200 ms tuning): what is missing compiles at first launch.
+                if probe_first and executor is not None and not _interpreted():  # (the interpreter submits nothing)
+                    # First config's host call alone: none submitted = an earlier key compiled it; skip
+                    # the others (5 ms of a 35 us kernel's 200 ms tuning); what is missing compiles at launch
                     called = threading.Event()
                     futures.append(pool.submit(one, *calls[0], called))
                     called.wait()
@@ -298,6 +280,11 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
     return result
 
 
+#: functions whose compile pass ran in this process: only their later passes probe the first config
+#: alone (before, its kernels are not compiled here, and its one-time set-up, ~0.3 s, would delay the rest)
+_passed: set[str] = set()
+
+
 def precompile_target(target: Any, indices: Sequence[int], args: tuple, kwargs: dict, overwrite: bool,
                       grouped: bool, backend: Any, note: Callable[..., None]) -> dict[int, str]:
     """Function-level tuning: run the compile pass over ``indices`` when it applies; the
@@ -315,7 +302,8 @@ def precompile_target(target: Any, indices: Sequence[int], args: tuple, kwargs: 
         return known
     start = time.perf_counter()
     result = compile_pass([(i, functools.partial(target.call, i, args, kwargs, overwrite)) for i in todo],
-                          workers, backend)
+                          workers, backend, probe_first=target.qualname in _passed)
+    _passed.add(target.qualname)
     if result.cached:
         note("compile pass: config %d's kernels were already compiled in this process (%.2fs); the other "
              "configs compile at their first launch if they must", todo[0], time.perf_counter() - start)
