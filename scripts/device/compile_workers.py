@@ -18,8 +18,10 @@ def main() -> None:
     name, workers = sys.argv[1], [int(w) for w in sys.argv[2].split(",")]
     with tempfile.TemporaryDirectory(prefix="p8w_") as tmp:
         t = Path(tmp)
-        for w in workers:
-            tc, td = t / f"tc{w}", t / f"td{w}"
+        caches = []
+        for n, w in enumerate(workers):
+            tc, td = t / f"tc{n}", t / f"td{n}"
+            caches.append(tc)
             tc.mkdir()
             td.mkdir()
             r = p8_compile._spawn("tune", name, False, tc, td, w)
@@ -27,7 +29,7 @@ def main() -> None:
                               "error": r.get("error", "")[-300:]}), flush=True)
         td = t / "td_measure"
         td.mkdir()
-        r = p8_compile._spawn("tune", name, False, t / f"tc{workers[0]}", td, workers[0])
+        r = p8_compile._spawn("tune", name, False, caches[0], td, workers[0])
         print(json.dumps({"kernel": name, "measure_only_s": r.get("first_call_s")}), flush=True)
 
 
