@@ -17,15 +17,9 @@ import triton
 
 os.environ.setdefault("TRITON_DIST_AUTOTUNE_DIR", tempfile.mkdtemp(prefix="p2prof_"))
 
-from examples.scale import key_fn, scale_kernel  # noqa: E402
+from examples.scale import key_fn  # noqa: E402
+from scripts.device.graph_phases import host  # noqa: E402 - the same host function as graph_phases
 from triton_dist.tune import autotune  # noqa: E402
-
-
-def host(x, alpha, *, cfg):
-    y = torch.empty_like(x)
-    meta = cfg.all_kwargs()
-    scale_kernel[(triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, alpha, x.numel(), **meta)
-    return y
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import triton.language as tl
 from tests.unit.compile_standin import compiler, standin  # noqa: F401 - the fixtures
 from tests.unit.helpers import kernel_device, needs_interpreter
 from triton_dist.autotuner import contextual_autotune
-from triton_dist.errors import ConfigSpaceError, SettingsError
+from triton_dist.errors import ConfigSpaceError, NoValidConfigError, SettingsError
 from triton_dist.settings import get_settings, override
 from triton_dist.tune import autotune
 
@@ -260,3 +260,25 @@ def test_contextual_precompiles_the_inner_kernels_configs(compiler, tmp_path, mo
     timings = {c.kwargs["BLOCK"]: t for c, t in inner.configs_timings.items()}
     assert math.isinf(timings[bad]) and all(math.isfinite(timings[b]) for b in (16, 32, 128))
     assert list(inner.cache.values())[0].kwargs["BLOCK"] != bad
+
+
+def test_contextual_precompile_where_no_config_compiles_is_no_valid_config(compiler, tmp_path,  # noqa: F811
+                                                                            monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    bad = _failing_block(compiler)
+    inner = triton.autotune([triton.Config({"BLOCK": bad}, num_warps=w) for w in (2, 4)], key=["n"])(
+        triton.jit(scale_kernel.fn))
+
+    @contextual_autotune(n_repeat=2, n_warmup=1, compile_workers=2)
+    def run(x: torch.Tensor) -> torch.Tensor:
+        y = torch.empty_like(x)
+        inner[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, 2.0, x.numel())
+        return y
+
+    with pytest.raises(NoValidConfigError):
+        run(torch.randn(700, device=kernel_device()))
+    log = (tmp_path / ".autotune_logs" / "rank-0.log").read_text()
+    assert log.count("| compile error: CompilationError") == 2
+    assert "every candidate failed to compile: no valid config" in log
+    if compiler is not None:
+        assert compiler.kinds().count("launch") == 0  # nothing was launched

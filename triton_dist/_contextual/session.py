@@ -154,7 +154,6 @@ class Session:
             return None
         candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
         if not precompile_candidates(candidates, at, args, kwargs, self, f"func: {name} | key: {key_text}"):
-            self.info("func: %s | key: %s | every candidate failed to compile: no valid config", name, key_text)
             raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["compile error"])
         state = KernelTuning(at, key, name, key_text, candidates, self.n_warmup, self.n_repeat,
                              registered_run=self.run_index, inner=read_options(at))

@@ -346,7 +346,10 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
         if error:
             cand.error = error
             session.info("%s | config-id: %d | %s", prefix, cand.config_id, error)
-    return any(c.ok for c in candidates)
+    if any(c.ok for c in candidates):
+        return True
+    session.info("%s | every candidate failed to compile: no valid config", prefix)
+    return False
 
 
 def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dict, workers: int,
