@@ -150,11 +150,14 @@ def interleaved_min_ns(statements: Mapping[str, str], namespace: dict[str, Any],
 
 def interleaved_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, number: int,
                    rounds: int, setup: str = "pass") -> dict[str, list[float]]:
-    """Every round's ns per execution of each statement (the statements taking turns)."""
+    """Every round's ns per execution of each statement (the statements taking turns, in the
+    given order in even rounds and in the reverse order in odd ones: a drift of the machine's
+    speed within a round then biases no statement against another over a pair of rounds)."""
     timers = {name: timeit.Timer(stmt, setup=setup, globals=namespace) for name, stmt in statements.items()}
     values: dict[str, list[float]] = {name: [] for name in statements}
-    for _ in range(rounds):
-        for name, timer in timers.items():
+    order = list(timers.items())
+    for r in range(rounds):
+        for name, timer in (order if r % 2 == 0 else reversed(order)):
             values[name].append(timer.timeit(number) / number * 1e9)
     return values
 

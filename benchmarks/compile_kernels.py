@@ -12,7 +12,6 @@ from typing import Any
 
 import torch
 import triton
-import triton.language as tl
 import tutorial_kernels as tk
 
 from triton_dist.autotuner import contextual_autotune
@@ -64,36 +63,8 @@ ATTN_SPACE = [{"BLOCK_M": m, "BLOCK_N": n, "num_warps": w, "num_stages": s}
               for m, n, w, s in itertools.product((64, 128), (32, 64, 128), (4, 8), (2, 3))]
 
 
-@triton.jit
-def attn_fwd_kernel(Q, K, V, Out, sm_scale, stride_z, stride_h, stride_m, H, N_CTX,
-                    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    start_m = tl.program_id(0)
-    off_hz = tl.program_id(1)
-    base = (off_hz // H) * stride_z + (off_hz % H) * stride_h
-    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(Q + base + offs_m[:, None] * stride_m + offs_d[None, :], mask=offs_m[:, None] < N_CTX, other=0.0)
-    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
-    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    qk_scale = sm_scale * 1.44269504
-    for start_n in range(0, N_CTX, BLOCK_N):
-        cols = start_n + offs_n
-        k = tl.load(K + base + cols[None, :] * stride_m + offs_d[:, None], mask=cols[None, :] < N_CTX, other=0.0)
-        qk = tl.dot(q, k) * qk_scale
-        qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
-        m_ij = tl.maximum(m_i, tl.max(qk, 1))
-        p = tl.math.exp2(qk - m_ij[:, None])
-        alpha = tl.math.exp2(m_i - m_ij)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        v = tl.load(V + base + cols[:, None] * stride_m + offs_d[None, :], mask=cols[:, None] < N_CTX, other=0.0)
-        acc = tl.dot(p.to(tl.float16), v, acc)
-        m_i = m_ij
-    acc = acc / l_i[:, None]
-    tl.store(Out + base + offs_m[:, None] * stride_m + offs_d[None, :], acc.to(tl.float16),
-             mask=offs_m[:, None] < N_CTX)
+#: tutorial 06's forward kernel (tutorial_kernels.py)
+attn_fwd_kernel = tk.attention_fwd_kernel
 
 
 def _attn_key(q: Any, k: Any, v: Any) -> tuple:

@@ -1,6 +1,7 @@
 """Kernels the project does not ship, written after Triton's tutorials (python/tutorials in
 triton-lang/triton): 03 matrix multiplication (with the tutorial's 16 CUDA configs), 02 fused
-softmax and 05 layer norm (forward). Used by ``p7_tutorials.py`` to check the tuner on code it was
+softmax, 05 layer norm (forward) and 06 fused attention (forward, non-causal, with the tutorial's
+block x stages x warps configs and its Hopper filter). Used by ``p7_tutorials.py`` to check the tuner on code it was
 not written against; each is tuned three ways from the same ``@triton.jit`` kernel:
 
 - ``host(*args, **config)``: the host function ``triton_dist.tune.autotune`` decorates (the
@@ -166,6 +167,66 @@ def layer_norm_launch(kernel: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Te
     return y
 
 
+# ------------------------------------------------------------------ 06: fused attention (forward)
+
+
+@triton.jit
+def attention_fwd_kernel(Q, K, V, Out, sm_scale, stride_z, stride_h, stride_m, H, N_CTX,
+                         HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # the tutorial's online softmax: one program per BLOCK_M queries of one (batch, head), the
+    # keys and values streamed in BLOCK_N blocks, exp2 with log2(e) folded into the scale
+    start_m = tl.program_id(0)
+    off_hz = tl.program_id(1)
+    base = (off_hz // H) * stride_z + (off_hz % H) * stride_h
+    offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, HEAD_DIM)
+    q = tl.load(Q + base + offs_m[:, None] * stride_m + offs_d[None, :], mask=offs_m[:, None] < N_CTX, other=0.0)
+    m_i = tl.zeros([BLOCK_M], dtype=tl.float32) - float("inf")
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32) + 1.0
+    acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
+    qk_scale = sm_scale * 1.44269504
+    for start_n in range(0, N_CTX, BLOCK_N):
+        cols = start_n + offs_n
+        k = tl.load(K + base + cols[None, :] * stride_m + offs_d[:, None], mask=cols[None, :] < N_CTX, other=0.0)
+        qk = tl.dot(q, k) * qk_scale
+        qk = tl.where(cols[None, :] < N_CTX, qk, float("-inf"))
+        m_ij = tl.maximum(m_i, tl.max(qk, 1))
+        p = tl.math.exp2(qk - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = tl.load(V + base + cols[:, None] * stride_m + offs_d[None, :], mask=cols[:, None] < N_CTX, other=0.0)
+        acc = tl.dot(p.to(V.dtype.element_ty), v, acc)
+        m_i = m_ij
+    acc = acc / l_i[:, None]
+    tl.store(Out + base + offs_m[:, None] * stride_m + offs_d[None, :], acc.to(Out.dtype.element_ty),
+             mask=offs_m[:, None] < N_CTX)
+
+
+def attention_launch(kernel: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, **config: Any) -> torch.Tensor:
+    Z, H, N, D = q.shape
+    o = torch.empty_like(q)
+
+    def grid(meta: dict[str, Any]) -> tuple[int, int]:
+        return (triton.cdiv(N, meta["BLOCK_M"]), Z * H)
+
+    kernel[grid](q, k, v, o, 1.0 / D ** 0.5, q.stride(0), q.stride(1), q.stride(2), H, N, HEAD_DIM=D, **config)
+    return o
+
+
+def attention_configs(gpu: bool) -> list[Any]:
+    """The tutorial's forward configs: BLOCK_M 64/128 x BLOCK_N 32/64/128 x stages 2/3/4 x warps
+    4/8, less its ``keep`` filter on Hopper (8 warps only for tiles of at least 128 x 128)."""
+    if not gpu:  # the interpreter: small tiles (tl.dot needs 16)
+        return [triton.Config({"BLOCK_M": m, "BLOCK_N": n}) for m, n in ((16, 16), (32, 16), (16, 32))]
+    configs = [triton.Config({"BLOCK_M": bm, "BLOCK_N": bn}, num_stages=s, num_warps=w)
+               for bm in (64, 128) for bn in (32, 64, 128) for s in (2, 3, 4) for w in (4, 8)]
+    hopper = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+    return [c for c in configs
+            if not (hopper and c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] < 128 * 128 and c.num_warps == 8)]
+
+
 # ------------------------------------------------------------------ the suite
 
 
@@ -224,8 +285,10 @@ def tutorials(device: Any, quick: bool = False) -> list[Tutorial]:
                  (4096, 4096, 4096)] if gpu else [(32, 32, 32)]
     sm_shapes = [(1823, 781), (4096, 2048), (8192, 8192)] if gpu else [(8, 33)]
     ln_shapes = [(4096, 1024), (8192, 4096), (16384, 8192)] if gpu else [(4, 100)]
+    # (batch, heads, sequence, head dim): ~10 us, ~0.1 ms and ~0.5 ms on an H200
+    at_shapes = [(1, 8, 512, 64), (4, 16, 1024, 64), (2, 16, 4096, 64)] if gpu else [(1, 1, 32, 16)]
     if quick and gpu:
-        mm_shapes, sm_shapes, ln_shapes = mm_shapes[:1], sm_shapes[:1], ln_shapes[:1]
+        mm_shapes, sm_shapes, ln_shapes, at_shapes = mm_shapes[:1], sm_shapes[:1], ln_shapes[:1], at_shapes[:1]
     half = torch.float16 if gpu else torch.float32
     mm_configs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8},
                                 num_stages=s, num_warps=w) for m, n, k, s, w in MATMUL_TUTORIAL]
@@ -251,4 +314,7 @@ def tutorials(device: Any, quick: bool = False) -> list[Tutorial]:
                  lambda s, dev: (_randn(s, half, dev, 4), _randn((s[1],), half, dev, 5),
                                  _randn((s[1],), half, dev, 6)),
                  prune=ln_prune if gpu else None),
+        Tutorial("attention", attention_fwd_kernel, attention_configs(gpu), ["N_CTX", "HEAD_DIM"], attention_launch,
+                 at_shapes, lambda s, dev: tuple(_randn(s, half, dev, 7 + i) for i in range(3)),
+                 prune=lambda config, args: config["BLOCK_M"] <= args[0].shape[2]),
     ]

@@ -11,6 +11,7 @@ import datetime as _dt
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 from typing import IO
 
@@ -19,6 +20,9 @@ __all__ = ["TuningLog", "announce_once"]
 log = logging.getLogger("triton_dist.tune")
 
 _announced: set[str] = set()
+
+#: the longest a line of a tuning's log file waits in its buffer
+FLUSH_S = 0.05
 
 
 def announce_once(path: Path, message: str) -> None:
@@ -38,6 +42,7 @@ class TuningLog:
         self.path = path
         self._file: IO[str] | None = None
         self._wrote = False
+        self._flushed = 0.0
         self.lines: list[str] = []
         if path is not None:
             try:
@@ -55,10 +60,15 @@ class TuningLog:
         self.lines.append(line)
         log.debug("%s", line)
         if self._file is not None:
-            stamp = _dt.datetime.now().isoformat(timespec="milliseconds")
+            now = _dt.datetime.now()
             try:
-                self._file.write(f"{stamp} {line}\n")
-                self._file.flush()
+                self._file.write(f"{now.isoformat(timespec='milliseconds')} {line}\n")
+                # flushed at most every FLUSH_S (and at close): a write per line was ~20 system
+                # calls of a first call (P2, issue 16); a process killed mid-tuning loses at most
+                # the last FLUSH_S of lines, and the first line (what is being tuned) never
+                if not self._wrote or time.monotonic() - self._flushed >= FLUSH_S:
+                    self._file.flush()
+                    self._flushed = time.monotonic()
                 self._wrote = True
             except OSError as exc:
                 self._give_up(exc)

@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 from triton_dist.errors import SettingsError
 
@@ -171,15 +172,38 @@ def _parse(env: Mapping[str, str]) -> Settings:
 _overrides: dict[str, str | None] = {}
 
 
+#: (what the last parse read, its result): a miss asks for the settings several times, and
+#: copying a large environment each time cost ~0.2 ms of a first call (P2, issue 16)
+_last: tuple[tuple[Any, ...], Settings] | None = None
+
+
+def _affinity() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def get_settings() -> Settings:
-    """Parse the environment (with any active :func:`override`) now."""
-    env = dict(os.environ)
+    """Parse the environment (with any active :func:`override`) now: only the variables it
+    reads, and again only when one of them (or the CPU affinity, which the default compile
+    workers follow) changed since the last call."""
+    global _last
+    environ = os.environ
+    env = {name: environ[name] for name in ENV_VARS if name in environ}
     for name, value in _overrides.items():
         if value is None:
             env.pop(name, None)
         else:
             env[name] = value
-    return _parse(env)
+    stamp = (tuple(sorted(env.items())), environ.get("LOCAL_WORLD_SIZE"), environ.get("HOME"), _affinity(),
+             os.cpu_count())
+    last = _last
+    if last is not None and last[0] == stamp:
+        return last[1]
+    settings = _parse(env)
+    _last = (stamp, settings)
+    return settings
 
 
 @contextlib.contextmanager

@@ -59,7 +59,7 @@ def test_benchmark_runs_quick_and_writes_results(script: str, tmp_path: Path) ->
         assert summary["ratio_vs_wrapper"] == pytest.approx(ns["autotuner"] / ns["wrapper"])
     elif script == "p7_tutorials":
         rows = data["results"]["trials"]
-        assert {r["kernel"] for r in rows} == {"matmul", "softmax", "layer_norm"}
+        assert {r["kernel"] for r in rows} == {"matmul", "softmax", "layer_norm", "attention"}
         assert all(r["regret_warm"] >= 0 and r["wall_s"] > 0 for r in rows)
         assert {"default", "contextual"} <= set(summary)
     elif script == "p3_selection_quality":

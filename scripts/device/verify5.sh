@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Issue 16's last targets on nvidia-h200, in two device calls of < 10 minutes each:
+#   PART=first: the store and default-mode tests on CUDA, P2 (the real first call after the
+#               first call's own cost was cut), where that call goes (profile_p2), P1.
+#   PART=p7:    P7 on all four tutorial kernels (matmul, softmax, layer norm, attention forward).
+#   OUT=/some/dir PART=first bash scripts/device/verify5.sh
+# At most 8 files land in $OUT (what the device tool brings back).
+set -uo pipefail
+source "$(dirname "$0")/prelude.sh"
+unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
+{
+  date -u +"%Y-%m-%dT%H:%M:%SZ"
+  python3 -c 'import sys, torch, triton; print("python", sys.version.split()[0]); print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
+  nproc; uptime; df -T /tmp | tail -1
+} >"$OUT/env.txt" 2>&1
+case "${PART:-first}" in
+  first)
+    timeout 120 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/unit/test_default_mode.py \
+      tests/unit/test_tune_flow.py tests/unit/test_disk_cache.py tests/unit/test_first_call_write.py tests/unit/test_settings.py tests/gpu/test_cuda_graphs.py \
+      >"$OUT/pytest.txt" 2>&1
+    tail -3 "$OUT/pytest.txt"
+    timeout 200 python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-3}" --out "$OUT" >"$OUT/p2.log" 2>&1
+    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
+    timeout 40 python3 scripts/device/profile_p2.py >"$OUT/profile_p2.log" 2>&1
+    grep -E "first call|measured" "$OUT/profile_p2.log"
+    timeout 120 python3 benchmarks/p1_hot_path.py --rounds 100 --number 20000 --out "$OUT" >"$OUT/p1.log" 2>&1
+    grep -E "over the host|overhead" "$OUT/p1.log"
+    ;;
+  p7)
+    timeout 540 python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
+      ${P7_ARGS:-} >"$OUT/p7.log" 2>&1
+    tail -12 "$OUT/p7.log"
+    ;;
+  *) echo "PART must be first or p7" >&2; exit 2 ;;
+esac
