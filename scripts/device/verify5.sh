@@ -2,7 +2,7 @@
 # Issue 16's last targets on nvidia-h200, in two device calls of < 10 minutes each:
 #   PART=first: the store and default-mode tests on CUDA, P2 (the real first call after the
 #               first call's own cost was cut), where that call goes (profile_p2), P1.
-#   PART=p7:    P7 on all four tutorial kernels (matmul, softmax, layer norm, attention forward).
+#   PART=p7:    P7 on all four tutorial kernels (matmul, softmax, layer norm, attention forward), P1.
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -28,9 +28,13 @@ case "${PART:-first}" in
     grep -E "over the host|overhead" "$OUT/p1.log"
     ;;
   p7)
-    timeout 540 python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
+    timeout "${T_P7:-430}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
       ${P7_ARGS:-} >"$OUT/p7.log" 2>&1
     tail -12 "$OUT/p7.log"
+    if [ -z "${SKIP_P1:-}" ]; then
+      timeout 110 python3 benchmarks/p1_hot_path.py --rounds 100 --number 20000 --out "$OUT" >"$OUT/p1.log" 2>&1
+      grep -E "over the host|overhead" "$OUT/p1.log"
+    fi
     ;;
   *) echo "PART must be first or p7" >&2; exit 2 ;;
 esac
