@@ -21,8 +21,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import tutorial_kernels as tk  # noqa: E402
-import workloads as wl  # noqa: E402
+import tutorial_kernels as tk
+import workloads as wl
 
 RUNS = 200
 
@@ -70,7 +70,8 @@ def main() -> None:
         print(f"\n{tut.name} {shape}: {len(space)} configs (us per run)")
         print("config | graph | eager | wall | eager/graph")
         for i, c in enumerate(space):
-            print(f"{i} {c} | {graph[i] * 1e3:.2f} | {eager[i]:.2f} | {wall[i]:.2f} | {eager[i] / (graph[i] * 1e3):.4f}")
+            ratio = eager[i] / (graph[i] * 1e3)
+            print(f"{i} {c} | {graph[i] * 1e3:.2f} | {eager[i]:.2f} | {wall[i]:.2f} | {ratio:.4f}")
         for name, times in (("graph", [g * 1e3 for g in graph]), ("eager", eager), ("wall", wall)):
             best = min(range(len(space)), key=lambda j: times[j])
             print(f"best by {name}: config {best}; its eager time {eager[best]:.2f} us "

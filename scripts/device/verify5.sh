@@ -3,6 +3,7 @@
 #   PART=first: the store and default-mode tests on CUDA, P2 (the real first call after the
 #               first call's own cost was cut), where that call goes (profile_p2), P1.
 #   PART=p7:    P7 on all four tutorial kernels (matmul, softmax, layer norm, attention forward), P1.
+#   PART=probe: graph replays against eager launches per config (probe_eager.py), P2 again.
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -36,5 +37,11 @@ case "${PART:-first}" in
       grep -E "over the host|overhead" "$OUT/p1.log"
     fi
     ;;
-  *) echo "PART must be first or p7" >&2; exit 2 ;;
+  probe)
+    timeout 150 python3 scripts/device/probe_eager.py >"$OUT/probe_eager.log" 2>&1
+    tail -60 "$OUT/probe_eager.log"
+    timeout 200 python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-3}" --out "$OUT" >"$OUT/p2.log" 2>&1
+    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
+    ;;
+  *) echo "PART must be first, p7 or probe" >&2; exit 2 ;;
 esac
