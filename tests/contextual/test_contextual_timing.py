@@ -143,8 +143,8 @@ def test_samples_of_launches_behind_a_sleep_pick_the_fastest_kernel(monkeypatch)
     assert k == 7
     text = (Path.cwd() / ".autotune_logs" / "rank-0.log").read_text()
     assert "7 launch(es) per timed sample" in text
-    # 3 configs x (2 warm-ups of one launch + 3 samples of 7) + the final run's launch
-    assert len(device.launches) == 3 * (2 + 3 * k) + 1
+    # 3 configs x (2 warm-ups of one launch + 3 samples of 7 after a lead-in of 7) + the final run's launch
+    assert len(device.launches) == 3 * (2 + 3 * 2 * k) + 1
     # no synchronisation after a sample (a real run has none): one to read the warm-ups (the
     # samples' size), one to read the samples
     assert device.syncs == 2
@@ -166,8 +166,8 @@ def test_timed_launches_are_interleaved_with_a_rotating_start(monkeypatch):
     tune(device, monkeypatch, n_warmup=1, n_repeat=3)
     k = launches_per_sample(min(KERNEL_MS.values()))
     assert device.launches[:3] == [256, 512, 1024]  # warm-ups first, config by config
-    timed = device.launches[3:-1]  # then samples of k launches; the last is the final run's
-    samples = [timed[i:i + k] for i in range(0, len(timed), k)]
+    timed = device.launches[3:-1]  # then samples of k launches after a lead-in of k; the last: the final run's
+    samples = [timed[i:i + 2 * k] for i in range(0, len(timed), 2 * k)]
     assert all(len(set(sample)) == 1 for sample in samples) and len(samples) == 9
     assert [sample[0] for sample in samples] == [256, 512, 1024, 512, 1024, 256, 1024, 256, 512]
     text = (Path.cwd() / ".autotune_logs" / "rank-0.log").read_text()
@@ -178,3 +178,35 @@ def test_launches_per_sample_is_bounded():
     assert launches_per_sample(2.0) == 1
     assert launches_per_sample(0.0036) == MAX_LAUNCHES
     assert launches_per_sample(math.inf) == 1 and launches_per_sample(0.0) == 1
+
+
+class SwitchDevice(HostBoundDevice):
+    """A device-bound kernel whose fastest config runs slower for its first launches after another
+    config's (what an H200 did to softmax 8192 x 8192's 16-warp config, probe_switch.py)."""
+
+    KERNEL = {256: 0.16, 512: 0.15, 1024: 0.25}  # 512 is the fastest in steady state
+    PENALTY = {256: 0.0, 512: 0.06, 1024: 0.0}  # ... but 0.06 ms slower for 4 launches after a switch
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last: int | None = None
+        self.transient = 0
+
+    def launch(self, block: int) -> None:
+        if block != self.last:
+            self.last, self.transient = block, 4
+        extra = self.PENALTY[block] if self.transient else 0.0
+        self.transient = max(0, self.transient - 1)
+        self.launches.append(block)
+        self.host += 0.01
+        self.free = max(self.free, self.host) + self.KERNEL[block] + extra
+
+
+def test_a_sample_follows_a_lead_in_of_its_own_config_not_the_previous_candidate(monkeypatch):
+    device = SwitchDevice()
+    best, kernel = tune(device, monkeypatch, n_warmup=1, n_repeat=3)
+    # without the lead-in, 512's samples of 7 launches began with its 4 slow ones (0.184 ms per
+    # launch against 256's 0.16) and the tuning picked 256; after it, each sample is steady state
+    assert best.kwargs["BLOCK"] == 512
+    timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}
+    assert timings == pytest.approx(SwitchDevice.KERNEL, rel=1e-6)

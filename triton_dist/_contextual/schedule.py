@@ -11,15 +11,22 @@ a 3 µs kernel. An H200 ranked a 3.6 µs softmax's configs 57 % wrong that way, 
 (issue 16). So each timed slot of ``session.Session`` is a *sample*:
 
 - the real launch, followed by ``k - 1`` more launches of the same candidate (with its hooks, as
-  stock ``Autotuner._bench`` repeats a launch), all between one event pair;
+  stock ``Autotuner._bench`` repeats a launch): the sample's lead-in, untimed; then ``k`` more
+  launches between one event pair. Without the lead-in a sample began right after another
+  candidate's: an H200 ran softmax 8192 x 8192's best config (16 warps, 4 loop stages) ~2 %
+  slower for about a millisecond after another config than after itself, and contextual tuning
+  picked a config 3.8 % slower in 2 of 3 trials (``scripts/device/probe_switch.py``: the bias
+  of samples of 1 ms after another config's, 1.7 % of the 3 % between the two configs, is gone
+  after a lead-in of the sample's own length);
 - queued behind a device-side sleep long enough for the host to enqueue them (the keep-ahead of
   ``_measure.rounds``, through the backend's timer), so that the pair times kernels, not launches;
 - ``k`` makes a sample last about ``SAMPLE_S`` on the fastest candidate (at most
   ``MAX_LAUNCHES``), from the warm-up launches, which are timed the same way one launch each.
 
-The sample starts in the outer function's real state — what ran before it, its memory and its
-communication — which is what makes the tuning contextual; the sample's later launches follow
-the first. Nothing synchronises after a sample: the events are read once the kernel's last slot
+The sample's lead-in starts in the outer function's real state — what ran before it, its memory
+and its communication — which is what makes the tuning contextual: the timed launches run in the
+state the real launch leaves, with the outer function's concurrent work (communication on other
+streams) going on around them, and free of what the previous candidate left behind. Nothing synchronises after a sample: the events are read once the kernel's last slot
 has run (the warm-ups' at its first timed slot, to size the samples), so the device goes on with
 the outer function's work as in a real run. A synchronisation after every launch (the seed's
 timing) leaves the device idle between samples; an H200 then ran a 150 µs softmax's configs in
@@ -143,11 +150,13 @@ class Samples:
             state.timer = self.backend.session_timer()
         return state.timer
 
-    def timed(self, state: Any, fn: Callable[[], Any], k: int) -> tuple[Any, Any]:
+    def timed(self, state: Any, fn: Callable[[], Any], k: int, lead_in: bool = False) -> tuple[Any, Any]:
         """Run a sample of ``k`` launches (``fn``: a candidate's launch) and return (what the first
         returned, its token). Off a device the token is the ms per launch, measured now; on a
-        device it is read by :meth:`read` after a synchronisation. ``state`` (``KernelTuning``)
-        keeps the host time of a launch (``launch_s``), which sizes the keep-ahead sleep."""
+        device it is read by :meth:`read` after a synchronisation. ``lead_in`` (device): ``k``
+        untimed launches first, the first of them the real one (module docstring). ``state``
+        (``KernelTuning``) keeps the host time of a launch (``launch_s``), which sizes the
+        keep-ahead sleep."""
         if not self.backend.interleaved:
             box: list[Any] = []
             ms = self.backend.time_runs(lambda: box.append(fn()), 1)[0]
@@ -158,16 +167,23 @@ class Samples:
         # drain before the sample's launches are enqueued); else only on an idle device, so that
         # long kernels run back to back with the outer function's work, as in a real run
         timer.always = not launch_s * 1e3 < state.warm_ms
-        timer.keep_ahead(launch_s * k, k)
-        token = timer.start()
+        lead = k if lead_in else 0
+        timer.keep_ahead(launch_s * (k + lead), k + lead)
+        token = None
+        if not lead:
+            token = timer.start()
         try:
             began = time.perf_counter()
             ret = fn()
             state.launch_s = min(state.launch_s, time.perf_counter() - began)
-            for _ in range(k - 1):
+            for _ in range(lead - 1):
+                fn()
+            if lead:
+                token = timer.start()
+            for _ in range(k - (0 if lead else 1)):
                 fn()
         finally:
-            pair = timer.stop(token)
+            pair = timer.stop(token) if token is not None else None
         return ret, (pair, k)
 
     def read(self, state: Any, token: Any) -> float:

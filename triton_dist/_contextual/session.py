@@ -277,7 +277,7 @@ class Session:
                     ret, ms = state.inner.bench(call)
                     self._record(state, cand, where, ms)
                 else:
-                    ret, token = self.samples.timed(state, call, max(1, state.per_sample))
+                    ret, token = self.samples.timed(state, call, max(1, state.per_sample), lead_in=True)
                     if self.backend.interleaved:  # read when the kernel's last slot has run
                         cand.pending.append((where, token))
                     else:
