@@ -26,7 +26,8 @@ a 3 µs kernel. An H200 ranked a 3.6 µs softmax's configs 57 % wrong that way, 
 The sample's lead-in starts in the outer function's real state — what ran before it, its memory
 and its communication — which is what makes the tuning contextual: the timed launches run in the
 state the real launch leaves, with the outer function's concurrent work (communication on other
-streams) going on around them, and free of what the previous candidate left behind. Nothing synchronises after a sample: the events are read once the kernel's last slot
+streams) going on around them, and free of what the previous candidate left behind.
+Nothing synchronises after a sample: the events are read once the kernel's last slot
 has run (the warm-ups' at its first timed slot, to size the samples), so the device goes on with
 the outer function's work as in a real run. A synchronisation after every launch (the seed's
 timing) leaves the device idle between samples; an H200 then ran a 150 µs softmax's configs in
