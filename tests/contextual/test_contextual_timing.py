@@ -143,8 +143,9 @@ def test_samples_of_launches_behind_a_sleep_pick_the_fastest_kernel(monkeypatch)
     assert k == 7
     text = (Path.cwd() / ".autotune_logs" / "rank-0.log").read_text()
     assert "7 launch(es) per timed sample" in text
-    # 3 configs x (2 warm-ups of one launch + 3 samples of 7 after a lead-in of 7) + the final run's launch
-    assert len(device.launches) == 3 * (2 + 3 * 2 * k) + 1
+    # 3 configs x (2 warm-ups of one launch + 3 samples of 7) + the final run's launch (a host-bound
+    # kernel's samples have no lead-in)
+    assert len(device.launches) == 3 * (2 + 3 * k) + 1
     # no synchronisation after a sample (a real run has none): one to read the warm-ups (the
     # samples' size), one to read the samples
     assert device.syncs == 2
@@ -166,8 +167,8 @@ def test_timed_launches_are_interleaved_with_a_rotating_start(monkeypatch):
     tune(device, monkeypatch, n_warmup=1, n_repeat=3)
     k = launches_per_sample(min(KERNEL_MS.values()))
     assert device.launches[:3] == [256, 512, 1024]  # warm-ups first, config by config
-    timed = device.launches[3:-1]  # then samples of k launches after a lead-in of k; the last: the final run's
-    samples = [timed[i:i + 2 * k] for i in range(0, len(timed), 2 * k)]
+    timed = device.launches[3:-1]  # then samples of k launches; the last is the final run's
+    samples = [timed[i:i + k] for i in range(0, len(timed), k)]
     assert all(len(set(sample)) == 1 for sample in samples) and len(samples) == 9
     assert [sample[0] for sample in samples] == [256, 512, 1024, 512, 1024, 256, 1024, 256, 512]
     text = (Path.cwd() / ".autotune_logs" / "rank-0.log").read_text()
@@ -210,3 +211,6 @@ def test_a_sample_follows_a_lead_in_of_its_own_config_not_the_previous_candidate
     assert best.kwargs["BLOCK"] == 512
     timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}
     assert timings == pytest.approx(SwitchDevice.KERNEL, rel=1e-6)
+    k = launches_per_sample(min(SwitchDevice.KERNEL.values()))
+    # 3 configs x (1 warm-up + 3 samples of k after a lead-in of k) + the final run's launch
+    assert len(device.launches) == 3 * (1 + 3 * 2 * k) + 1

@@ -14,10 +14,10 @@ a 3 µs kernel. An H200 ranked a 3.6 µs softmax's configs 57 % wrong that way, 
   stock ``Autotuner._bench`` repeats a launch): the sample's lead-in, untimed; then ``k`` more
   launches between one event pair. Without the lead-in a sample began right after another
   candidate's: an H200 ran softmax 8192 x 8192's best config (16 warps, 4 loop stages) ~2 %
-  slower for about a millisecond after another config than after itself, and contextual tuning
-  picked a config 3.8 % slower in 2 of 3 trials (``scripts/device/probe_switch.py``: the bias
-  of samples of 1 ms after another config's, 1.7 % of the 3 % between the two configs, is gone
-  after a lead-in of the sample's own length);
+  slower for about a millisecond after another config than after itself, and contextual
+  tuning picked a config 3.8 % slower in 2 of 3 trials (``scripts/device/probe_switch.py``).
+  Kernels shorter than their launch's host time have no lead-in: their samples are already
+  many launches queued behind one sleep, which a lead-in would outrun;
 - queued behind a device-side sleep long enough for the host to enqueue them (the keep-ahead of
   ``_measure.rounds``, through the backend's timer), so that the pair times kernels, not launches;
 - ``k`` makes a sample last about ``SAMPLE_S`` on the fastest candidate (at most
@@ -168,7 +168,10 @@ class Samples:
         # drain before the sample's launches are enqueued); else only on an idle device, so that
         # long kernels run back to back with the outer function's work, as in a real run
         timer.always = not launch_s * 1e3 < state.warm_ms
-        lead = k if lead_in else 0
+        # a lead-in only where the device runs behind the host (kernels longer than their launch):
+        # where the host is slower, the sample's launches are already many short ones queued behind
+        # one sleep, which a lead-in would only make longer than the sleep can cover
+        lead = k if lead_in and not timer.always else 0
         timer.keep_ahead(launch_s * (k + lead), k + lead)
         token = None
         if not lead:
