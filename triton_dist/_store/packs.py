@@ -29,7 +29,7 @@ import os
 import stat
 import tempfile
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -245,51 +245,69 @@ def install(root: Path, folder: str, data: bytes) -> tuple[str, int, int, list[s
     seeding the same entries again changes nothing and adds no history."""
     directory = root / folder
     _cache.ensure_private_dir(directory / DIR_NAME, root)
-    incoming = Pack.from_bytes(data)
-    if incoming.problem is not None:
-        raise ValueError(f"not a pack: {incoming.problem}")
-    view = memoryview(data)
-    spans = {eid: (offset, length) for eid, (offset, length, _crc) in zip(incoming.ids(), incoming.records(),
-                                                                         strict=True)}
-
-    def new(eid: str) -> bytes:
-        offset, length = spans[eid]
-        return bytes(view[offset: offset + length])
-
+    new = _Incoming(data)
     errors: list[str] = []
     with _cache.locked(directory / DIR_NAME):
-        before, same = _take_ids(directory, data, set(spans))
+        before, same = _take_ids(directory, new)
         paths = packfile.pack_paths(directory)
         top = max((int(Path(p).name[:8]) for p in paths), default=0)
-        name = Path(same).name if same is not None else packfile.pack_name(top + 1, data)
+        name = Path(same).name if same is not None else f"{top + 1:08d}-{new.sha[:16]}.pack"
         if same is None:
             _write_pack(directory / DIR_NAME, name, data)
         elif paths[0] != same:
-            name = packfile.pack_name(top + 1, data)
+            name = f"{top + 1:08d}-{new.sha[:16]}.pack"
             os.replace(same, directory / DIR_NAME / name)
-    loose = _loose_shadows(root, directory, spans, new, errors)
+    loose = _loose_shadows(root, directory, new, errors)
     for eid, blob in before.items():
-        if eid not in loose and blob != new(eid):
+        if eid not in loose and blob != new.blob(eid):
             _to_history(root, directory, eid, blob, errors)
-    changed = 0
-    for eid in spans:  # what served it before: its loose file, a newer pack, the same pack, nothing
+    changed = new.pack.count if same is None and not before and not loose else 0
+    for eid in new.ids if not changed else ():  # what served it before: a loose file, a newer pack, this one
         old = loose.get(eid, before.get(eid))
-        changed += (same is None or eid in loose or eid in before) and (old is None or old != new(eid))
+        changed += (same is None or eid in loose or eid in before) and (old is None or old != new.blob(eid))
     on_disk = data if same == str(directory / DIR_NAME / name) else packfile.read_all(str(directory / DIR_NAME / name))
     if on_disk is None:
         errors.append(f"{directory / DIR_NAME / name}: cannot read the pack back")
-    return hashlib.sha256(on_disk or b"").hexdigest(), len(spans), changed, errors
+    served = new.sha if on_disk == data else hashlib.sha256(on_disk or b"").hexdigest()
+    return served, new.pack.count, changed, errors
 
 
-def _take_ids(directory: Path, data: bytes, ids: set[str]) -> tuple[dict[str, bytes], str | None]:
-    """Take ``ids`` out of the packs of ``directory`` but a byte-identical one to ``data``: (the
-    bytes they served for them, the identical pack's path or None). Newest first: the first copy
-    of an id is the one it served."""
-    digest = hashlib.sha256(data).hexdigest()[:16]
+class _Incoming:
+    """A pack being seeded: its digest, and its ids and entries' bytes when they are needed (a
+    fresh node needs neither: its work is one write and one read back)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pack = data, Pack.from_bytes(data)
+        if self.pack.problem is not None:
+            raise ValueError(f"not a pack: {self.pack.problem}")
+        self.sha = hashlib.sha256(data).hexdigest()
+        self._spans: dict[str, tuple[int, int]] | None = None
+
+    @property
+    def spans(self) -> dict[str, tuple[int, int]]:
+        if self._spans is None:
+            self._spans = {eid: r[:2] for eid, r in zip(self.pack.ids(), self.pack.records(), strict=True)}
+        return self._spans
+
+    @property
+    def ids(self) -> Iterable[str]:
+        return self.spans.keys()
+
+    def blob(self, eid: str) -> bytes:
+        offset, length = self.spans[eid]
+        return self.data[offset: offset + length]
+
+
+def _take_ids(directory: Path, new: _Incoming) -> tuple[dict[str, bytes], str | None]:
+    """Take ``new``'s ids out of the packs of ``directory`` but a byte-identical one: (the bytes
+    they served for them, the identical pack's path or None). Newest first: the first copy of an
+    id is the one it served."""
     before: dict[str, bytes] = {}
     same = None
-    for path in packfile.pack_paths(directory):
-        if same is None and path.endswith(f"-{digest}.pack") and packfile.read_all(path) == data:
+    paths = packfile.pack_paths(directory)
+    ids = set(new.ids) if paths else set()
+    for path in paths:
+        if same is None and path.endswith(f"-{new.sha[:16]}.pack") and packfile.read_all(path) == new.data:
             same = path
             ids = ids - before.keys()
             continue
@@ -319,21 +337,21 @@ def _read_plain(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _loose_shadows(root: Path, directory: Path, ids: Iterable[str], new: Callable[[str], bytes],
-                   errors: list[str]) -> dict[str, bytes]:
-    """The loose files of ``ids`` (their bytes before, by id; ``new(id)``: the pack's): an
-    identical one is left, any other goes to history under its entry's lock (a link is removed),
-    so that the pack's entry is served."""
+def _loose_shadows(root: Path, directory: Path, new: _Incoming, errors: list[str]) -> dict[str, bytes]:
+    """The loose files of ``new``'s ids (their bytes before, by id): an identical one is left, any
+    other goes to history under its entry's lock (a link is removed), so that the pack's entry is
+    served."""
     found: dict[str, bytes] = {}
     try:
         names = {n[:-5] for n in os.listdir(directory) if n.endswith(".json")}
     except OSError:
         return found
+    ids = new.ids if names else ()
     for eid in names.intersection(ids):
         path = directory / f"{eid}.json"
         try:
             blob = _read_plain(path)
-            if blob is not None and blob == new(eid):
+            if blob is not None and blob == new.blob(eid):
                 found[eid] = blob
                 continue
             with _cache.locked(path):
@@ -341,7 +359,7 @@ def _loose_shadows(root: Path, directory: Path, ids: Iterable[str], new: Callabl
                 if blob is None:
                     continue
                 found[eid] = blob
-                if blob == new(eid):
+                if blob == new.blob(eid):
                     continue
                 if blob != NEVER:
                     os.link(path, _cache.history_path(path, root))
