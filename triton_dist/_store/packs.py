@@ -157,7 +157,8 @@ def packed_entries(directory: Path, root: Path) -> list[tuple[Path, bytes | None
 
 
 class Served:
-    """What a function directory serves, read once (pre-flight compares thousands of ids)."""
+    """What a function directory serves, read once (pre-flight compares thousands of ids): its
+    names, and each pack's bytes and index."""
 
     def __init__(self, directory: Path, root: Path) -> None:
         self.directory = directory
@@ -165,17 +166,23 @@ class Served:
             self.loose = set(os.listdir(directory))
         except OSError:
             self.loose = set()
-        self.packs = [(p, packfile.read_all(p.path)) for p in _usable_packs(directory, root)] if self.loose else []
+        self.outside = DIR_NAME in self.loose and not _cache._inside(directory / DIR_NAME, root)
+        self.packed: dict[str, tuple[Pack, bytes | None, tuple[int, int, int]]] = {}
+        for pack in _usable_packs(directory, root, outside=True) if DIR_NAME in self.loose else []:
+            data = packfile.read_all(pack.path)
+            for eid, record in zip(pack.ids(), pack.records(), strict=True):
+                self.packed.setdefault(eid, (pack, data, record))  # newest first: the first serves it
 
     def raw(self, eid: str) -> bytes | None:
         """The bytes served for ``eid`` (None: nothing; :data:`NEVER`: not taken as they are)."""
         if f"{eid}.json" in self.loose:
             return _read_plain(self.directory / f"{eid}.json")
-        for pack, data in self.packs:
-            if eid in pack:
-                blob = pack.slice(data, eid)[0]
-                return NEVER if blob is None else blob
-        return None
+        found = self.packed.get(eid)
+        if found is None:
+            return None
+        pack, data, (offset, length, crc) = found
+        blob = data[offset: offset + length] if data is not None and not self.outside else b""
+        return NEVER if not blob or pack.check(blob, offset, length, crc) else blob
 
     def digest(self, eid: str) -> bytes | None:
         blob = self.raw(eid)
