@@ -96,13 +96,12 @@ def load_entry(root: Path | str, function: str, eid: str
         entry, why = _cache.load_json(path, root)
         if why != "missing":
             return entry, path, why
-    inside = _cache._inside(path.parent / DIR_NAME, root)
     for pack in _usable_packs(path.parent, root, outside=True):
         found = pack.read(eid)
         if found is None:
             continue
         where = Path(pack.path) / f"{eid}.json"
-        if not inside:  # as a loose file there would be: never read through a link that leads out
+        if not _cache._inside(path.parent / DIR_NAME, root):  # as for a loose file: never through a link out
             return None, where, "it resolves outside the cache root (symlink); ignored"
         blob, why = found
         if blob is None:
