@@ -123,3 +123,17 @@ def test_prune_removes_a_packed_entry_by_rewriting_its_pack(node, capsys):
     assert pack_files(node, "scale") == before  # the other function's pack is untouched
     code, doc = run_json(capsys, "ls")
     assert {r["function"] for r in doc["entries"]} == {"scale"} and path.stem in {r["id"] for r in doc["entries"]}
+
+
+def test_prune_invalid_removes_an_unreadable_pack_and_verify_is_clean_after(node, capsys):
+    (pack,) = pack_files(node, "work")
+    pack.write_bytes(b"not a pack at all")
+    code, doc = run_json(capsys, "verify")
+    assert code == 1 and [(Path(p["path"]).name, p["kind"]) for p in doc["problems"]] == [(pack.name, "foreign")]
+    code, doc = run_json(capsys, "ls")  # the tools report it (the tuner warns: tests/unit/test_packs.py)
+    assert code == 0 and {r["function"] for r in doc["entries"]} == {"scale"}
+    assert [(u["path"], u["why"].split(":")[0]) for u in doc["unusable"]] == [(str(pack), "an unreadable pack")]
+    code, doc = run_json(capsys, "prune", "--invalid")
+    assert code == 0 and [r["path"] for r in doc["removals"]] == [str(pack)] and not pack.exists()
+    code, doc = run_json(capsys, "verify")
+    assert code == 0 and doc["counts"]["ok"] == 2

@@ -97,12 +97,15 @@ def iter_entries(root: Path, functions: Iterable[str] | None = None, history: bo
 
 
 def _packed(directory: Path, root: Path) -> Iterator[tuple[Path, dict[str, Any] | None, str | None]]:
-    """(path, entry or None, why unusable) of the packed entries ``directory`` serves."""
+    """(path, entry or None, why unusable) of the packed entries ``directory`` serves, then of
+    each pack that cannot be read (its entries are misses)."""
     for path, blob, why in _packs.packed_entries(directory, root):
         entry, why = _cache.parse_entry(blob) if blob is not None else (None, why)
         if entry is not None:
             why = entry_problem(entry, path)
         yield path, (entry if why is None else None), why
+    for path, why in _packs.bad_packs(directory):
+        yield path, None, f"an unreadable pack: {why}"
 
 
 def config_fields(encoded: Any) -> dict[str, Any]:
@@ -276,11 +279,8 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
                     plan.append((Removal(str(log_path), f"log of {path.name}"), log_path, False))
         for path, entry, why in _packed(directory, root):  # removed by rewriting their pack
             found = reasons(entry, age_s(entry, now) if entry else None, why)
-            if found:
-                plan.append((Removal(str(path), "; ".join(found)), path, True))
-        if invalid:
-            plan += [(Removal(path, f"unusable: {why}"), Path(path), False)
-                     for path, why in _bad_packs(directory, root)]
+            if found:  # (an unreadable pack itself, with --invalid: removed as a file)
+                plan.append((Removal(str(path), "; ".join(found)), path, _packs.is_packed(path)))
         for path in sorted((directory / "history").glob("*.json")):
             entry, why = _cache.load_json(path, root)
             found = ["history"] if history else reasons(entry, _history_age_s(path, now), why)
@@ -304,16 +304,6 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
         for directory, removals in packed.items():
             _remove_packed(root, directory, removals)
     return [removal for removal, _, _ in plan]
-
-
-def _bad_packs(directory: Path, root: Path) -> list[tuple[str, str]]:
-    """(path, why) of the packs of ``directory`` that cannot be read (``prune --invalid``)."""
-    out = []
-    for path in _packfile.pack_paths(directory):
-        pack = _packfile.Pack.open(path)
-        if pack.problem is not None:
-            out.append((path, pack.problem))
-    return out
 
 
 def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, str]]) -> None:

@@ -38,7 +38,8 @@ from triton_dist._store import packfile
 from triton_dist._store.packfile import DIR_NAME, Pack
 from triton_dist.errors import TritonDistWarning
 
-__all__ = ["Served", "canonical", "install", "is_packed", "load_entry", "packed_entries", "read_path", "remove"]
+__all__ = ["Served", "bad_packs", "canonical", "install", "is_packed", "load_entry", "packed_entries", "packed_ids",
+           "read_path", "remove"]
 
 log = logging.getLogger(__name__)
 
@@ -69,9 +70,10 @@ def canonical(path: Path | str) -> Path:
     return path.parent.parent.parent / path.name if is_packed(path) else path
 
 
-def _usable_packs(directory: Path, root: Path, outside: bool = False) -> list[Pack]:
-    """The readable packs of a function directory, newest first; the others are warned about.
-    None of a directory that leads out of the root (a link; verify reports it) unless ``outside``."""
+def _usable_packs(directory: Path, root: Path, outside: bool = False, warn: bool = False) -> list[Pack]:
+    """The readable packs of a function directory, newest first; the others are warned about
+    (``warn``: the tuner's lookup; the tools report them, :func:`bad_packs`). None of a directory
+    that leads out of the root (a link; verify reports it) unless ``outside``."""
     paths = packfile.pack_paths(directory)
     if not paths or (not outside and not _cache._inside(directory / DIR_NAME, root)):
         return []
@@ -80,8 +82,18 @@ def _usable_packs(directory: Path, root: Path, outside: bool = False) -> list[Pa
         pack = Pack.open(path)
         if pack.problem is None:
             out.append(pack)
-        else:
+        elif warn:
             _warn_pack(pack)
+    return out
+
+
+def bad_packs(directory: Path) -> list[tuple[Path, str]]:
+    """(path, why) of the packs of the function ``directory`` that cannot be read."""
+    out = []
+    for path in packfile.pack_paths(directory):
+        pack = Pack.open(path)
+        if pack.problem is not None:
+            out.append((Path(path), pack.problem))
     return out
 
 
@@ -96,7 +108,7 @@ def load_entry(root: Path | str, function: str, eid: str
         entry, why = _cache.load_json(path, root)
         if why != "missing":
             return entry, path, why
-    for pack in _usable_packs(path.parent, root, outside=True):
+    for pack in _usable_packs(path.parent, root, outside=True, warn=True):
         found = pack.read(eid)
         if found is None:
             continue

@@ -63,6 +63,7 @@ def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dic
             skipped.append((path, why or "unusable"))
         else:
             entries.append((path, entry))
+    skipped += [(path, f"an unreadable pack: {why}") for path, why in packs.bad_packs(directory)]
     return entries, skipped
 
 
