@@ -12,6 +12,9 @@ processes each import torch, triton and the tuned function, build the arguments,
 
 One more child profiles the warm first call (cProfile, the tuner's functions by cumulative time).
 Target (issue 8): <= 5 ms beyond imports.
+
+``--packed N``: the cache is a seeded node's instead (issue 21): the entry is in one pack with
+N - 1 others (``ray_runner.seed``'s packs), no loose file; the first call bisects the pack's index.
 """
 
 from __future__ import annotations
@@ -102,6 +105,25 @@ def _top(profiler: Any, n: int = 15) -> list[str]:
     return [line for line in buf.getvalue().splitlines() if line.strip()][-n - 1:]
 
 
+def pack_root(root: Path, entries: int) -> None:
+    """Replace the root's loose entries by one pack per function of them and ``entries - 1``
+    others (the same entry under other ids: never looked up), as a seeded node holds them."""
+    import hashlib
+
+    from ray_runner.seed import build_packs, write_packs
+
+    items = []
+    for path in sorted(root.glob("*/*.json")):
+        data = path.read_bytes()
+        items.append((path.relative_to(root).as_posix(), data))
+        for n in range(entries - 1):
+            other = hashlib.sha256(f"{path.stem}/{n}".encode()).hexdigest()[:32]
+            items.append((f"{path.parent.name}/{other}.json", data.replace(path.stem.encode(), other.encode())))
+        path.unlink()
+    result = write_packs(root, build_packs(items)[0])
+    assert not result["errors"] and result["written"] == len(items), result
+
+
 def run_child(mode: str, env: dict[str, str], best: int = 0) -> dict[str, Any]:
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", mode, str(best)],
                           capture_output=True, text=True, env=env, timeout=600, check=False)
@@ -116,6 +138,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {}
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--processes", type=int, default=5)
+    p.add_argument("--packed", type=int, default=0, metavar="N",
+                   help="the entry packed with N - 1 others, as --seed nodes writes a node's cache (0: a loose file)")
     args = p.parse_args(argv)
     from triton_dist._backends import get_backend
 
@@ -125,6 +149,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env["TRITON_DIST_AUTOTUNE_DIR"] = tempfile.mkdtemp(prefix="triton-dist-p5-")
     env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(common.REPO), env.get("PYTHONPATH", "")])
     seed = run_child("seed", env)
+    if args.packed:
+        pack_root(Path(env["TRITON_DIST_AUTOTUNE_DIR"]), args.packed)
     runs: dict[str, list[dict[str, Any]]] = {m: [] for m in ("warm", "cold", "direct_cold")}
     for _ in range(n):
         for mode in runs:  # take turns, so that each sees the same machine state
@@ -144,7 +170,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"\nfirst tuned call after the kernel is loaded: {med['warm']:.2f} ms (target <= 5 ms); "
           f"cold {med['cold']:.2f} ms vs the host function's own cold first call {med['direct_cold']:.2f} ms")
     print("\nprofile of one warm first call:\n" + "\n".join(profile.get("profile", [])))
-    common.write_result("p5_first_call", args, {"processes": n},
+    common.write_result("p5_first_call" + ("_packed" if args.packed else ""), args,
+                        {"processes": n, "packed": args.packed},
                         {"seed": seed, "runs": runs, "profile": profile.get("profile")}, summary, backend)
     return summary
 

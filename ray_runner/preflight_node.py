@@ -15,7 +15,9 @@ checked. There are two ways to answer:
 - :func:`check_against` (every other node of the same accelerator kind) computes its own
   fingerprint and, if it equals the reference's and a sample of keys computed here agrees,
   reads each entry file once and compares its digest: a pair whose file is byte-identical to
-  the reference's (or absent on both) has the reference's verdict. Any other pair (a different
+  the reference's (or absent on both) has the reference's verdict. The bytes compared are those
+  the entry is served from, its loose file or its pack (``triton_dist._store.packs``): a seeded
+  node's function directory is one read of one pack. Any other pair (a different
   or missing file, a link, an entry the reference could not identify, a miss whose file is
   there) goes through the full rule here, and a node whose fingerprint differs runs the full
   rule on every pair. So nothing is reported that the rule would not say, and the per-node
@@ -25,10 +27,8 @@ checked. There are two ways to answer:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import socket
-import stat
 import time
 import warnings
 from collections.abc import Sequence
@@ -56,6 +56,7 @@ class _Here:
         self.root = Path(cache_dir).expanduser() if cache_dir else self.settings.autotune_dir
         self.backend = get_backend()
         self.device = self.backend.device()
+        self.digests = _Digests(self.root)  # of the entries as the rule is about to read them
 
     def answer(self, rows: list[dict[str, Any]], checked: int, **extra: Any) -> dict[str, Any]:
         """A node's answer: its misses and the hits whose first call compiles, not every pair."""
@@ -115,7 +116,7 @@ def _check(here: _Here, case: Case, rank: int, group: Any, before: dict[str, byt
         if before is not None:
             rel = _relative(call.path(here.root), here.root)
             if rel is not None and rel not in before:
-                before[rel] = _file_digest(here.root, rel)
+                before[rel] = here.digests(rel)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             verdict = _decide.decide(call, here.root, version_check=here.settings.version_check,
@@ -150,28 +151,25 @@ def _relative(path: Path, root: Path) -> str | None:
         return None
 
 
-def _file_digest(root: Path, rel: str, folder: int | None = None) -> bytes | None:
-    """SHA-256 of the plain file ``root/rel``, None if there is none, :data:`_NEVER` if what is
-    there is not a plain file (a link, a FIFO). ``folder``: an open descriptor of its directory."""
-    try:
-        if folder is None:
-            fd = os.open(os.path.join(root, rel), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        else:
-            fd = os.open(rel.partition("/")[2], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
-    except FileNotFoundError:
-        return None
-    except OSError:
-        return _NEVER
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return _NEVER
-        digest = hashlib.sha256(os.read(fd, info.st_size + 1))  # one read, unless it grew meanwhile
-        while chunk := os.read(fd, 1 << 20):
-            digest.update(chunk)
-        return digest.digest()
-    finally:
-        os.close(fd)
+class _Digests:
+    """SHA-256 of the bytes each entry is served from (its loose file, else its pack:
+    ``triton_dist._store.packs``): None if there is none, :data:`_NEVER` if what is there is not
+    taken as it is (a link, a FIFO, a corrupt packed entry). Each function directory is read once
+    (its names and its packs), so 10,000 packed entries cost one read of their pack."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.folders: dict[str, Any] = {}
+
+    def __call__(self, rel: str) -> bytes | None:
+        from triton_dist._store import packs
+
+        folder, _, name = rel.partition("/")
+        if folder not in self.folders:
+            inside = _inside(self.root, folder)
+            self.folders[folder] = packs.Served(self.root / folder, self.root) if inside else None
+        served = self.folders[folder]
+        return _NEVER if served is None else served.digest(name.removesuffix(".json"))
 
 
 def _inside(root: Path, folder: str) -> bool:
@@ -212,7 +210,8 @@ def expectations(here: _Here, cases: Sequence[Case], rows: Sequence[dict[str, An
         path = row.get("path")
         rels.append(_relative(Path(path), here.root) if path else None)
     # the bytes the rule read: a file that changed while it ran is checked in full elsewhere
-    digests = {rel: (d if _file_digest(here.root, rel) == d else _NEVER) for rel, d in before.items()}
+    after = _Digests(here.root)
+    digests = {rel: (d if after(rel) == d else _NEVER) for rel, d in before.items()}
     return {"fingerprint": _fingerprint(here, cases), "rels": rels, "hits": [bool(r.get("hit")) for r in rows],
             "keys": {n: r.get("key") for n, r in enumerate(rows) if not r.get("hit")}, "digests": digests}
 
@@ -295,45 +294,24 @@ def _reuse(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]],
     names = {t.split(" ")[0]: v[0] for t, v in expect["fingerprint"]["targets"].items() if isinstance(v, list)}
     compiled = here.backend.kind != "cpu"
     same: dict[str, bool] = {}
-    folders: dict[str, int | None] = {}  # open descriptors of the entry directories inside the root
     rows: dict[int, dict[str, Any]] = {}
     todo: list[int] = []
-    try:
-        for n, (i, rank) in enumerate(pairs):
-            rel = rels[n]
-            if rel is not None and rel not in same:
-                same[rel] = _same(here.root, rel, digests.get(rel, _NEVER), folders)
-            if rel is None or not same[rel] or (not hits[n] and digests.get(rel) is not None):
-                todo.append(n)  # differs here, or a miss with a file there: its reason names this node's file
-                continue
-            if hits[n] and not compiled:
-                continue  # a hit, and no Triton cache to look at on a CPU node: nothing to report
-            row = _reused(here, cases[i], rank, rel, hits[n], keys.get(n), names if compiled else None)
-            if row is not None:
-                rows[n] = row
-    finally:
-        for fd in folders.values():
-            if fd is not None and fd >= 0:
-                os.close(fd)
+    for n, (i, rank) in enumerate(pairs):
+        rel = rels[n]
+        if rel is not None and rel not in same:
+            # the bytes the reference's verdict is about (or absent there too), read by the rule as
+            # they are here (the entry directory inside the root, no link, an intact packed entry)
+            expected = digests.get(rel, _NEVER)
+            same[rel] = expected != _NEVER and here.digests(rel) == expected
+        if rel is None or not same[rel] or (not hits[n] and digests.get(rel) is not None):
+            todo.append(n)  # differs here, or a miss with a file there: its reason names this node's file
+            continue
+        if hits[n] and not compiled:
+            continue  # a hit, and no Triton cache to look at on a CPU node: nothing to report
+        row = _reused(here, cases[i], rank, rel, hits[n], keys.get(n), names if compiled else None)
+        if row is not None:
+            rows[n] = row
     return rows, todo
-
-
-def _same(root: Path, rel: str, expected: bytes | None, folders: dict[str, int | None]) -> bool:
-    """Whether ``root/rel`` holds the bytes the reference's verdict is about (or is absent there
-    too) and is read by the rule as it is there (its directory inside the root, no link)."""
-    folder = rel.partition("/")[0]
-    if folder not in folders:
-        try:
-            folders[folder] = (os.open(os.path.join(root, folder), os.O_RDONLY | os.O_DIRECTORY)
-                               if _inside(root, folder) else None)
-        except FileNotFoundError:
-            folders[folder] = -1  # no such directory: its entries are absent
-        except OSError:
-            folders[folder] = None
-    fd = folders[folder]
-    if fd is None or expected == _NEVER:
-        return False
-    return (None if fd == -1 else _file_digest(root, rel, fd)) == expected
 
 
 def _reused(here: _Here, case: Case, rank: int, rel: str, hit: bool, key: str | None,

@@ -1,47 +1,46 @@
 """Writing merged entries where training jobs will look for them.
 
 - the driver's cache root (always: what a re-run of the campaign skips);
-- ``--seed shared``: one directory (``--cache-dir``) that every node mounts; the driver writes it;
+- ``--seed shared``: one directory (``--cache-dir``) that every node mounts; the driver writes it
+  (one loose file per entry, as the driver's own cache);
 - ``--seed nodes``: every alive node's own cache root, one task pinned to each node
   (``NodeAffinitySchedulingStrategy(soft=False)``). A node's root is ``--cache-dir`` when given,
   else that node's ``TRITON_DIST_AUTOTUNE_DIR`` (or ``~/.triton_dist/autotune``) as its Ray
   worker processes see it. On a fleet of several accelerator kinds each kind's nodes receive
   that kind's entries (``nodes``: :meth:`ray_runner.fleet.Fleet.seed`).
 
-Seeding is flat in the node count: the driver reads the campaign's entry files once, puts their
-bytes into the object store once (``ray.put``; each node pulls the object once), and starts one
-task per node (one per node and per :data:`CHUNK_BYTES` of entries: a 20,000-case campaign of
-small entries is one chunk). A node answers with counts, errors and one digest of the bytes now
-on its disk, which the driver compares with the digest of what it sent: every node is verified
-byte-identical to the driver's cache without the entries coming back.
+Seeding is flat in the node count: the driver reads the campaign's entry files once, builds one
+*pack* per function (``triton_dist._store.packfile``: the entries' bytes, byte-identical, behind
+a sorted index) per :data:`CHUNK_BYTES` of entries (a 20,000-case campaign of small entries is
+one chunk), puts the packs into the object store once (``ray.put``; each node pulls the object
+once) and starts one task per node. A node answers with counts, errors and one digest of the
+bytes it now serves for those entries (read back from its disk), which the driver compares with
+the digest of what it sent: every node is verified byte-identical to the driver's cache without
+the entries coming back.
 
-A node's own work is small, because on one machine of a test cluster (and on a busy node) it is
-what grows with the node count (issue 21; ~0.1 s of CPU to re-seed 10,000 identical entries,
-~0.3 s to create them): each directory's names are listed once; an entry already there is read
-once and compared (a byte-identical one is left alone, so seeding again adds no history, and a
-different one is replaced with ``write_entry_text``, under the entry's lock, the old file to
-history); a missing one is created with ``triton_dist._store.files.create_entry_text`` (an
-unnamed file linked in place: the name appears complete, never replaces a file, so no lock, and
-one change to the directory per file); then one flush of the root's file system for the whole
-batch instead of an fsync per file (:func:`_flush` says why that is safe).
+A node writes one file per function (``triton_dist._store.packs.install``, under the function's
+pack lock: a byte-identical pack already there is left alone, so seeding again adds nothing and no
+history; older packs lose the ids, a loose file of one of them that differs goes to history),
+then flushes its file system once (:func:`_flush`). Creating one file per entry instead cost a
+node >= 0.15 s of CPU per 10,000 entries, and on one machine of a test cluster (and on a busy
+node) a node's own work is what grows with the node count (issue 21).
 """
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import os
 import socket
-import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store import packfile, packs
 
-__all__ = ["CHUNK_BYTES", "seed_nodes", "write_files"]
+__all__ = ["CHUNK_BYTES", "build_packs", "seed_nodes", "write_packs"]
 
 log = logging.getLogger(__name__)
 
@@ -50,48 +49,41 @@ CHUNK_BYTES = 64 * 2**20
 
 
 def _relative(rel: str) -> tuple[str, str]:
-    """(``<function>``, ``<id>.json``), refusing anything that would leave the cache root."""
+    """(``<function>``, ``<id>``) of ``<function>/<id>.json``, refusing anything that would
+    leave the cache root or is not an entry's name."""
     parts = rel.split("/")
-    if (len(parts) != 2 or any(p in ("", ".", "..") or "\0" in p for p in parts) or not parts[1].endswith(".json")
-            or parts[1] == ".json"):
+    if (len(parts) != 2 or any(p in ("", ".", "..") or "\0" in p for p in parts)
+            or not _is_entry_name(parts[1]) or parts[0] != _cache.safe_name(parts[0])):
         raise ValueError(f"not an entry's path inside a cache root: {rel!r}")
-    return parts[0], parts[1]
+    return parts[0], parts[1][:-5]
 
 
-#: what :func:`_read` answers for a name that is there but is not a plain file (a link, a FIFO)
-_NOT_PLAIN = object()
+def _is_entry_name(name: str) -> bool:
+    return len(name) == 37 and name.endswith(".json") and all(c in "0123456789abcdef" for c in name[:32])
 
 
-def _read(folder: int, name: str, size: int) -> Any:
-    """The bytes of the plain file ``name`` in the directory ``folder`` (at most ``size + 1``:
-    enough to tell it from ``size`` bytes), None if there is none, :data:`_NOT_PLAIN` if something
-    else is there. One open and one read: comparing 10,000 entries with what is on disk costs
-    ~0.05 s (issue 21)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=folder)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a symbolic link: never followed, replaced
-            return _NOT_PLAIN
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return _NOT_PLAIN
-        # one read: a plain file gives all it has up to the count (a short read would only make
-        # an identical file look different, and be replaced by the same bytes)
-        return os.read(fd, size + 1)
-    finally:
-        os.close(fd)
+def build_packs(items: Sequence[tuple[str, bytes]]) -> tuple[list[tuple[str, bytes]], str]:
+    """The packs of entry files ``(relative path, bytes)``: ``[(function directory, pack bytes)]``
+    and the digest a node answers when it serves every entry byte for byte (:func:`write_packs`:
+    of each pack as it reads it back from its disk; a loose file of the same id that it leaves in
+    place was compared with the pack's bytes)."""
+    by_folder: dict[str, dict[str, bytes]] = {}
+    for rel, data in items:
+        folder, eid = _relative(rel)
+        by_folder.setdefault(folder, {})[eid] = data
+    digest = hashlib.sha256()
+    out = []
+    for folder, entries in by_folder.items():
+        out.append((folder, packfile.build(entries.items())))
+        _add(digest, folder, out[-1][1])
+    return out, digest.hexdigest()
 
 
-def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> dict[str, Any]:
-    """Write entry files (``(relative path, bytes)``) under ``root`` (None: this process's
-    settings root); a summary with the digest of the bytes now on disk (:func:`digest_of`).
-
-    Per file (module docstring): a read and compare if one is there, else a creation without
-    lock or fsync; a different one is replaced under its lock. Then one flush of the root's file
-    system for the whole batch (:func:`_flush`)."""
+def write_packs(root: str | Path | None, shipped: Sequence[tuple[str, bytes]]) -> dict[str, Any]:
+    """Install packs (``(function directory, pack bytes)``, :func:`build_packs`) under ``root``
+    (None: this process's settings root); a summary with the digest of the bytes now served for
+    their entries (each pack read back from the disk). Then one flush of the root's file system
+    for the whole batch (:func:`_flush`)."""
     from triton_dist.settings import get_settings
 
     root = Path(root).expanduser() if root is not None else get_settings().autotune_dir
@@ -99,40 +91,19 @@ def write_files(root: str | Path | None, items: Sequence[tuple[str, bytes]]) -> 
     written = unchanged = 0
     errors: list[str] = []
     digest = hashlib.sha256()
-    folders: dict[str, int] = {}  # open descriptors of the directories checked (private, inside the root)
-    present: dict[str, set[str]] = {}  # the names in each directory when seeding began
-    base = str(root)
-    try:
-        for rel, data in items:
-            path = f"{base}/{rel}"
-            try:
-                folder, name = _relative(rel)
-                if folder not in folders:
-                    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-                    _cache.ensure_private_dir(root / folder, root)
-                    folders[folder] = os.open(root / folder, os.O_RDONLY | os.O_DIRECTORY)
-                    present[folder] = set(os.listdir(folders[folder]))  # a fresh node: no read per entry
-                fd = folders[folder]
-                on_disk = _read(fd, name, len(data)) if name in present[folder] else None
-                if on_disk is None and _cache.create_entry_text(path, data, fsync=False, folder=fd):
-                    written += 1
-                    on_disk = data
-                else:
-                    if on_disk is None:  # created meanwhile by another writer
-                        on_disk = _read(fd, name, len(data))
-                    if on_disk == data:
-                        unchanged += 1
-                    else:
-                        _cache.write_entry_text(root, Path(path), data.decode("utf-8"), durable=False)
-                        written += 1
-                        on_disk = Path(path).read_bytes()  # what a training job on this node will read
-                _add(digest, rel, on_disk)
-            except (OSError, ValueError) as exc:
-                errors.append(f"{path}: {exc}")
-                _add(digest, rel, b"")
-    finally:
-        for fd in folders.values():
-            os.close(fd)
+    for folder, data in shipped:
+        try:
+            if folder in ("", ".", "..") or "/" in folder or "\0" in folder or folder != _cache.safe_name(folder):
+                raise ValueError(f"not a function directory's name: {folder!r}")
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            served, count, changed, problems = packs.install(root, folder, data)
+            errors += problems
+            written, unchanged = written + changed, unchanged + count - changed
+            digest.update(folder.encode())
+            digest.update(bytes.fromhex(served))
+        except (OSError, ValueError) as exc:
+            errors.append(f"{root}/{folder}: {exc}")
+            digest.update(b"\0failed")
     synced = time.perf_counter()
     if written:
         _flush(root)
@@ -145,12 +116,12 @@ def _flush(root: Path) -> None:
     """The batch's one durability barrier: flush the file system that holds ``root``
     (``syncfs``, Linux; elsewhere ``os.sync``, every file system) instead of one fsync per file.
 
-    Each file was linked into place complete, so until the flush only a crash of the machine (not
-    of a process: the page cache survives it) could leave an entry missing, empty, zeroed or cut
-    short. None of those is ever a wrong config: entries carry no checksum, but a reader parses
-    every entry and checks it (``_store.files.load_json``, ``_store.check``), and a cut-short
-    JSON object never parses (its closing brace comes last), so it is a miss with a warning; and
-    seeding again finds the file different and replaces it."""
+    Each pack was renamed into place complete, so until the flush only a crash of the machine
+    (not of a process: the page cache survives it) could leave a pack missing, empty, zeroed or
+    cut short. None of those is ever a wrong config: a reader checks a pack's header and index,
+    each entry's bytes against the CRC-32 of the index, then parses and checks the entry
+    (``_store.packfile``, ``_store.check``), so it is a miss with a warning; and seeding again
+    finds the pack different and writes it again."""
     fd = None
     try:
         import ctypes
@@ -167,29 +138,30 @@ def _flush(root: Path) -> None:
 
 
 def _add(digest: Any, rel: str, data: bytes) -> None:
+    """One pack into a seeding's digest: its function directory and the SHA-256 of its bytes."""
     digest.update(rel.encode())
     digest.update(hashlib.sha256(data).digest())
 
 
 def digest_of(items: Sequence[tuple[str, bytes]]) -> str:
-    """The digest :func:`write_files` returns when every file is on disk byte for byte."""
-    digest = hashlib.sha256()
-    for rel, data in items:
-        _add(digest, rel, data)
-    return digest.hexdigest()
+    """The digest :func:`write_packs` returns when every entry file of ``items`` is served byte
+    for byte (:func:`build_packs`'s)."""
+    return build_packs(items)[1]
 
 
-def _seed_here(items: Sequence[tuple[str, bytes]], root: str | None,
+def _seed_here(shipped: Sequence[tuple[str, bytes]], root: str | None,
                binaries: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     import json
 
     import ray
 
-    result = write_files(root, items)
+    result = write_packs(root, shipped)
     if binaries:  # the compiled winners of these entries, into this node's Triton cache
         from .binaries import install_here
 
-        entries = [json.loads(data) for rel, data in items if PurePosixPath(rel).stem in binaries]
+        entries = [json.loads(blob) for _, data in shipped
+                   for eid, blob, _ in packfile.Pack.from_bytes(data).entries(data)
+                   if eid in binaries and blob is not None]
         result["binaries"] = install_here(entries, binaries)
         result["errors"] += result["binaries"]["errors"]
     result["node_id"] = ray.get_runtime_context().get_node_id()
@@ -231,11 +203,11 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
                             "seconds": 0.0, "cpu_s": 0.0, "flush_s": 0.0} for n in nodes}
     started = time.monotonic()
     for chunk in _chunks(paths, Path(root)):
-        expected = digest_of(chunk)
+        built, expected = build_packs(chunk)  # once, here: a node writes one file per function
         ids = {PurePosixPath(rel).stem for rel, _ in chunk}
         shipped = ray.put({i: b for i, b in binaries.items() if i in ids}) if binaries else None
-        payload = ray.put(chunk)  # once: every node's task pulls the same object
-        del chunk
+        payload = ray.put(built)  # once: every node's task pulls the same object
+        del chunk, built
         refs = {n["NodeID"]: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
                 .remote(payload, cache_dir, shipped) for n in nodes}
         del payload, shipped

@@ -12,6 +12,7 @@ import pytest
 from ray_runner.campaign import RunOptions, run_campaign
 from ray_runner.preflight import preflight, summarize
 from ray_runner.spec import parse_campaign
+from tests.served import pack_files, served
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -53,11 +54,12 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
         pair = next(r for r in result.runs if r.world_size == 2)
         assert len(pair.nodes) == 2 and len(set(pair.nodes)) == 1  # STRICT_PACK: one node
         assert sorted(s["root"] for s in result.seeded) == sorted(map(str, roots))
-        for root in [*roots, cache_dir]:
-            names = {p.stem for p in (root / "host").glob("*.json")}
-            assert names == ids, root
-            for path in (root / "host").glob("*.json"):
-                assert path.read_bytes() == (cache_dir / "host" / path.name).read_bytes()
+        driver = {p.stem: p.read_bytes() for p in (cache_dir / "host").glob("*.json")}  # loose files
+        assert set(driver) == ids
+        for root in roots:  # a node: one pack of the function, each entry byte-identical to the driver's
+            assert served(root, "host") == driver, root
+            assert [p.name for p in (root / "host").iterdir()] in (["packs", ".locks"], [".locks", "packs"])
+            assert len(pack_files(root, "host")) == 1
         assert all(s["written"] == 4 and not s["errors"] for s in result.seeded)
 
         checked = preflight(campaign)  # every node, every rank, against its own root
@@ -71,11 +73,12 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
         # one node's copy of one entry differs: exactly that entry's pair misses, on that node
         node = next(n for n in checked if n.get("reference"))
         single = next(r for r in result.runs if r.world_size == 1)
+        # (a loose file, as inline tuning writes them, wins over the node's pack)
         victim = Path(node["root"]) / "host" / Path(single.path).name
-        saved = victim.read_bytes()
+        saved = Path(single.path).read_bytes()
         victim.write_text(saved.decode().replace('"time_ms"', '"time_ms_"', 1))  # still JSON, not an entry
         ok, lines = summarize(preflight(campaign))
-        victim.write_bytes(saved)
+        victim.unlink()
         misses = [line for line in lines if "MISS" in line]
         assert not ok and len(misses) == 1 and str(victim) in misses[0], lines
         assert sum("5/5 (case, rank) pairs hit" in line for line in lines) == 2, lines
@@ -84,8 +87,10 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
         # identical entries (byte for byte) and adds no history
         again = run_campaign(campaign, RunOptions(seed="nodes", progress=False))
         assert again.runs == [] and again.resumed == 4 and again.counts == {"tuned": 4}
+        packs_before = {root: pack_files(root, "host") for root in roots}
         assert all(s["unchanged"] == 4 and s["written"] == 0 for s in again.seeded)
         assert not any((root / "host" / "history").exists() for root in roots)
+        assert {root: pack_files(root, "host") for root in roots} == packs_before
         report = json.loads(Path(again.report_paths["json"]).read_text())
         assert len(report["seeded"]) == 3 and report["resumed"] == 4
         # --force re-tunes every case: the nodes get the new entries, the old ones go to history
@@ -94,6 +99,8 @@ def test_seed_nodes_writes_every_entry_on_every_node(tmp_path: Path, monkeypatch
         assert all(s["written"] == 4 and not s["errors"] for s in forced.seeded)
         for root in roots:
             assert len(list((root / "host" / "history").glob("*.json"))) == 4
+            assert len(pack_files(root, "host")) == 1 and served(root, "host") == {
+                p.stem: p.read_bytes() for p in (cache_dir / "host").glob("*.json")}
     finally:
         ray.shutdown()
         cluster.shutdown()

@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from ray_runner.preflight_node import check_against, check_node, reference
-from ray_runner.seed import write_files
+from ray_runner.seed import build_packs, write_packs
+from tests.served import served
+from triton_dist._store import packs
 
 HOST = ("tests.ray.ray_targets:host", "tests.ray.ray_targets:make_host_args")
 THREADED = ("tests.ray.preflight_targets:threaded", "tests.ray.preflight_targets:make_args")
@@ -51,10 +53,11 @@ def tuned(cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
 
 def _node(cache_dir: Path, tmp_path: Path) -> Path:
-    """A node seeded with the reference's entries, as ``--seed nodes`` does."""
+    """A node seeded with the reference's entries, as ``--seed nodes`` does: one pack per function."""
     items = [(p.relative_to(cache_dir).as_posix(), p.read_bytes()) for p in sorted(cache_dir.glob("*/*.json"))]
     node = tmp_path / "node"
-    assert write_files(node, items)["written"] == len(items) == 6
+    assert write_packs(node, build_packs(items)[0])["written"] == len(items) == 6
+    assert not list(node.glob("*/*.json")) and len(list(node.glob("*/packs/*.pack"))) == 2
     return node
 
 
@@ -73,11 +76,12 @@ def test_identical_entries_take_the_reference_verdicts_and_the_rest_is_checked_h
     assert _verdicts(answer["rows"]) == _rule(tuned, node)
     assert all(r["path"].startswith(str(node)) for r in answer["rows"])
 
-    # one entry corrupted, one removed, one replaced by another (valid) entry's bytes
-    entries = sorted((node / "host").glob("*.json"))
-    entries[0].write_text("{}")
-    entries[1].unlink()
-    entries[2].write_bytes(entries[3].read_bytes())
+    # one entry shadowed by a corrupt loose file, one removed from its pack, one shadowed by
+    # another (valid) entry's bytes
+    ids = sorted(served(node, "host"))
+    (node / "host" / f"{ids[0]}.json").write_text("{}")
+    assert packs.remove(node, node / "host", [ids[1]]) == [ids[1]]
+    (node / "host" / f"{ids[2]}.json").write_bytes(served(node, "host")[ids[3]])
     answer = check_against(tuned, str(node), expect, "ref")
     assert answer["full_rule"] == 2 + 3  # + the three entries that differ from the reference's
     assert _verdicts(answer["rows"]) == _rule(tuned, node)
@@ -147,7 +151,7 @@ def test_an_entry_directory_that_leads_out_of_the_root_is_checked_here(
 
 def test_without_a_reference_the_node_runs_the_rule(tuned: list[tuple], cache_dir: Path, tmp_path: Path) -> None:
     node = _node(cache_dir, tmp_path)
-    (node / "host" / next(p.name for p in (node / "host").glob("*.json"))).unlink()
+    packs.remove(node, node / "host", sorted(served(node, "host"))[:1])
     answer = check_against(tuned, str(node), None, "ref")
     assert answer["full_rule"] == 8 and "reference" not in answer
     assert _verdicts(answer["rows"]) == _rule(tuned, node) and len(answer["rows"]) == 3

@@ -20,9 +20,11 @@ from ray_runner.results import (
     read_rows,
     stream_path,
 )
-from ray_runner.seed import digest_of, write_files
+from ray_runner.seed import build_packs, digest_of, write_packs
 from ray_runner.spec import parse_campaign
+from tests.served import pack_files, served
 from triton_dist._store import files as _cache
+from triton_dist._store import packfile
 
 
 def _campaign(tmp_path: Path, cases: int, **fields: Any):
@@ -33,7 +35,7 @@ def _campaign(tmp_path: Path, cases: int, **fields: Any):
 
 def _entry(n: int) -> dict[str, Any]:
     best = {"index": n % 3, "time_ms": 1.0 + n % 5, "config": {"cost_ms": float(n % 3)}}
-    return {"schema": _cache.SCHEMA_NAME, "id": f"{n:016x}", "function": "sleepy", "qualname": "sleepy",
+    return {"schema": _cache.SCHEMA_NAME, "id": f"{n:032x}", "function": "sleepy", "qualname": "sleepy",
             "key": f"({n},)", "source_hash": "s", "hardware": {"digest": "hw"}, "versions": {}, "world_size": 1,
             "best": best, "default_time_ms": 2.0 + n % 5, "candidates": [{"index": 0, "time_ms": 2.0}]}
 
@@ -134,52 +136,92 @@ def test_an_interrupted_run_reports_the_cases_it_did_not_reach(tmp_path: Path) -
     assert "RuntimeError: boom" in markdown(report)
 
 
-def test_seeding_writes_bytes_once_verifies_them_and_adds_no_history(tmp_path: Path) -> None:
+def _seed(node: Path, items: list[tuple[str, bytes]]) -> dict:
+    return write_packs(node, build_packs(items)[0])
+
+
+def test_seeding_writes_one_pack_verifies_it_and_adds_no_history(tmp_path: Path) -> None:
     driver = tmp_path / "driver"
     paths = [_cache.write_entry(driver, _entry(n)) for n in range(50)]
     items = [(p.relative_to(driver).as_posix(), p.read_bytes()) for p in paths]
     node = tmp_path / "node"
-    first = write_files(node, items)
+    first = _seed(node, items)
     assert (first["written"], first["unchanged"], first["errors"]) == (50, 0, [])
     assert first["digest"] == digest_of(items)
-    assert all((node / rel).read_bytes() == data for rel, data in items)
-    again = write_files(node, items)
+    # one file for the 50 entries (and the function's pack lock), each entry byte-identical
+    (pack,) = pack_files(node, "sleepy")
+    assert sorted(p.relative_to(node).as_posix() for p in node.rglob("*") if p.is_file()) == [
+        "sleepy/.locks/packs.lock", f"sleepy/packs/{pack.name}"]
+    assert pack.stat().st_mode & 0o777 == 0o644
+    assert served(node, "sleepy") == {Path(rel).stem: data for rel, data in items}
+    again = _seed(node, items)
     assert (again["written"], again["unchanged"]) == (0, 50) and again["digest"] == digest_of(items)
-    assert not (node / "sleepy" / "history").exists()
-    # a node whose copy differs gets the driver's, the old one kept as history
+    assert pack_files(node, "sleepy") == [pack] and not (node / "sleepy" / "history").exists()
+    # a loose file of one of the ids (inline tuning on the node) that differs from the campaign's:
+    # it goes to history and the pack's entry is served; an identical one is left alone
     (node / items[0][0]).write_text("{}")
-    fixed = write_files(node, items)
-    assert (fixed["written"], fixed["unchanged"]) == (1, 49) and len(list((node / "sleepy" / "history").iterdir())) == 1
-    # nothing is written outside the node's cache root
-    bad = write_files(node, [("../escape.json", b"{}"), ("sleepy/x.txt", b"")])
-    assert len(bad["errors"]) == 2 and not (tmp_path / "escape.json").exists()
-    assert bad["digest"] != digest_of([("../escape.json", b"{}"), ("sleepy/x.txt", b"")])
+    (node / items[1][0]).write_bytes(items[1][1])
+    fixed = _seed(node, items)
+    assert (fixed["written"], fixed["unchanged"], fixed["errors"]) == (1, 49, [])
+    assert [p.read_text() for p in (node / "sleepy" / "history").iterdir()] == ["{}"]
+    assert not (node / items[0][0]).exists() and (node / items[1][0]).read_bytes() == items[1][1]
+    assert served(node, "sleepy") == {Path(rel).stem: data for rel, data in items}
+    # nothing is written outside the node's cache root; what is not an entry's path is refused
+    with pytest.raises(ValueError, match="not an entry's path"):
+        build_packs([("../escape.json", b"{}")])
+    bad = write_packs(node, [("..", build_packs(items)[0][0][1]), ("sleepy", b"not a pack")])
+    assert len(bad["errors"]) == 2 and not (tmp_path / "packs").exists() and bad["written"] == 0
 
 
-@pytest.mark.parametrize("unnamed", [True, False], ids=["O_TMPFILE", "named-temporary"])
-def test_seeding_creates_complete_files_and_never_writes_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                        unnamed: bool) -> None:
-    """Entries are created as unnamed files linked in place (or, on a file system without
-    O_TMPFILE, named temporary files): complete, 0644, nothing left behind; a link at an entry's
-    name is replaced, and the file it pointed to is left alone."""
-    if not unnamed:
-        monkeypatch.setitem(_cache._unnamed, "ok", False)
+def test_seeding_replaces_what_an_older_pack_served_and_keeps_it_as_history(tmp_path: Path) -> None:
+    """A second campaign's pack overlapping the first: its ids leave the older pack (which keeps
+    the others), the older bytes that differ go to history, and each id lives in one pack."""
     driver = tmp_path / "driver"
-    paths = [_cache.write_entry(driver, _entry(n)) for n in range(20)]
-    items = [(p.relative_to(driver).as_posix(), p.read_bytes()) for p in paths]
+    items = [(p.relative_to(driver).as_posix(), p.read_bytes())
+             for p in (_cache.write_entry(driver, _entry(n)) for n in range(6))]
+    node = tmp_path / "node"
+    _seed(node, items[:4])
+    changed = [(items[0][0], items[0][1].replace(b'"key":', b'"key" :', 1)), *items[4:]]
+    result = _seed(node, [*changed, items[1]])
+    assert (result["written"], result["unchanged"], result["errors"]) == (3, 1, [])
+    packs_now = pack_files(node, "sleepy")
+    assert len(packs_now) == 2 and packs_now[0].name.startswith("00000002-")
+    ids = [set(packfile.Pack.open(p).ids()) for p in packs_now]
+    assert not ids[0] & ids[1] and ids[1] == {Path(items[n][0]).stem for n in (2, 3)}
+    assert [p.read_bytes() for p in (node / "sleepy" / "history").iterdir()] == [items[0][1]]
+    assert served(node, "sleepy") == {Path(rel).stem: data for rel, data in [*changed, items[1], *items[2:4]]}
+    # the first campaign's pack again: the newest, whole; the second's loses those ids
+    again = _seed(node, items[:4])
+    assert (again["written"], again["unchanged"]) == (1, 3)
+    assert served(node, "sleepy")[Path(items[0][0]).stem] == items[0][1]
+    assert len(list((node / "sleepy" / "history").iterdir())) == 2
+
+
+def test_seeding_never_writes_through_a_link(tmp_path: Path) -> None:
+    """A link at an entry's loose name is removed (the file it points to is left alone); a packs
+    directory that leads out of the root is refused; nothing is left behind."""
+    driver = tmp_path / "driver"
+    items = [(p.relative_to(driver).as_posix(), p.read_bytes())
+             for p in (_cache.write_entry(driver, _entry(n)) for n in range(20))]
     node = tmp_path / "node"
     (node / "sleepy").mkdir(parents=True)
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text("not yours")
     (node / items[0][0]).symlink_to(elsewhere)
-    result = write_files(node, items)
+    result = _seed(node, items)
     assert (result["written"], result["unchanged"], result["errors"]) == (20, 0, [])
     assert result["digest"] == digest_of(items) and elsewhere.read_text() == "not yours"
-    for rel, data in items:
-        path = node / rel
-        assert not path.is_symlink() and path.read_bytes() == data and path.stat().st_mode & 0o777 == 0o644
-    assert sorted(p.name for p in (node / "sleepy").iterdir() if not p.name.endswith(".json")) == [".locks"]
-    assert write_files(node, items)["unchanged"] == 20
+    assert not (node / items[0][0]).exists() and not (node / items[0][0]).is_symlink()
+    assert served(node, "sleepy") == {Path(rel).stem: data for rel, data in items}
+    assert sorted(p.name for p in (node / "sleepy").iterdir()) == [".locks", "packs"]
+    assert [p.name for p in (node / "sleepy" / "packs").iterdir()] == [pack_files(node, "sleepy")[0].name]
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    other = tmp_path / "other"
+    (other / "sleepy").mkdir(parents=True)
+    (other / "sleepy" / "packs").symlink_to(outside)
+    refused = _seed(other, items)
+    assert refused["errors"] and "outside the cache root" in refused["errors"][0] and not list(outside.iterdir())
 
 
 @pytest.mark.parametrize("cases", [3, 400])

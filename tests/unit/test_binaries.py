@@ -145,7 +145,7 @@ def test_the_campaign_keeps_bundles_next_to_entries_and_installs_them(compiler, 
     """ray_runner.binaries without Ray: a rank collects, the driver stores (verify stays clean),
     seeding loads and a node installs into its Triton cache."""
     from ray_runner import binaries as shipping
-    from triton_dist._store import admin
+    from triton_dist._store import verify
 
     tuned = autotune([{"BLOCK": b} for b in (32, 64)], lambda x, y: (x.numel(),), n_warmup=0, n_repeat=1)(fresh_add())
     x = torch.randn(200, device=kernel_device())
@@ -157,7 +157,7 @@ def test_the_campaign_keeps_bundles_next_to_entries_and_installs_them(compiler, 
 
     files.write_entry(root, entry)
     assert shipping.store(root, entry, [{"binaries": collected}, {"binaries": {"error": "x"}}]) is None
-    assert [f.kind for f in admin.verify(root) if f.problem] == []
+    assert [f.kind for f in verify.verify(root) if f.problem] == []
     bundles = shipping.load(root, [entry])
     assert list(bundles) == [entry["id"]]
     node_cache = tmp_path / "node-cache"

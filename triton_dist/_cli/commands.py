@@ -27,6 +27,8 @@ from triton_dist._store import admin as _cache_admin
 from triton_dist._store import archive as _cache_archive
 from triton_dist._store import diagnose as _diagnose
 from triton_dist._store import files as _cache
+from triton_dist._store import packs as _packs
+from triton_dist._store import verify as _cache_verify
 from triton_dist._store.scan import scan_function_dir
 from triton_dist.errors import CacheAdminError, TritonDistError
 
@@ -107,7 +109,7 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir() and not Path(args.entry).expanduser().is_file():
         raise no_cache(root)
     path = _cache_admin.find_entry(root, args.entry)
-    entry, why = _cache.load_json(path)
+    entry, why = _packs.read_path(path)  # a loose file or a packed entry
     if entry is None:
         raise CacheAdminError(f"{path} is not a usable entry: {why}")
     problem = _cache_admin.entry_problem(entry, path)
@@ -271,7 +273,7 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 # ---------------------------------------------------------------------------- verify / prune
 
 def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
-    findings = _cache_admin.verify(root)
+    findings = _cache_verify.verify(root)
     problems = [f for f in findings if f.problem]
     counts = {kind: sum(1 for f in findings if f.kind == kind) for kind in ("ok", "history", "log", "leftover")}
     if as_json:

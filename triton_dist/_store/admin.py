@@ -11,19 +11,18 @@ import dataclasses
 import datetime as _dt
 import json
 import re
-import stat
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
-from triton_dist._store.check import check_entry  # the one check, shared with the tuner's reader
+from triton_dist._store import packfile as _packfile
+from triton_dist._store import packs as _packs
 from triton_dist._store.fingerprint import digest
 from triton_dist.errors import CacheAdminError
 
-__all__ = ["Finding", "config_fields", "entry_problem", "find_entry", "list_entries", "prune",
-           "varying_fields", "verify"]
+__all__ = ["config_fields", "entry_problem", "find_entry", "list_entries", "prune", "varying_fields"]
 
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 HISTORY_RE = re.compile(r"^([0-9a-f]{32})\.(\d{8}T\d{12}Z)(?:-\d+)?$")  # -N: same microsecond
@@ -44,8 +43,9 @@ def entry_problem(entry: dict[str, Any], path: Path | None = None) -> str | None
     if hw.get("digest") != digest({k: v for k, v in hw.items() if k != "digest"}):
         return "its hardware digest does not match its hardware fields"
     if path is not None:
-        history = path.parent.name == "history"
-        function_dir = path.parent.parent if history else path.parent
+        packed = _packs.is_packed(path)
+        history = not packed and path.parent.name == "history"
+        function_dir = _packs.canonical(path).parent if packed else path.parent.parent if history else path.parent
         match = HISTORY_RE.match(path.stem) if history else None
         if (match.group(1) if match else path.stem) != eid:
             return f"its file name does not match its id {eid}; the tuner looks for {eid}.json"
@@ -82,7 +82,8 @@ def function_dirs(root: Path, functions: Iterable[str] | None = None) -> list[Pa
 
 def iter_entries(root: Path, functions: Iterable[str] | None = None, history: bool = False
                  ) -> Iterator[tuple[Path, dict[str, Any] | None, str | None]]:
-    """(path, entry or None, why unusable) for each ``*.json`` of the function directories."""
+    """(path, entry or None, why unusable) for each ``*.json`` of the function directories, then
+    each packed entry they serve (``_store.packs``: its path is ``.../packs/<pack>/<id>.json``)."""
     for directory in function_dirs(root, functions):
         paths = sorted(directory.glob("*.json"))
         if history:
@@ -92,6 +93,19 @@ def iter_entries(root: Path, functions: Iterable[str] | None = None, history: bo
             if entry is not None:
                 why = entry_problem(entry, path)
             yield path, (entry if why is None else None), why
+        yield from _packed(directory, root)
+
+
+def _packed(directory: Path, root: Path) -> Iterator[tuple[Path, dict[str, Any] | None, str | None]]:
+    """(path, entry or None, why unusable) of the packed entries ``directory`` serves, then of
+    each pack that cannot be read (its entries are misses)."""
+    for path, blob, why in _packs.packed_entries(directory, root):
+        entry, why = _cache.parse_entry(blob) if blob is not None else (None, why)
+        if entry is not None:
+            why = entry_problem(entry, path)
+        yield path, (entry if why is None else None), why
+    for path, why in _packs.bad_packs(directory):
+        yield path, None, f"an unreadable pack: {why}"
 
 
 def config_fields(encoded: Any) -> dict[str, Any]:
@@ -132,7 +146,7 @@ def list_entries(root: Path,
         if entry is None:
             bad.append({"path": str(path), "why": why or "unusable"})
             continue
-        history = path.parent / "history"
+        history = _packs.canonical(path).parent / "history"
         n_history = len(list(history.glob(f"{entry['id']}.*.json"))) if history.is_dir() else 0
         rows.append({
             "function": entry["function"], "id": entry["id"], "path": str(path), "key": entry["key"],
@@ -152,7 +166,7 @@ def list_entries(root: Path,
 def find_entry(root: Path, spec: str) -> Path:
     """An entry by path, by id, by unique id prefix, or by ``function/id-prefix``."""
     as_path = Path(spec).expanduser()
-    if as_path.is_file():
+    if as_path.is_file() or (_packs.is_packed(as_path) and as_path.parent.is_file()):
         return as_path
     function, _, prefix = spec.rpartition("/")
     prefix = prefix.removesuffix(".json").lower()
@@ -161,7 +175,7 @@ def find_entry(root: Path, spec: str) -> Path:
                               "`ls` lists the entries and their ids.")
     current, older = [], []
     for directory in function_dirs(root, [function] if function else None):
-        current += [p for p in directory.glob("*.json") if p.stem.lower().startswith(prefix)]
+        current += [p for p in _current(directory, root) if p.stem.lower().startswith(prefix)]
         older += [p for p in (directory / "history").glob("*.json") if p.stem.lower().startswith(prefix)]
     matches = current or older
     if not matches and function:
@@ -175,104 +189,24 @@ def find_entry(root: Path, spec: str) -> Path:
     return matches[0]
 
 
+def _current(directory: Path, root: Path) -> list[Path]:
+    """The paths of the entries ``directory`` serves: its ``*.json`` files and packed entries."""
+    packed = [Path(pack.path) / f"{eid}.json" for pack, eid in _packs.packed_ids(directory, root)]
+    return list(directory.glob("*.json")) + packed
+
+
 def _not_under(root: Path, function: str, prefix: str) -> str:
     """Why ``function/prefix`` names nothing, and where that id is if another function has it."""
-    elsewhere = sorted(p for d in function_dirs(root) for p in d.glob("*.json") if p.stem.lower().startswith(prefix))
+    elsewhere = sorted(p for d in function_dirs(root) for p in _current(d, root) if p.stem.lower().startswith(prefix))
     where = f"no entry of {function!r} under {root} has an id starting with {prefix!r}"
     if not (root / _cache.safe_name(function)).is_dir():
         names = [d.name for d in function_dirs(root)]
         where = (f"there is no function {function!r} under {root}"
                  + (f" (its functions: {', '.join(names)})" if names else ""))
     if elsewhere:
-        found = ", ".join(f"{p.parent.name}/{p.stem[:12]}" for p in elsewhere[:5])
+        found = ", ".join(f"{_packs.canonical(p).parent.name}/{p.stem[:12]}" for p in elsewhere[:5])
         return f"{where}; the id is under another function: {found}. Give that, or the id alone."
     return f"{where}; `ls` lists the entries and their ids."
-
-
-# ---------------------------------------------------------------------------- verify
-
-@dataclasses.dataclass
-class Finding:
-    path: str
-    kind: str
-    """ok, history, log, leftover, binaries, corrupt, foreign, invalid, inconsistent, unreadable, symlink"""
-    detail: str = ""
-
-    @property
-    def problem(self) -> bool:
-        return self.kind not in ("ok", "history", "log", "leftover", "binaries")
-
-
-def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read forever
-            return Finding(str(path), "foreign", "not a regular file")
-        if info.st_size > _cache.MAX_ENTRY_BYTES:  # never read a 30 GB (sparse) file into memory
-            return Finding(str(path), "invalid", f"it is larger than {_cache.MAX_ENTRY_BYTES} bytes "
-                                                 f"({info.st_size}); the tuner ignores it")
-        raw = path.read_bytes()  # at most MAX_ENTRY_BYTES, but for a file growing meanwhile
-    except OSError as exc:
-        return Finding(str(path), "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
-    try:
-        data = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        return Finding(str(path), "corrupt", f"not valid JSON (truncated?): {type(exc).__name__}: {str(exc)[:120]}")
-    why = check_entry(data)
-    if why is not None:
-        kind = "foreign" if why.startswith("not a ") else "invalid"
-        return Finding(str(path), kind, why)
-    _, why = _cache.load_json(path, root)  # the tuner's own reading (size limit, location)
-    if why is not None:
-        return Finding(str(path), "invalid", why)
-    why = entry_problem(data, path)
-    if why is not None:
-        return Finding(str(path), "inconsistent", why)
-    return Finding(str(path), kind_ok)
-
-
-def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
-    """Findings for everything under one directory of the cache (depth 0: the root)."""
-    try:
-        children = sorted(directory.iterdir())
-    except OSError as exc:
-        yield Finding(str(directory), "unreadable", f"cannot list it: {exc.strerror or exc}")
-        return
-    for path in children:
-        name = path.name
-        if path.is_symlink() and not _cache._inside(path, root):
-            yield Finding(str(path), "symlink", "a symbolic link leading outside the cache root; "
-                                                "the tuner ignores it")
-        elif path.is_symlink() and not path.exists():
-            yield Finding(str(path), "symlink", "a broken symbolic link")
-        elif name.startswith(".") and name.endswith(".tmp"):
-            yield Finding(str(path), "leftover", "temporary file of an interrupted write")
-        elif path.is_dir():
-            if depth == 0 or (depth == 1 and name in ("history", ".locks", "binaries")):
-                yield from _walk(path, root, depth + 1)
-            else:
-                yield Finding(str(path), "foreign", "unexpected directory in the cache")
-        elif directory.name == ".locks" and name.endswith(".lock"):
-            continue
-        elif depth == 1 and name.endswith(".json"):
-            yield _classify_json(path, root, "ok")
-        elif depth == 2 and directory.name == "history" and name.endswith(".json"):
-            yield _classify_json(path, root, "history")
-        elif depth == 2 and directory.name == "binaries" and name.endswith(".json"):
-            yield Finding(str(path), "binaries")  # compiled winners a campaign ships (ray_runner.binaries)
-        elif depth == 1 and name.endswith(".log"):
-            yield Finding(str(path), "log")
-        else:
-            yield Finding(str(path), "foreign", "not a file the cache writes")
-
-
-def verify(root: Path) -> list[Finding]:
-    """Every file of the cache, classified; problems are what ``verify`` exits non-zero on."""
-    if not root.exists():
-        return []
-    if not root.is_dir():
-        return [Finding(str(root), "foreign", "the cache root is not a directory")]
-    return list(_walk(root, root, 0))
 
 
 # ---------------------------------------------------------------------------- prune
@@ -343,12 +277,17 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
                 plan.append((Removal(str(path), "; ".join(found)), path, True))
                 for log_path in sorted(directory.glob(f"{path.stem}*.log")):
                     plan.append((Removal(str(log_path), f"log of {path.name}"), log_path, False))
+        for path, entry, why in _packed(directory, root):  # removed by rewriting their pack
+            found = reasons(entry, age_s(entry, now) if entry else None, why)
+            if found:  # (an unreadable pack itself, with --invalid: removed as a file)
+                plan.append((Removal(str(path), "; ".join(found)), path, _packs.is_packed(path)))
         for path in sorted((directory / "history").glob("*.json")):
             entry, why = _cache.load_json(path, root)
             found = ["history"] if history else reasons(entry, _history_age_s(path, now), why)
             if found:
                 plan.append((Removal(str(path), "; ".join(found)), path, False))
-        for path in sorted(directory.glob(".*.tmp")) + sorted((directory / "history").glob(".*.tmp")):
+        for path in [p for d in (directory, directory / "history", directory / _packfile.DIR_NAME)
+                     for p in sorted(d.glob(".*.tmp"))]:
             try:
                 stale = now - path.stat().st_mtime > STALE_TMP_S
             except OSError:
@@ -356,6 +295,25 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             if stale:
                 plan.append((Removal(str(path), "temporary file of an interrupted write"), path, False))
     if not dry_run:
+        packed: dict[Path, list[tuple[Removal, str]]] = {}
         for removal, path, lock in plan:
-            _remove(removal, path, lock)
+            if _packs.is_packed(path):
+                packed.setdefault(_packs.canonical(path).parent, []).append((removal, path.stem))
+            else:
+                _remove(removal, path, lock)
+        for directory, removals in packed.items():
+            _remove_packed(root, directory, removals)
     return [removal for removal, _, _ in plan]
+
+
+def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, str]]) -> None:
+    """Remove packed entries: their packs are rewritten without them, under the function's pack
+    lock (``_store.packs.remove``)."""
+    try:
+        _packs.remove(root, directory, [eid for _, eid in removals])
+    except OSError as exc:
+        for removal, _ in removals:
+            removal.error = f"{type(exc).__name__}: {exc}"
+        return
+    for removal, _ in removals:
+        removal.done = True

@@ -1,7 +1,8 @@
 """Moving cache entries between machines as one archive file (tar.gz).
 
 Layout of an archive: ``MANIFEST.json`` plus ``<function>/<entry_id>.json`` (and, on request,
-``<function>/<entry_id>.log`` and ``<function>/history/<entry_id>.<stamp>.json``).
+``<function>/<entry_id>.log`` and ``<function>/history/<entry_id>.<stamp>.json``). Packed entries
+(``_store.packs``) are exported as the loose files they stand for, and imported as loose files.
 
 Import never executes code and never extracts: each member is read into memory from the tar
 stream and checked (a regular file, a relative path of the layout above without ``..``, within
@@ -29,6 +30,7 @@ from triton_dist import __version__
 from triton_dist._store import files as _cache
 from triton_dist._store.admin import HISTORY_RE, ID_RE, entry_problem, iter_entries
 from triton_dist._store.check import check_entry
+from triton_dist._store.packs import canonical, is_packed, load_entry
 from triton_dist.errors import CacheAdminError
 
 __all__ = ["export_archive", "import_archive"]
@@ -69,10 +71,12 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
         if entry is None:
             report.skipped.append({"path": str(path), "why": why or "unreadable"})
             continue
-        rel = path.relative_to(root).as_posix()
-        members.append((rel, _cache.dumps_entry(entry).encode(), path.stat().st_mtime))
+        stands_for = canonical(path)  # a packed entry goes into the archive as its loose file
+        rel = stands_for.relative_to(root).as_posix()
+        mtime = (path.parent if is_packed(path) else path).stat().st_mtime
+        members.append((rel, _cache.dumps_entry(entry).encode(), mtime))
         report.written.append(rel)
-        log_path = path.with_suffix(".log")
+        log_path = stands_for.with_suffix(".log")
         if logs and path.parent.name != "history" and log_path.is_file() and not log_path.is_symlink():
             members.append((log_path.relative_to(root).as_posix(), log_path.read_bytes()[:MAX_LOG_BYTES],
                             log_path.stat().st_mtime))
@@ -255,7 +259,7 @@ def _plan_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report:
         return kind, name, text, entry
     if _cache.entry_path(root, entry["function"], entry["id"]) != path:
         raise CacheAdminError(f"{name}: the entry belongs at {_cache.entry_path(root, entry['function'], entry['id'])}")
-    local, _ = _cache.load_json(path, root)
+    local, _, _ = load_entry(root, entry["function"], entry["id"])  # loose, else packed
     if local is not None and _cache.dumps_entry(local) == text:
         report.unchanged.append(name)
         return None

@@ -9,11 +9,12 @@ skips a case that training would re-tune, and preflight never promises a hit tha
 A call is identified by a :class:`CallId`: the function's cache name, its business key as stable
 text, its source hash, the hardware digest, the software versions, the encoded config space and
 the *world*: the number of ranks the call tunes over (``autotune_pg``'s size, or 1). The entry
-file is ``<root>/<function>/<entry_id(source, digest, key)>.json``; :func:`decide` reads it and
-checks, in this order: readable; key and source; hardware; world; software versions (a miss only
-with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``, else a note); the best config still in the space;
-no config the entry never measured (space growth: a miss unless in cache-only mode, where the
-entry's best is used and the new configs stay untried).
+is ``<root>/<function>/<entry_id(source, digest, key)>.json``, or, without that file, the newest
+pack of ``<root>/<function>/packs/`` that holds the id (``_store.packs.load_entry``, the one
+lookup); :func:`decide` reads it and checks, in this order: readable; key and source; hardware;
+world; software versions (a miss only with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``, else a
+note); the best config still in the space; no config the entry never measured (space growth: a
+miss unless in cache-only mode, where the entry's best is used and the new configs stay untried).
 
 The public names here (no leading underscore) are the core's internal API for ``ray_runner``;
 they are not part of the user-facing API.
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store import packs as _packs
 from triton_dist._store.keytext import stable_key_text
 from triton_dist.errors import TritonDistWarning
 
@@ -134,6 +136,8 @@ class Verdict:
     """Differences that do not make it a miss (software versions without the check)."""
     unusable: bool = False
     """A file is there but cannot serve this call (inline tuning warns about it)."""
+    source: Path | None = None
+    """Where the entry was read: ``path``, or a packed entry's path (``_store.packs``)."""
 
     @property
     def hit(self) -> bool:
@@ -144,18 +148,19 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     """Would ``call`` hit the cache under ``root``? (the module docstring lists the checks).
 
     ``cache_only``: the caller's ``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` (``"off"``/False: a tuning
-    caller, which re-tunes when the space grew). Reads one JSON file; never executes anything.
+    caller, which re-tunes when the space grew). Reads one entry; never executes anything.
     """
     root = Path(root)
     path = call.path(root)
-    if not path.exists() and not path.is_symlink():  # a dangling link is read (and warned about)
+    entry, source, problem = _packs.load_entry(root, call.function, call.id)  # loose, else packed
+    if source is None:
         return Verdict(None, "no cache entry", path)
-    entry = _cache.read_entry(path, root)
     if entry is None:
-        return Verdict(None, "cache entry unusable (see warning)", path)
+        _cache.warn_unusable(source, str(problem))
+        return Verdict(None, "cache entry unusable (see warning)", path, source=source)
 
     def unusable(why: str) -> Verdict:
-        return Verdict(None, why, path, entry, unusable=True)
+        return Verdict(None, why, path, entry, unusable=True, source=source)
 
     if entry["key"] != call.key or entry["source_hash"] != call.source_hash:
         return unusable("cache entry is for another key or source")
@@ -165,10 +170,10 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     if call.world is not None and world != call.world:
         return unusable(f"cache entry was measured over {world} rank(s), this call tunes over {call.world} "
                         "(make key_fn include the world size so that each world has its own entry)")
-    verdict = Verdict(None, "", path, entry)
+    verdict = Verdict(None, "", path, entry, source=source)
     changed = versions_differ(entry, call.versions)
     if changed:
-        message = f"cache entry {path} was tuned with other software versions ({'; '.join(changed)})"
+        message = f"cache entry {source} was tuned with other software versions ({'; '.join(changed)})"
         if version_check:
             verdict.why = message + " and TRITON_DIST_AUTOTUNE_VERSION_CHECK=1"
             return verdict
@@ -192,7 +197,8 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5) -> tupl
     (``stacklevel``: of the warnings, so that they name the user's call)."""
     verdict = decide(call, root, version_check=settings.version_check, cache_only=settings.cache_only)
     if verdict.unusable:
-        message = f"ignoring cache file {verdict.path}: {verdict.why}. It is treated as a miss and re-tuned."
+        message = (f"ignoring cache file {verdict.source or verdict.path}: {verdict.why}. "
+                   "It is treated as a miss and re-tuned.")
         log.warning("%s", message)
         warnings.warn(message, TritonDistWarning, stacklevel=stacklevel)
     for note in verdict.notes:

@@ -3,10 +3,11 @@
 Used by ``python -m triton_dist.cache why``, by the strict cache-only error, and by
 ``python -m ray_runner preflight`` (through :func:`explain_miss` or :func:`diagnose`).
 
-An entry is found by ``<root>/<function_name>/<entry_id>.json`` where the id hashes (source hash,
-hardware digest, key). A miss therefore means: no file at that path (something in the triple
-differs from every entry there is), or the file is unusable, or it is usable but its best config
-is no longer in ``config_space`` / the space has configs the entry never measured, or (with
+An entry is found by ``<root>/<function_name>/<entry_id>.json`` (or, without that file, in the
+function's packs: ``_store.packs``) where the id hashes (source hash, hardware digest, key). A
+miss therefore means: no entry there (something in the triple differs from every entry there
+is), or the entry is unusable, or it is usable but its best config is no longer in
+``config_space`` / the space has configs the entry never measured, or (with
 ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``) it was tuned with other software versions.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
+from triton_dist._store.packs import canonical
 from triton_dist._store.scan import scan_function_dir
 
 __all__ = ["Diagnosis", "Difference", "diagnose", "explain_here", "explain_miss"]
@@ -151,7 +153,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
     entries, skipped = scan_function_dir(directory, root)
     diag.skipped = [{"path": str(p), "why": why} for p, why in skipped]
     diag.scanned = len(entries) + len(skipped)
-    broken = next((why for p, why in skipped if expected is not None and p == expected), None)
+    broken = next((why for p, why in skipped if expected is not None and canonical(p) == expected), None)
 
     if not entries:
         if broken is not None:
@@ -173,7 +175,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
         score = sum(_WEIGHTS[d.component] for d in diffs if d.blocking)
         scored.append((score, len(diffs), path, diffs))
     # stable sort: among equals the file the tuner looks for, then the newest
-    scored.sort(key=lambda t: (t[0], t[1], t[2] != expected))
+    scored.sort(key=lambda t: (t[0], t[1], canonical(t[2]) != expected))
     _, _, path, diffs = scored[0]
     diag.nearest_path, diag.differences = str(path), diffs
     diag.others = [{"path": str(p), "components": [d.component for d in ds if d.blocking]}
@@ -188,7 +190,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
         source = next(str(e["source_hash"]) for p, e in entries if p == path)
         diag.reason = (f"{path} matches the key and hardware; it hits if the function's source hash "
                        f"is still {source} (give module:attr to check the source and config space)")
-    elif not blocking and expected is not None and path != expected:
+    elif not blocking and expected is not None and canonical(path) != expected:
         detail = (f"a matching entry sits at {path}, but the tuner looks for {expected.name} "
                   "(renamed or copied by hand?); `verify` reports it")
         diag.differences.insert(0, Difference("entry", str(expected), str(path), detail))
@@ -200,7 +202,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
         diag.reason = (f"the nearest entry {path} differs in {', '.join(d.component for d in blocking)}: "
                        + "; ".join(d.detail for d in blocking))
     if (expected is not None and versions is not None and config_space_encoded is not None
-            and any(p == expected for p, _ in entries)):
+            and any(canonical(p) == expected for p, _ in entries)):
         call = CallId(function_name, key_text, str(source_hash), str(hardware_digest), versions,
                       list(config_space_encoded), world)
         _apply_rule(diag, decide(call, root, version_check=version_check, cache_only=cache_only))

@@ -6,17 +6,18 @@ Layout::
     <root>/<function_name>/<entry_id>.log         detailed log of the tuning that wrote it
     <root>/<function_name>/history/<entry_id>.<utc-stamp>.json   older entries for the same key
     <root>/<function_name>/.locks/<entry_id>.lock
+    <root>/<function_name>/packs/<seq>-<digest16>.pack   entries seeded as one file (``_store.packs``)
 
 Loading never executes code: entries are JSON, and configs are matched back against the current
 ``config_space`` by their JSON encoding. Writes are atomic (temporary file, fsync, ``os.replace``)
-inside a ``FileLock``. Corrupt, truncated or foreign files are a miss with a warning.
+inside a ``FileLock``. Corrupt, truncated or foreign files are a miss with a warning. Which of a
+loose file and the packs serves an id: ``_store.packs.load_entry``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import errno
 import hashlib
 import json
 import logging
@@ -33,7 +34,9 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from triton_dist._store import packfile
 from triton_dist._store.check import SCHEMA_NAME, check_entry
+from triton_dist._store.create import create_entry_text
 from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
 from triton_dist.errors import TritonDistWarning
 
@@ -47,8 +50,8 @@ __all__ = [
     "entry_path",
     "find_config",
     "key_repr",
+    "parse_entry",
     "read_entry",
-    "create_entry_text",
     "write_entry",
     "write_entry_text",
 ]
@@ -158,9 +161,9 @@ def ensure_private_dir(path: Path, root: Path) -> None:
 
 # ---------------------------------------------------------------------------- reading
 
-def _warn(message: str) -> None:
+def _warn(message: str, stacklevel: int = 4) -> None:
     log.warning(message)
-    warnings.warn(message, TritonDistWarning, stacklevel=4)
+    warnings.warn(message, TritonDistWarning, stacklevel=stacklevel)
 
 
 def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | None, str | None]:
@@ -173,12 +176,21 @@ def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | No
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 return None, "it is not a regular file"
             raw = f.read(MAX_ENTRY_BYTES + 1)
-        if len(raw) > MAX_ENTRY_BYTES:
-            return None, f"it is larger than {MAX_ENTRY_BYTES} bytes"
-        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         return None, "missing"
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+    except OSError as exc:
+        return None, f"unreadable or not JSON ({type(exc).__name__}: {str(exc)[:200]})"
+    return parse_entry(raw)
+
+
+def parse_entry(raw: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """(entry, None) or (None, why): an entry file's bytes, parsed and checked (``check_entry``);
+    the bytes of a loose file and of a packed entry (``_store.packs``) alike."""
+    if len(raw) > MAX_ENTRY_BYTES:
+        return None, f"it is larger than {MAX_ENTRY_BYTES} bytes"
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         return None, f"unreadable or not JSON ({type(exc).__name__}: {str(exc)[:200]})"
     why = check_entry(data)
     return (data, None) if why is None else (None, why)
@@ -188,9 +200,13 @@ def read_entry(path: Path, root: Path) -> dict[str, Any] | None:
     """The entry at ``path``, or None (with a warning if a file was there but unusable)."""
     data, why = load_json(path, root)
     if data is None and why != "missing":
-        _warn(f"ignoring cache file {path}: {why}. It is treated as a miss; delete it or run "
-              f"`python -m triton_dist.cache verify` to list such files.")
+        warn_unusable(path, str(why))
     return data
+
+
+def warn_unusable(path: Path, why: str) -> None:
+    _warn(f"ignoring cache file {path}: {why}. It is treated as a miss; delete it or run "
+          f"`python -m triton_dist.cache verify` to list such files.", stacklevel=5)
 
 
 # ---------------------------------------------------------------------------- writing
@@ -303,10 +319,10 @@ def write_entry(root: Path, entry: dict[str, Any], durable: bool = True) -> Path
     text = dumps_entry(entry)
     ensure_private_dir(path.parent, root)
     # a key's first entry (the first call of a tuned function): created in place without the
-    # lock, as seeding does (nothing to move to history; a hard link never replaces a file),
-    # ~0.4 ms less on the first call; otherwise, or when another writer was faster, the locked
-    # replacement that keeps the old entry in history
-    if not os.path.lexists(path) and create_entry_text(path, text, fsync=durable):
+    # lock (nothing to move to history; a hard link never replaces a file), ~0.4 ms less on the
+    # first call; otherwise (a loose or packed entry is there, or another writer was faster)
+    # the locked replacement, which keeps the old entry in history
+    if not os.path.lexists(path) and _packed_bytes(path) is None and create_entry_text(path, text, fsync=durable):
         if not durable:
             _sync_later(path)
         return path
@@ -322,96 +338,40 @@ def write_entry_text(root: Path, path: Path, text: str, durable: bool = True) ->
         if path.is_symlink():  # never write through a link; the link itself is replaced
             path.unlink()
         elif path.exists():
-            history = path.parent / "history"
-            ensure_private_dir(history, root)
-            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-            old = history / f"{path.stem}.{stamp}.json"
-            n = 0
-            while old.exists() or old.is_symlink():  # same microsecond or a clock step back
-                n += 1
-                old = history / f"{path.stem}.{stamp}-{n}.json"
+            old = history_path(path, root)
             # a hard link, not a move: the final name holds a complete entry at every instant,
             # also when the writer is killed between these two steps
             try:
                 os.link(path, old)
             except OSError:  # a file system without hard links: an atomic copy instead
                 atomic_write_text(old, path.read_text(encoding="utf-8"))
+        else:  # the entry it replaces may be packed (a seeded node): the loose file wins, the
+            packed = _packed_bytes(path)  # packed one becomes history, as a replaced file does
+            if packed is not None and packed != text.encode("utf-8"):
+                atomic_write_text(history_path(path, root), packed.decode("utf-8", errors="replace"), durable)
         atomic_write_text(path, text, durable)
 
 
-def create_entry_text(path: Path | str, text: str | bytes, fsync: bool = True, folder: int | None = None) -> bool:
-    """Create the entry file ``path`` (its directory exists; ``folder``: an open descriptor of
-    it, to save opening it per file) with ``text`` if no file is there; False if one is (or the
-    file system has no hard links): use :func:`write_entry_text` then.
-
-    No lock is needed: a hard link never replaces a file, so a concurrent writer's entry is never
-    lost and nothing needs to go to history, and the name appears with its complete text. Seeding
-    a node creates thousands of entries this way (a lock per entry cost ~10 ms each on a busy
-    machine), with ``fsync=False`` and one flush of the file system at the end."""
-    data = text.encode("utf-8") if isinstance(text, str) else text
-    path = os.fspath(path)
-    if _unnamed["ok"]:
-        dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY) if folder is None else folder
-        try:
-            created = _create_unnamed(dir_fd, os.path.basename(path), data, fsync)
-        finally:
-            if folder is None:
-                os.close(dir_fd)
-        if created is not None:
-            return created
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            if fsync:
-                f.flush()
-                os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        try:
-            os.link(tmp, path)
-        except OSError:  # FileExistsError, or no hard links here
-            return False
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+def history_path(path: Path, root: Path) -> Path:
+    """A free name in history for the entry file ``path`` replaced now (its directory made)."""
+    history = path.parent / "history"
+    ensure_private_dir(history, root)
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    old = history / f"{path.stem}.{stamp}.json"
+    n = 0
+    while old.exists() or old.is_symlink():  # same microsecond or a clock step back
+        n += 1
+        old = history / f"{path.stem}.{stamp}-{n}.json"
+    return old
 
 
-#: Linux's unnamed files (``O_TMPFILE``) and their ``/proc/self/fd`` links, while they work here
-_unnamed = {"ok": hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")}
-
-
-def _create_unnamed(folder: int, name: str, data: bytes, fsync: bool) -> bool | None:
-    """:func:`create_entry_text` with an unnamed file (``O_TMPFILE``) linked in place as ``name``
-    in the directory ``folder``: one change to the directory per file, where a named temporary
-    file costs three (create, link, unlink), which was most of the time of seeding 10,000 entries
-    (issue 21). None where the file system or the platform cannot (then a named one is used)."""
-    try:
-        fd = os.open(".", os.O_TMPFILE | os.O_WRONLY, 0o644, dir_fd=folder)
-    except OSError as exc:
-        if exc.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-            _unnamed["ok"] = False
-            return None
-        raise
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, 0o644)
-        if fsync:
-            os.fsync(fd)
-        try:  # linkat(AT_SYMLINK_FOLLOW) of /proc/self/fd/N: the one way to name an unnamed file
-            os.link(f"/proc/self/fd/{fd}", name, dst_dir_fd=folder, follow_symlinks=True)
-        except FileExistsError:
-            return False
-        except OSError as exc:  # /proc not mounted, or links refused: a named temporary file
-            if exc.errno in (errno.ENOENT, errno.EXDEV, errno.EPERM, errno.EOPNOTSUPP):
-                _unnamed["ok"] = False
-                return None
-            raise
-        return True
-    finally:
-        os.close(fd)
+def _packed_bytes(path: Path) -> bytes | None:
+    """The bytes the packs of ``path``'s directory hold for its id (the newest pack's), if any."""
+    for pack_path in packfile.pack_paths(path.parent):
+        found = packfile.Pack.open(pack_path).read(path.stem)
+        if found is not None:
+            return found[0]
+    return None
 
 
 def json_safe_time(value: float) -> float | None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store import packfile, packs
 
 __all__ = ["scan_function_dir"]
 
@@ -40,7 +41,9 @@ def _load(path: Path, root: Path) -> tuple[dict[str, Any] | None, str | None]:
 
 def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dict[str, Any]]],
                                                             list[tuple[Path, str]]]:
-    """(usable entries, unusable files with why) of one function's directory (not history).
+    """(usable entries, unusable files with why) of one function's directory (not history): its
+    loose files, then the packed entries they do not shadow (``_store.packs``; a packed entry's
+    path is ``.../packs/<pack>/<id>.json``).
 
     The entries are shared with later scans: read them, never change them."""
     entries: list[tuple[Path, dict[str, Any]]] = []
@@ -55,4 +58,36 @@ def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dic
             skipped.append((path, why or "unusable"))
         else:
             entries.append((path, entry))
+    for path, entry, why in _packed(directory, root):  # the packed entries no loose file shadows
+        if entry is None:
+            skipped.append((path, why or "unusable"))
+        else:
+            entries.append((path, entry))
+    skipped += [(path, f"an unreadable pack: {why}") for path, why in packs.bad_packs(directory)]
     return entries, skipped
+
+
+#: parsed packed entries by pack path, valid while the pack's (inode, size, mtime) stay the same
+_packs_parsed: dict[str, tuple[tuple[int, int, int], dict[str, tuple[dict[str, Any] | None, str | None]]]] = {}
+
+
+def _packed(directory: Path, root: Path) -> list[tuple[Path, dict[str, Any] | None, str | None]]:
+    """The packed entries of ``directory`` (``_store.packs.packed_ids``), each pack parsed once."""
+    out = []
+    for pack, eid in packs.packed_ids(directory, root):
+        cached = _packs_parsed.get(pack.path)
+        if cached is None or cached[0] != pack.stamp:
+            data = packfile.read_all(pack.path)
+            parsed: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+            for entry_id in pack.ids():
+                blob, why = pack.slice(data, entry_id)
+                parsed[entry_id] = _cache.parse_entry(blob) if blob is not None else (None, why)
+            if len(_packs_parsed) >= 64:
+                _packs_parsed.clear()
+            cached = _packs_parsed[pack.path] = (pack.stamp, parsed)
+        entry, why = cached[1].get(eid, (None, "missing"))
+        if entry is not None and entry.get("id") != eid:
+            why = f"the pack's index names {eid} but the entry is {str(entry.get('id'))[:40]}"
+            entry = None
+        out.append((Path(pack.path) / f"{eid}.json", entry, why))
+    return out

@@ -1,0 +1,396 @@
+"""Where an entry is served from: its loose file, else the newest pack that holds it (issue 21).
+
+The one lookup every reader goes through (the hit rule ``_store.decide``, ``_store.scan``,
+``_store.admin``, ``_store.archive``, pre-flight): for ``<root>/<function>/<id>.json``
+
+1. the loose file, when there is one (a file or a link, as before packs): inline tuning writes
+   loose files, so they are newer than what a campaign seeded; an unusable one is a miss with a
+   warning, as it always was;
+2. else the packs of ``<root>/<function>/packs/`` newest first (``_store.packfile``): the first
+   that holds the id serves it. A pack that cannot be read is skipped with a warning (once per
+   process and file); an entry of it that is corrupt is a miss with a warning.
+
+Packs never hold what a loose file shadows by design: seeding writes a pack, moves differing
+loose files of its ids to history and takes its ids out of older packs (:func:`install`), so
+an id lives in one place; removing packed entries rewrites their pack without them
+(:func:`remove`). Both under the function's pack lock (``.locks/packs.lock``); readers take no
+lock (packs are replaced, never changed in place).
+
+A packed entry's *path*, for the tools that list and show entries, is
+``<root>/<function>/packs/<pack>/<id>.json`` (no such file exists): :func:`is_packed`,
+:func:`canonical` (the loose path it stands for) and :func:`read_path`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import stat
+import tempfile
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from triton_dist._store import files as _cache
+from triton_dist._store import packfile
+from triton_dist._store.packfile import DIR_NAME, Pack
+from triton_dist.errors import TritonDistWarning
+
+__all__ = ["Served", "bad_packs", "canonical", "install", "is_packed", "load_entry", "packed_entries", "packed_ids",
+           "read_path", "remove"]
+
+log = logging.getLogger(__name__)
+
+#: what :meth:`Served.digest` answers for an id whose bytes no reader would take as they are
+NEVER = b""
+_warned: set[tuple[str, tuple[int, int, int]]] = set()
+
+
+def _warn_pack(pack: Pack) -> None:
+    if (pack.path, pack.stamp) in _warned:
+        return
+    _warned.add((pack.path, pack.stamp))
+    message = (f"ignoring cache pack {pack.path}: {pack.problem}. Its entries are misses; run "
+               "`python -m triton_dist.cache verify`, then re-seed or `prune --invalid`.")
+    log.warning(message)
+    warnings.warn(message, TritonDistWarning, stacklevel=4)
+
+
+def is_packed(path: Path | str) -> bool:
+    """Whether ``path`` names a packed entry (``.../packs/<pack>/<id>.json``)."""
+    path = Path(path)
+    return path.parent.parent.name == DIR_NAME and packfile.NAME_RE.match(path.parent.name) is not None
+
+
+def canonical(path: Path | str) -> Path:
+    """The loose path ``<function>/<id>.json`` a (packed or loose) entry's path stands for."""
+    path = Path(path)
+    return path.parent.parent.parent / path.name if is_packed(path) else path
+
+
+def _usable_packs(directory: Path, root: Path, outside: bool = False, warn: bool = False) -> list[Pack]:
+    """The readable packs of a function directory, newest first; the others are warned about
+    (``warn``: the tuner's lookup; the tools report them, :func:`bad_packs`). None of a directory
+    that leads out of the root (a link; verify reports it) unless ``outside``."""
+    paths = packfile.pack_paths(directory)
+    if not paths or (not outside and not _cache._inside(directory / DIR_NAME, root)):
+        return []
+    out = []
+    for path in paths:
+        pack = Pack.open(path)
+        if pack.problem is None:
+            out.append(pack)
+        elif warn:
+            _warn_pack(pack)
+    return out
+
+
+def bad_packs(directory: Path) -> list[tuple[Path, str]]:
+    """(path, why) of the packs of the function ``directory`` that cannot be read."""
+    out = []
+    for path in packfile.pack_paths(directory):
+        pack = Pack.open(path)
+        if pack.problem is not None:
+            out.append((Path(path), pack.problem))
+    return out
+
+
+def load_entry(root: Path | str, function: str, eid: str
+               ) -> tuple[dict[str, Any] | None, Path | None, str | None]:
+    """(entry, where, why): the entry that ``function``'s id ``eid`` is served from under ``root``,
+    where it was read (a loose path or a packed entry's path), and why it is unusable (entry
+    None). ``where`` None: no entry anywhere. Reads JSON only; never executes anything."""
+    root = Path(root)
+    path = _cache.entry_path(root, function, eid)
+    if path.exists() or path.is_symlink():
+        entry, why = _cache.load_json(path, root)
+        if why != "missing":
+            return entry, path, why
+    for pack in _usable_packs(path.parent, root, outside=True, warn=True):
+        found = pack.read(eid)
+        if found is None:
+            continue
+        where = Path(pack.path) / f"{eid}.json"
+        if not _cache._inside(path.parent / DIR_NAME, root):  # as for a loose file: never through a link out
+            return None, where, "it resolves outside the cache root (symlink); ignored"
+        blob, why = found
+        if blob is None:
+            return None, where, why
+        entry, why = _cache.parse_entry(blob)
+        if entry is not None and entry.get("id") != eid:
+            return None, where, f"the pack's index names {eid} but the entry is {str(entry.get('id'))[:40]}"
+        return entry, where, why
+    return None, None, None
+
+
+def read_path(path: Path | str, root: Path | str | None = None) -> tuple[dict[str, Any] | None, str | None]:
+    """(entry, None) or (None, why) for an entry's path as the tools list it (loose or packed)."""
+    path = Path(path)
+    if not is_packed(path):
+        return _cache.load_json(path, None if root is None else Path(root))
+    found = Pack.open(path.parent)
+    if found.problem is not None:
+        return None, f"its pack is unusable: {found.problem}"
+    read = found.read(path.stem)
+    if read is None:
+        return None, "missing"
+    return _cache.parse_entry(read[0]) if read[0] is not None else (None, read[1])
+
+
+def packed_ids(directory: Path, root: Path) -> list[tuple[Pack, str]]:
+    """(pack, id) of every packed entry the function ``directory`` serves (not shadowed by a
+    loose file or a newer pack), by id."""
+    try:
+        seen = {n[:-5] for n in os.listdir(directory) if n.endswith(".json")}
+    except OSError:
+        return []
+    out = []
+    for pack in _usable_packs(directory, root):
+        for eid in pack.ids():
+            if eid not in seen:
+                seen.add(eid)
+                out.append((pack, eid))
+    return sorted(out, key=lambda t: t[1])
+
+
+def packed_entries(directory: Path, root: Path) -> list[tuple[Path, bytes | None, str | None]]:
+    """(path, bytes or None, why) of every packed entry :func:`packed_ids` lists (one read per pack)."""
+    data: dict[str, bytes | None] = {}
+    out = []
+    for pack, eid in packed_ids(directory, root):
+        if pack.path not in data:
+            data[pack.path] = packfile.read_all(pack.path)
+        blob, why = pack.slice(data[pack.path], eid)
+        out.append((Path(pack.path) / f"{eid}.json", blob, why))
+    return out
+
+
+class Served:
+    """What a function directory serves, read once (pre-flight compares thousands of ids): its
+    names, and each pack's bytes and index."""
+
+    def __init__(self, directory: Path, root: Path) -> None:
+        self.directory = directory
+        try:
+            self.loose = set(os.listdir(directory))
+        except OSError:
+            self.loose = set()
+        self.outside = DIR_NAME in self.loose and not _cache._inside(directory / DIR_NAME, root)
+        self.packed: dict[str, tuple[Pack, bytes | None, tuple[int, int, int]]] = {}
+        for pack in _usable_packs(directory, root, outside=True) if DIR_NAME in self.loose else []:
+            data = packfile.read_all(pack.path)
+            for eid, record in zip(pack.ids(), pack.records(), strict=True):
+                self.packed.setdefault(eid, (pack, data, record))  # newest first: the first serves it
+
+    def raw(self, eid: str) -> bytes | None:
+        """The bytes served for ``eid`` (None: nothing; :data:`NEVER`: not taken as they are)."""
+        if f"{eid}.json" in self.loose:
+            return _read_plain(self.directory / f"{eid}.json")
+        found = self.packed.get(eid)
+        if found is None:
+            return None
+        pack, data, (offset, length, crc) = found
+        blob = data[offset: offset + length] if data is not None and not self.outside else b""
+        return NEVER if not blob or pack.check(blob, offset, length, crc) else blob
+
+    def digest(self, eid: str) -> bytes | None:
+        blob = self.raw(eid)
+        return blob if blob is None or blob == NEVER else hashlib.sha256(blob).digest()
+
+
+# ---------------------------------------------------------------------------- writing packs
+
+def _write_pack(folder: Path, name: str, data: bytes) -> None:
+    """Put a pack's bytes at ``folder/name``, complete when the name appears (no fsync: the
+    caller flushes, seeding's one ``syncfs``)."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, folder / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _rewrite_without(pack: Pack, ids: set[str], data: bytes | None = None) -> dict[str, bytes]:
+    """Replace ``pack`` by one without ``ids`` (same ``seq``; removed when nothing is left);
+    the bytes it held for them, by id."""
+    kept, dropped = [], {}
+    for eid, blob, _why in pack.entries(data):
+        if eid in ids:
+            if blob is not None:
+                dropped[eid] = blob
+        elif blob is not None:
+            kept.append((eid, blob))
+    path = Path(pack.path)
+    if kept:
+        new = packfile.build(kept)
+        name = packfile.pack_name(int(path.name[:8]), new)
+        if name != path.name:
+            _write_pack(path.parent, name, new)
+    if not kept or name != path.name:
+        path.unlink(missing_ok=True)
+    return dropped
+
+
+def remove(root: Path, directory: Path, ids: Iterable[str]) -> list[str]:
+    """Take ``ids`` out of every pack of the function ``directory`` (under its pack lock): the
+    ids that were packed. Removing a packed entry rewrites its pack (``cache prune``)."""
+    wanted, done = set(ids), set()
+    with _cache.locked(directory / DIR_NAME):
+        for path in packfile.pack_paths(directory):
+            pack = Pack.open(path)
+            hit = {i for i in wanted if i in pack}
+            if hit:
+                done |= set(_rewrite_without(pack, hit))
+    return sorted(done)
+
+
+def install(root: Path, folder: str, data: bytes) -> tuple[str, int, int, list[str]]:
+    """Seed the pack ``data`` (``packfile.build``) into ``root/folder`` (made if need be):
+    (the SHA-256 of the pack as read back from the disk, hex; its entries; how many of them were
+    served with other bytes before, or not at all; errors).
+
+    Under the function's pack lock: a byte-identical pack already there is left alone (renamed to
+    be the newest when it is not), else ``data`` becomes the newest pack; older packs lose the ids
+    (the bytes they served, when they differ, go to history, as a replaced entry does). A loose
+    file of one of the ids that differs goes to history too (a link is removed); an identical one
+    is left, as it serves the same bytes. So the node serves the pack's bytes for every id, and
+    seeding the same entries again changes nothing and adds no history."""
+    directory = root / folder
+    _cache.ensure_private_dir(directory / DIR_NAME, root)
+    new = _Incoming(data)
+    errors: list[str] = []
+    with _cache.locked(directory / DIR_NAME):
+        before, same = _take_ids(directory, new)
+        paths = packfile.pack_paths(directory)
+        top = max((int(Path(p).name[:8]) for p in paths), default=0)
+        name = Path(same).name if same is not None else f"{top + 1:08d}-{new.sha[:16]}.pack"
+        if same is None:
+            _write_pack(directory / DIR_NAME, name, data)
+        elif paths[0] != same:
+            name = f"{top + 1:08d}-{new.sha[:16]}.pack"
+            os.replace(same, directory / DIR_NAME / name)
+    loose = _loose_shadows(root, directory, new, errors)
+    for eid, blob in before.items():
+        if eid not in loose and blob != new.blob(eid):
+            _to_history(root, directory, eid, blob, errors)
+    changed = new.pack.count if same is None and not before and not loose else 0
+    for eid in new.ids if not changed else ():  # what served it before: a loose file, a newer pack, this one
+        old = loose.get(eid, before.get(eid))
+        changed += (same is None or eid in loose or eid in before) and (old is None or old != new.blob(eid))
+    on_disk = data if same == str(directory / DIR_NAME / name) else packfile.read_all(str(directory / DIR_NAME / name))
+    if on_disk is None:
+        errors.append(f"{directory / DIR_NAME / name}: cannot read the pack back")
+    served = new.sha if on_disk == data else hashlib.sha256(on_disk or b"").hexdigest()
+    return served, new.pack.count, changed, errors
+
+
+class _Incoming:
+    """A pack being seeded: its digest, and its ids and entries' bytes when they are needed (a
+    fresh node needs neither: its work is one write and one read back)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.pack = data, Pack.from_bytes(data)
+        if self.pack.problem is not None:
+            raise ValueError(f"not a pack: {self.pack.problem}")
+        self.sha = hashlib.sha256(data).hexdigest()
+        self._spans: dict[str, tuple[int, int]] | None = None
+
+    @property
+    def spans(self) -> dict[str, tuple[int, int]]:
+        if self._spans is None:
+            self._spans = {eid: r[:2] for eid, r in zip(self.pack.ids(), self.pack.records(), strict=True)}
+        return self._spans
+
+    @property
+    def ids(self) -> Iterable[str]:
+        return self.spans.keys()
+
+    def blob(self, eid: str) -> bytes:
+        offset, length = self.spans[eid]
+        return self.data[offset: offset + length]
+
+
+def _take_ids(directory: Path, new: _Incoming) -> tuple[dict[str, bytes], str | None]:
+    """Take ``new``'s ids out of the packs of ``directory`` but a byte-identical one: (the bytes
+    they served for them, the identical pack's path or None). Newest first: the first copy of an
+    id is the one it served."""
+    before: dict[str, bytes] = {}
+    same = None
+    paths = packfile.pack_paths(directory)
+    ids = set(new.ids) if paths else set()
+    for path in paths:
+        if same is None and path.endswith(f"-{new.sha[:16]}.pack") and packfile.read_all(path) == new.data:
+            same = path
+            ids = ids - before.keys()
+            continue
+        pack = Pack.open(path)
+        hit = ids.intersection(pack.ids()) if pack.problem is None else set()
+        for eid, blob in (_rewrite_without(pack, hit) if hit else {}).items():
+            if same is None:
+                before.setdefault(eid, blob)
+    return before, same
+
+
+def _read_plain(path: Path) -> bytes | None:
+    """The bytes of the plain file ``path``; None if there is none; :data:`NEVER` for a link or
+    anything else that is not a plain file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return NEVER
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return NEVER
+        return os.read(fd, info.st_size + 1)
+    finally:
+        os.close(fd)
+
+
+def _loose_shadows(root: Path, directory: Path, new: _Incoming, errors: list[str]) -> dict[str, bytes]:
+    """The loose files of ``new``'s ids (their bytes before, by id): an identical one is left, any
+    other goes to history under its entry's lock (a link is removed), so that the pack's entry is
+    served."""
+    found: dict[str, bytes] = {}
+    try:
+        names = {n[:-5] for n in os.listdir(directory) if n.endswith(".json")}
+    except OSError:
+        return found
+    ids = new.ids if names else ()
+    for eid in names.intersection(ids):
+        path = directory / f"{eid}.json"
+        try:
+            blob = _read_plain(path)
+            if blob is not None and blob == new.blob(eid):
+                found[eid] = blob
+                continue
+            with _cache.locked(path):
+                blob = _read_plain(path)
+                if blob is None:
+                    continue
+                found[eid] = blob
+                if blob == new.blob(eid):
+                    continue
+                if blob != NEVER:
+                    os.link(path, _cache.history_path(path, root))
+                path.unlink()
+        except OSError as exc:
+            errors.append(f"{path}: {exc}")
+    return found
+
+
+def _to_history(root: Path, directory: Path, eid: str, blob: bytes, errors: list[str]) -> None:
+    """The bytes a pack served for ``eid`` before seeding replaced them: a history file."""
+    try:
+        path = _cache.history_path(directory / f"{eid}.json", root)
+        _cache.atomic_write_text(path, blob.decode("utf-8", errors="replace"), durable=False)
+    except OSError as exc:
+        errors.append(f"{directory / eid}.json (history): {exc}")
