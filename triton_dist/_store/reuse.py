@@ -28,7 +28,7 @@ from typing import Any
 from triton_dist._measure.result import CandidateResult
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import config_key, entry_world, versions_differ
-from triton_dist._store.scan import scan_function_dir
+from triton_dist._store.keyindex import entries_with_key
 
 __all__ = ["Reuse", "config_key", "find_reusable"]
 
@@ -116,9 +116,8 @@ def find_reusable(root: Path, name: str, encoded_space: Sequence[dict[str, Any]]
     """The newest entry of ``<root>/<name>/`` whose timings may be reused (module docstring);
     only one measured over ``world`` ranks, as the caller tunes."""
     directory = Path(root) / _cache.safe_name(name)
-    entries, _ = scan_function_dir(directory, Path(root))
     usable = []
-    for path, entry in entries:
+    for path, entry in entries_with_key(directory, Path(root), key_text):  # not every entry of the function
         if entry["key"] != key_text or entry["hardware"].get("digest") != hardware_digest:
             continue
         if entry["source_hash"] != source_hash and (body is None or entry.get("body_hash") != body):
