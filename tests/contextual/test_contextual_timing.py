@@ -214,3 +214,21 @@ def test_a_sample_follows_a_lead_in_of_its_own_config_not_the_previous_candidate
     k = launches_per_sample(min(SwitchDevice.KERNEL.values()))
     # 3 configs x (1 warm-up + 3 samples of k after a lead-in of k) + the final run's launch
     assert len(device.launches) == 3 * (1 + 3 * 2 * k) + 1
+
+
+class SpeedingHost(SwitchDevice):
+    """The host's launches get cheaper after the warm-ups (a cold launcher path): the lead-in is
+    decided once, at the first timed sample, so that every candidate is timed alike."""
+
+    def launch(self, block: int) -> None:
+        super().launch(block)
+        if len(self.launches) <= 3:  # the three warm-ups: slower to launch than their kernels
+            self.host += 0.3
+
+
+def test_the_lead_in_is_decided_once_for_every_candidate(monkeypatch):
+    device = SpeedingHost()
+    tune(device, monkeypatch, n_warmup=1, n_repeat=3)
+    k = launches_per_sample(min(SwitchDevice.KERNEL.values()))
+    # host-bound at the first timed sample: no lead-in then, nor later when launches got cheap
+    assert len(device.launches) == 3 * (1 + 3 * k) + 1

@@ -103,6 +103,9 @@ class KernelTuning:
     """fastest warm-up launch's device time (device timing)"""
     launch_s: float = math.inf
     """fastest launch's host time (the keep-ahead sleep covers ``per_sample`` of them)"""
+    lead_in: bool | None = None
+    """whether timed samples follow a lead-in (device timing): decided at the first timed sample,
+    the same for every candidate"""
 
     @property
     def per_candidate(self) -> int:
@@ -171,7 +174,9 @@ class Samples:
         # a lead-in only where the device runs behind the host (kernels longer than their launch):
         # where the host is slower, the sample's launches are already many short ones queued behind
         # one sleep, which a lead-in would only make longer than the sleep can cover
-        lead = k if lead_in and not timer.always else 0
+        if lead_in and state.lead_in is None:  # once, after the warm-ups: every candidate alike
+            state.lead_in = not timer.always
+        lead = k if lead_in and state.lead_in else 0
         timer.keep_ahead(launch_s * (k + lead), k + lead)
         token = None
         if not lead:
