@@ -3,7 +3,7 @@
 1. :func:`_decide_locally` — hit? this rank's lookup of the disk cache (the hit rule,
    ``_store.decide``), and on a miss the kept configs (``prune_fn``) and the timings it may reuse;
 2. :func:`_agree` — the group agrees on key, decision, kept configs and reuse (no-op alone);
-   a hit returns (:func:`_cached`), a cache-only miss takes the default (:func:`_untuned`);
+   a hit returns (:func:`_cached`), a cache-only miss takes the default (``_cache_only.untuned``);
 3. :func:`_measure` — time the configs, under the run guard (``_measure``);
 4. :func:`_reduce` — MAX over the group of every config's time (alone: this rank's);
 5. :func:`_pick` — the deterministic pick (``pick_best``), or ``NoValidConfigError``;
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._backends import Backend, get_backend
+from triton_dist._cache_only import untuned
 from triton_dist._distributed import (
     GroupView,
     agree,
@@ -48,10 +49,10 @@ from triton_dist._store.entry import build_entry, graph_mode, measurement_info
 from triton_dist._store.fingerprint import body_hash
 from triton_dist._target import Outcome, TuneTarget, show_config
 from triton_dist.errors import (
-    CacheMissError,
     KeyFunctionError,
     NoValidConfigError,
     PruneError,
+    RankDisagreementError,
     RankFailureError,
     TritonDistWarning,
 )
@@ -93,13 +94,15 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
         warn_if_ungrouped(target.fn, target.qualname)
     root = Path(root) if root is not None else settings.autotune_dir
 
-    plan = _decide_locally(target, key, args, kwargs, view, backend, settings, root, force)
-    hosts = _agree(plan, view, backend, settings)
+    def decide() -> _Plan:
+        return _decide_locally(target, key, args, kwargs, view, backend, settings, root, force)
+
+    plan, hosts = _agree(decide(), decide, view, backend, settings)
     rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
     if plan.decision.startswith("hit:"):
         return _cached(target, plan, verbose, rank_prefix)
     if plan.decision == "cache-only-miss":
-        return _untuned(target, plan, root, backend, settings)
+        return untuned(target, plan.call, plan.why, plan.key_text, plan.path, root, backend, settings)
 
     writer = write and (view is None or writers(view, hosts))
     log_path = _log_path(plan.path, root, view, write, writer)
@@ -173,23 +176,37 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
     return kept
 
 
-def _agree(plan: _Plan, view: GroupView | None, backend: Backend, settings: Settings) -> list[Any]:
+def _agree(plan: _Plan, decide: Callable[[], _Plan], view: GroupView | None, backend: Backend,
+           settings: Settings) -> tuple[_Plan, list[Any]]:
     """Step 2: the ranks exchange their plans (``agree`` raises on a disagreement or on another
-    rank's error); then this rank's own error is raised. Returns the ranks' hosts."""
+    rank's error); then this rank's own error is raised. Returns the plan and the ranks' hosts.
+    When only the cache decision differs, every rank looks up once more first: another group's
+    entry may have landed between the ranks' lookups (a node's tensor-parallel groups tuning one
+    key at once, sharing the node's cache); a disagreement that remains is the error."""
     if view is None:
         if plan.error is not None:
             raise plan.error
-        return [host_id()]
-    fields = {"key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
-              "error": describe(plan.error) if plan.error else "", "host": host_id(),
-              "reuse": plan.reuse.signature() if plan.reuse is not None else ""}
-    rows = agree(view, backend, fields, settings.agree_timeout_s)
+        return plan, [host_id()]
+    try:
+        rows = agree(view, backend, _fields(plan), settings.agree_timeout_s)
+    except RankDisagreementError as exc:  # the same on every rank: every rank looks again
+        differ = {line.split(":")[0].strip() for line in exc.details.get("disagreement", [])}
+        if "cache" not in differ or not differ <= {"cache", "configs"}:  # a hit keeps no configs
+            raise
+        plan = decide()
+        rows = agree(view, backend, _fields(plan), settings.agree_timeout_s)
     if plan.reuse is not None and len({row["reuse"] for row in rows}) > 1:
         # the ranks' caches differ: all of them measure everything (never a disagreement error)
         plan.reuse = None
     if plan.error is not None:
         raise plan.error
-    return [row["host"] for row in rows]
+    return plan, [row["host"] for row in rows]
+
+
+def _fields(plan: _Plan) -> dict[str, str]:
+    return {"key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
+            "error": describe(plan.error) if plan.error else "", "host": host_id(),
+            "reuse": plan.reuse.signature() if plan.reuse is not None else ""}
 
 
 def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) -> Outcome:
@@ -200,36 +217,6 @@ def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) ->
             "%s: cache hit for key %s: config %d %s, from %s", target.qualname, plan.key_text, index,
             show_config(target.config_space[index]), plan.path)
     return Outcome(index, "cache", path=plan.path)
-
-
-def _untuned(target: TuneTarget, plan: _Plan, root: Path, backend: Backend, settings: Settings) -> Outcome:
-    """A miss in cache-only mode: ``CacheMissError`` (strict), else config_space[0] untuned."""
-    why = _explain(target, plan.call, root, backend, plan.why)  # type: ignore[arg-type]
-    if settings.cache_only == "strict":
-        raise CacheMissError(
-            f"TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict and {target.qualname} has no usable cache "
-            f"entry for key {plan.key_text}: {why} (looked for {plan.path}). Seed the cache with a "
-            "campaign (`python -m ray_runner run ...`), check with `python -m triton_dist.cache "
-            "why`, or unset the variable to tune.",
-            function=target.qualname, key=plan.key_text, reason=why,
-        )
-    # once per key: the AutoTuner keeps config_space[0] as the key's config from now on
-    message = (f"{target.qualname}: no cache entry for key {plan.key_text} ({why}); "
-               "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.")
-    log.warning("%s", message)
-    warnings.warn(message, TritonDistWarning, stacklevel=5)
-    return Outcome(0, "default", path=plan.path)
-
-
-def _explain(target: TuneTarget, call: _decide.CallId, root: Path, backend: Backend, why: str) -> str:
-    """The lookup's reason, made specific by the miss diagnosis (which component differs)."""
-    from triton_dist._store.diagnose import explain_here  # only on a cache-only miss
-
-    try:
-        diag = explain_here(root, call.function, call.key, call.world, target, backend=backend, cache_only=True)
-    except OSError as exc:
-        return f"{why}; the cache directory could not be scanned: {exc}"
-    return diag.reason if diag.reason and not diag.hit else why
 
 
 def _log_path(path: Path | None, root: Path, view: GroupView | None, write: bool, writer: bool) -> Path | None:

@@ -44,10 +44,31 @@ def test_default_group_comes_from_project_helper(tmp_path):
 
 
 def test_disjoint_subgroups_tune_independently(tmp_path):
-    results = _ok(run_ranks(workers.subgroups, 4, env=_env(tmp_path), tmp=tmp_path))
+    # each group its own cache (two nodes): with a shared one the first group's entry is the
+    # other's hit, which the next test covers
+    rank_env = {r: {"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / f"cache{r // 2}")} for r in range(4)}
+    results = _ok(run_ranks(workers.subgroups, 4, env=_env(tmp_path), rank_env=rank_env, tmp=tmp_path))
     values = [r["value"] for r in results]
     # {0,1}: MAX [8, 5, 9] -> 1 ; {2,3}: [9, 5, 1] -> 2
     assert values == [31, 31, 32, 32]
+
+
+def test_groups_sharing_a_cache_tune_one_key_at_once_without_an_error(tmp_path):
+    """A node's groups tuning the same key at once, one cache: whichever group's entry lands
+    between the other group's lookups is that group's hit after a second look, never a
+    RankDisagreementError; each group's ranks run the same config."""
+    for attempt in range(3):
+        results = _ok(run_ranks(workers.subgroups, 4, env=_env(tmp_path / str(attempt)), tmp=tmp_path))
+        values = [r["value"] for r in results]
+        assert values[0] == values[1] and values[2] == values[3] and set(values) <= {31, 32}
+
+
+def test_a_cache_decision_that_differed_for_a_moment_is_looked_up_again(tmp_path):
+    """Rank 0's first lookup misses (the entry landed just after it), rank 1's hits: the ranks
+    look once more and both hit; nothing is measured."""
+    results = _ok(run_ranks(workers.late_entry, 2, env=_env(tmp_path), tmp=tmp_path))
+    assert [r["lookups"] for r in results] == [2, 2], results  # each rank looked twice
+    assert all(r["again"] == r["value"] and r["tuned_calls"] == 1 for r in results), results  # the call only
 
 
 @pytest.mark.parametrize("worker,what", [(workers.disagree_key, "key"), (workers.disagree_prune, "configs")])

@@ -191,3 +191,29 @@ def registered_then_alone_by_choice(rank, world_size):
     set_world_group(None)
     alone, more = _tuning_warnings([lambda: host_twin(7, cost)])
     return {"grouped": grouped, "alone": alone, "messages": messages + more}
+
+
+def late_entry(rank, world_size):
+    """Seed the key, forget it in memory; then rank 0's first lookup reports a miss, as if the
+    entry had landed between the two ranks' lookups."""
+    from triton_dist._store import decide
+
+    value = host(5, [1.0, 2.0, 3.0], autotune_pg=dist.group.WORLD)
+    dist.barrier()  # the writer's entry is on disk (the other rank returns before it is written)
+    host.clear()
+    real, lookups = decide.lookup, []
+
+    def lookup(call, root, settings, stacklevel=5):
+        lookups.append(call.key)
+        if rank == 0 and len(lookups) == 1:
+            return None, "no cache entry"
+        return real(call, root, settings, stacklevel)
+
+    decide.lookup = lookup
+    calls = CALLS.copy()
+    try:
+        again = host(5, [1.0, 2.0, 3.0], autotune_pg=dist.group.WORLD)
+    finally:
+        decide.lookup = real
+    return {"value": value, "again": again, "lookups": len(lookups),
+            "tuned_calls": sum(CALLS.values()) - sum(calls.values())}
