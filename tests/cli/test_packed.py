@@ -12,21 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.served import pack_files, served
-from triton_dist import cli
 from triton_dist._store import packfile, packs
 
-from .test_commands import LIST_MODULE, SHAPE_KEY
-
-
-def run(capsys, *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def run_json(capsys, *args: str) -> tuple[int, dict]:
-    code, out, _ = run(capsys, *args, "--json")
-    return code, json.loads(out)
+from .test_commands import LIST_MODULE, SHAPE_KEY, run, run_json
 
 
 def pack_root(source: Path, node: Path) -> None:

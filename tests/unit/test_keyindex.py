@@ -32,13 +32,19 @@ def entries(cache_dir: Path) -> dict[str, dict]:
     return {json.loads(p.read_text())["key"]: json.loads(p.read_text()) for p in (cache_dir / "host").glob("*.json")}
 
 
-def test_a_packed_directory_is_read_for_one_key_without_parsing_the_other_entries(cache_dir, monkeypatch) -> None:
+def seeded(cache_dir: Path, monkeypatch, keys: int) -> tuple[dict[str, dict], dict[str, bytes], list[bytes]]:
+    """``keys`` real tunings packed as a seeded node holds them: (entries by key, packed bytes by
+    id, the entries parsed in full from now on)."""
     tuned, _ = make_tuner(times={0: 3.0, 1: 1.0, 2: 2.0})
-    for n in range(40):
+    for n in range(keys):
         tuned(n)
     by_key = entries(cache_dir)
-    pack_in_place(cache_dir)
-    parsed = fresh_process_view(monkeypatch)
+    packed = pack_in_place(cache_dir)
+    return by_key, packed, fresh_process_view(monkeypatch)
+
+
+def test_a_packed_directory_is_read_for_one_key_without_parsing_the_other_entries(cache_dir, monkeypatch) -> None:
+    by_key, _, parsed = seeded(cache_dir, monkeypatch, 40)
     key = by_key[next(k for k in by_key if "7" in k)]["key"]
     found = keyindex.entries_with_key(cache_dir / "host", cache_dir, key)
     assert [entry["key"] for _, entry in found] == [key]
@@ -48,11 +54,7 @@ def test_a_packed_directory_is_read_for_one_key_without_parsing_the_other_entrie
 
 
 def test_loose_files_shadow_packed_ones_and_new_or_removed_files_are_seen(cache_dir, monkeypatch) -> None:
-    tuned, _ = make_tuner(times={0: 3.0, 1: 1.0, 2: 2.0})
-    for n in range(5):
-        tuned(n)
-    packed = pack_in_place(cache_dir)
-    fresh_process_view(monkeypatch)
+    _, packed, _ = seeded(cache_dir, monkeypatch, 5)
     eid, blob = next(iter(packed.items()))
     entry = json.loads(blob)
     directory = cache_dir / "host"
