@@ -116,15 +116,20 @@ def _positive_float(env: Mapping[str, str], name: str, default: float | None) ->
     return value
 
 
+def _affinity() -> int:
+    """How many CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
+
+
 def default_compile_workers(local_world_size: str | None = None) -> int:
     """The CPUs this process may run on (its affinity), at most ``MAX_DEFAULT_COMPILE_WORKERS``.
     When this process is not pinned to a subset of the node's CPUs and its launcher says how many
     ranks share the node (torchrun's ``LOCAL_WORLD_SIZE``), its share of them: every rank's miss
     compiles in its own children, so 8 ranks x 32 would oversubscribe the node's cores and memory."""
-    try:
-        count = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        count = os.cpu_count() or 1
+    count = _affinity()
     ranks = (os.environ.get("LOCAL_WORLD_SIZE", "") if local_world_size is None else local_world_size).strip()
     if ranks.isdigit() and int(ranks) > 1 and count == os.cpu_count():
         count //= int(ranks)
@@ -175,13 +180,6 @@ _overrides: dict[str, str | None] = {}
 #: (what the last parse read, its result): a miss asks for the settings several times, and
 #: copying a large environment each time cost ~0.2 ms of a first call (P2, issue 16)
 _last: tuple[tuple[Any, ...], Settings] | None = None
-
-
-def _affinity() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def get_settings() -> Settings:

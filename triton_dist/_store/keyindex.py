@@ -104,7 +104,7 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
                 _known.clear()
             known = _known[str(directory)] = _Directory()
         _loose_keys(directory, known, names)
-        usable = packs._usable_packs(directory, root)  # newest first
+        usable = packs.usable_packs(directory, root)  # newest first
         packed = [(pack, _pack_keys(pack, known).get(key_text, ())) for pack in usable]
         loose = sorted(eid for eid, key in known.loose.items() if key == key_text)
         current = {pack.path for pack in usable}

@@ -39,7 +39,7 @@ from triton_dist._store.packfile import DIR_NAME, Pack
 from triton_dist.errors import TritonDistWarning
 
 __all__ = ["Served", "bad_packs", "canonical", "install", "is_packed", "load_entry", "packed_entries", "packed_ids",
-           "read_path", "remove"]
+           "read_path", "remove", "usable_packs"]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def canonical(path: Path | str) -> Path:
     return path.parent.parent.parent / path.name if is_packed(path) else path
 
 
-def _usable_packs(directory: Path, root: Path, outside: bool = False, warn: bool = False) -> list[Pack]:
+def usable_packs(directory: Path, root: Path, outside: bool = False, warn: bool = False) -> list[Pack]:
     """The readable packs of a function directory, newest first; the others are warned about
     (``warn``: the tuner's lookup; the tools report them, :func:`bad_packs`). None of a directory
     that leads out of the root (a link; verify reports it) unless ``outside``."""
@@ -108,7 +108,7 @@ def load_entry(root: Path | str, function: str, eid: str
         entry, why = _cache.load_json(path, root)
         if why != "missing":
             return entry, path, why
-    for pack in _usable_packs(path.parent, root, outside=True, warn=True):
+    for pack in usable_packs(path.parent, root, outside=True, warn=True):
         found = pack.read(eid)
         if found is None:
             continue
@@ -147,7 +147,7 @@ def packed_ids(directory: Path, root: Path) -> list[tuple[Pack, str]]:
     except OSError:
         return []
     out = []
-    for pack in _usable_packs(directory, root):
+    for pack in usable_packs(directory, root):
         for eid in pack.ids():
             if eid not in seen:
                 seen.add(eid)
@@ -179,7 +179,7 @@ class Served:
             self.loose = set()
         self.outside = DIR_NAME in self.loose and not _cache._inside(directory / DIR_NAME, root)
         self.packed: dict[str, tuple[Pack, bytes | None, tuple[int, int, int]]] = {}
-        for pack in _usable_packs(directory, root, outside=True) if DIR_NAME in self.loose else []:
+        for pack in usable_packs(directory, root, outside=True) if DIR_NAME in self.loose else []:
             data = packfile.read_all(pack.path)
             for eid, record in zip(pack.ids(), pack.records(), strict=True):
                 self.packed.setdefault(eid, (pack, data, record))  # newest first: the first serves it
