@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
 
 from tests.unit.helpers import make_tuner, only_entry
-from triton_dist._store import files
+from triton_dist._store import background_sync, files
 
 
 def record_fsyncs(monkeypatch) -> list[tuple[str, str]]:
@@ -24,15 +23,6 @@ def record_fsyncs(monkeypatch) -> list[tuple[str, str]]:
     return seen
 
 
-def wait_for(condition, timeout_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_the_first_call_writes_a_complete_entry_and_fsyncs_it_in_the_background(cache_dir, monkeypatch):
     seen = record_fsyncs(monkeypatch)
     tuned, _ = make_tuner(times={0: 3.0, 1: 1.0, 2: 2.0})
@@ -40,7 +30,9 @@ def test_the_first_call_writes_a_complete_entry_and_fsyncs_it_in_the_background(
     entry = only_entry(cache_dir)  # complete and parseable the moment the call has returned
     assert entry["best"]["index"] == 1
     path = next((cache_dir / "host").glob("*.json"))
-    assert wait_for(lambda: any(p == str(path.resolve()) for _, p in seen))
+    # the queue may still hold the entries of earlier tests (CI's disk: tens of ms per fsync)
+    assert background_sync.wait_idle(timeout_s=120)
+    assert any(p == str(path.resolve()) for _, p in seen)
     assert {name for name, p in seen if p == str(path.resolve())} == {"triton-dist-fsync"}
     assert not any(name == threading.current_thread().name for name, _ in seen)
 
@@ -53,3 +45,36 @@ def test_other_writers_fsync_before_the_rename(tmp_path, monkeypatch):
     # the temporary file was synced, by this thread, before it took the final name
     assert len(seen) == 1 and seen[0][0] == threading.current_thread().name
     assert os.path.basename(seen[0][1]).startswith(".entry.json.")
+
+
+def test_the_sync_thread_outlives_a_path_that_fails_and_a_fork(tmp_path, monkeypatch):
+    seen = record_fsyncs(monkeypatch)
+    real = files.os.fsync
+
+    def failing(fd: int) -> None:
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("bad.json"):
+            raise ValueError("not an OSError")  # what once would have ended the thread
+        real(fd)
+
+    monkeypatch.setattr(background_sync.os, "fsync", failing)
+    bad, good = tmp_path / "bad.json", tmp_path / "good.json"
+    bad.write_text("{}")
+    good.write_text("{}")
+    background_sync.sync_later(bad)
+    assert background_sync.wait_idle(timeout_s=120)
+    monkeypatch.setattr(background_sync.os, "fsync",
+                        lambda fd: seen.append(("later", os.readlink(f"/proc/self/fd/{fd}"))))
+    background_sync.sync_later(good)
+    assert background_sync.wait_idle(timeout_s=120)
+    assert ("later", str(good.resolve())) in seen
+    # a forked child starts its own thread (the parent's does not exist there) and syncs its own
+    pid = os.fork()
+    if pid == 0:  # the child: exit code 0 only if its entry got synced
+        ok = False
+        try:
+            background_sync.sync_later(good)
+            ok = background_sync.wait_idle(timeout_s=30)
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

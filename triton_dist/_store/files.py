@@ -23,10 +23,8 @@ import json
 import logging
 import math
 import os
-import queue
 import stat
 import tempfile
-import threading
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -35,6 +33,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from triton_dist._store import packfile
+from triton_dist._store.background_sync import sync_later
 from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist._store.create import create_entry_text
 from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
@@ -236,7 +235,7 @@ def locked(path: Path) -> Iterator[None]:
 def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
     """Write ``text`` to ``path`` atomically: temp file in the same directory, fsync, replace.
 
-    ``durable=False`` replaces first and fsyncs on a background thread (``_sync_later``): the
+    ``durable=False`` replaces first and fsyncs on a background thread (``background_sync``): the
     name holds the complete text as soon as this returns, for every process (the page cache), and
     survives this process being killed; only a crash of the machine within the next milliseconds
     could lose it (the entry is then missing or unreadable: a miss, re-tuned, never a wrong
@@ -256,37 +255,7 @@ def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
             os.unlink(tmp)
         raise
     if not durable:
-        _sync_later(path)
-
-
-_sync_queue: queue.SimpleQueue[Path] | None = None
-_sync_lock = threading.Lock()
-
-
-def _sync_later(path: Path) -> None:
-    """fsync ``path`` on a background daemon thread (started on first use)."""
-    global _sync_queue
-    with _sync_lock:
-        if _sync_queue is None:
-            _sync_queue = queue.SimpleQueue()
-            threading.Thread(target=_sync_worker, args=(_sync_queue,), name="triton-dist-fsync",
-                             daemon=True).start()
-    _sync_queue.put(path)
-
-
-def _sync_worker(paths: queue.SimpleQueue[Path]) -> None:
-    while True:
-        path = paths.get()
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:  # replaced or removed meanwhile: whoever did that synced their own
-            continue
-        try:
-            os.fsync(fd)
-        except OSError as exc:
-            log.warning("could not fsync the cache entry %s: %s", path, exc)
-        finally:
-            os.close(fd)
+        sync_later(path)
 
 
 #: one value in one line, by the C encoder (``indent`` makes ``json`` fall back to its Python
@@ -324,7 +293,7 @@ def write_entry(root: Path, entry: dict[str, Any], durable: bool = True) -> Path
     # the locked replacement, which keeps the old entry in history
     if not os.path.lexists(path) and _packed_bytes(path) is None and create_entry_text(path, text, fsync=durable):
         if not durable:
-            _sync_later(path)
+            sync_later(path)
         return path
     write_entry_text(root, path, text, durable)
     return path
