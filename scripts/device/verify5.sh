@@ -4,6 +4,7 @@
 #               first call's own cost was cut), where that call goes (profile_p2), P1.
 #   PART=p7:    P7 on all four tutorial kernels (matmul, softmax, layer norm, attention forward), P1.
 #   PART=probe: graph replays against eager launches per config (probe_eager.py), P2 again.
+#   PART=final: test_first_call_write.py, P1 twice, P2 (one call of ~5 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -43,5 +44,16 @@ case "${PART:-first}" in
     timeout 200 python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-3}" --out "$OUT" >"$OUT/p2.log" 2>&1
     grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
     ;;
-  *) echo "PART must be first, p7 or probe" >&2; exit 2 ;;
+  final)  # the background fsync's tests on CUDA, P1 twice (rounds of 500 calls), P2 once
+    timeout 60 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/unit/test_first_call_write.py \
+      >"$OUT/pytest.txt" 2>&1
+    tail -2 "$OUT/pytest.txt"
+    for run in 1 2; do
+      timeout 60 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1-$run" >"$OUT/p1-$run.log" 2>&1
+      grep -E "over the host|overhead" "$OUT/p1-$run.log"
+    done
+    timeout "${T_P2:-170}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-3}" --out "$OUT" >"$OUT/p2.log" 2>&1
+    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
+    ;;
+  *) echo "PART must be first, p7, probe or final" >&2; exit 2 ;;
 esac
