@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 from collections import deque
 from pathlib import Path
 
@@ -21,54 +20,56 @@ __all__ = ["sync_later", "wait_idle"]
 
 log = logging.getLogger(__name__)
 
-_cond = threading.Condition()
-_state: dict[str, object] = {"thread": None}
-_queue: deque[Path] = deque()
-_busy = [0]  # paths taken from the queue and not yet synced
+
+class _Syncer:
+    """The queue of paths, the thread draining it, and how many paths it holds unsynced."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.paths: deque[Path] = deque()
+        self.pending = 0  # queued or being synced
+        self.thread: threading.Thread | None = None
+
+
+_syncer = _Syncer()
+_fork_hook: list[bool] = []  # the child-after-fork reset, registered on first use
 
 
 def sync_later(path: Path) -> None:
     """fsync ``path`` on the background thread (started on first use)."""
-    with _cond:
-        _queue.append(path)
-        thread = _state["thread"]
-        if thread is None or not thread.is_alive():  # type: ignore[attr-defined]
-            if thread is None and "forks" not in _state and hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_after_fork_in_child)  # once, on first use
-                _state["forks"] = True
-            thread = threading.Thread(target=_worker, name="triton-dist-fsync", daemon=True)
-            _state["thread"] = thread
-            thread.start()
-        _cond.notify()
+    syncer = _syncer
+    with syncer.cond:
+        syncer.paths.append(path)
+        syncer.pending += 1
+        if syncer.thread is None or not syncer.thread.is_alive():
+            if not _fork_hook and hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_after_fork_in_child)
+                _fork_hook.append(True)
+            syncer.thread = threading.Thread(target=_worker, args=(syncer,), name="triton-dist-fsync", daemon=True)
+            syncer.thread.start()
+        syncer.cond.notify_all()
 
 
 def wait_idle(timeout_s: float | None = None) -> bool:
     """Wait until every path queued so far is synced (or skipped); False if ``timeout_s`` ran out."""
-    deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    with _cond:
-        while _queue or _busy[0]:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                return False
-            _cond.wait(left)
-    return True
+    syncer = _syncer
+    with syncer.cond:
+        return syncer.cond.wait_for(lambda: syncer.pending == 0, timeout_s)
 
 
-def _worker() -> None:
+def _worker(syncer: _Syncer) -> None:
     while True:
-        with _cond:
-            while not _queue:
-                _cond.wait()
-            path = _queue.popleft()
-            _busy[0] += 1
+        with syncer.cond:
+            syncer.cond.wait_for(lambda: bool(syncer.paths))
+            path = syncer.paths.popleft()
         try:
             _sync(path)
         except Exception as exc:  # noqa: BLE001 - the thread must outlive any one path
             log.warning("could not fsync the cache entry %s: %s", path, exc)
         finally:
-            with _cond:
-                _busy[0] -= 1
-                _cond.notify_all()
+            with syncer.cond:
+                syncer.pending -= 1
+                syncer.cond.notify_all()
 
 
 def _sync(path: Path) -> None:
@@ -85,8 +86,5 @@ def _sync(path: Path) -> None:
 def _after_fork_in_child() -> None:
     """A forked child has the parent's queue but not its thread, and perhaps a lock another
     thread held: it starts afresh on next use (the parent syncs what it queued itself)."""
-    global _cond
-    _cond = threading.Condition()
-    _queue.clear()
-    _busy[0] = 0
-    _state["thread"] = None
+    global _syncer
+    _syncer = _Syncer()
