@@ -2,7 +2,10 @@
 first-call column, issue 16): layer norm 8192 x 4096 and the attention forward 4 x 16 x 1024 x 64,
 each tuned from nothing as P7 does (a fresh tuner and cache per call), then: the wall against the
 entry's own measured ideal (Σ time x runs + one run), the measurement's phases (DEBUG marks),
-cProfile's top entries, and the device's idle gaps inside the call (torch.profiler).
+cProfile's top entries, the device's idle gaps inside the call (torch.profiler), the host time of
+the first call's steps (wrapped: the run guard's set-up, the compile pass, the measurement, the
+pick, the entry's build and write) and the caching allocator's segments allocated and freed
+during a call (does each tuning's fresh graph pool cudaMalloc and cudaFree its outputs?).
 Run on the GPU machine: python3 scripts/device/profile_tutorial_first.py"""
 
 from __future__ import annotations
@@ -17,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import p7_tutorials as p7  # noqa: E402
-import tutorial_kernels as tk  # noqa: E402
+import p7_tutorials as p7
+import tutorial_kernels as tk
 
-from triton_dist._backends import get_backend  # noqa: E402
+from triton_dist._backends import get_backend
 
 CASES = [("layer_norm", (8192, 4096)), ("attention", (4, 16, 1024, 64))]
 
@@ -53,6 +56,56 @@ def gaps(prof, wall_ms: float) -> None:
         print(f"    at {at:8.2f} ms: {gap:6.2f} ms idle, then {name}")
 
 
+class Phases:
+    """Host seconds per wrapped step of the first call (module attributes replaced, restored by undo)."""
+
+    def __init__(self) -> None:
+        import time
+
+        from triton_dist import _tuning
+        from triton_dist._measure import guard
+
+        self.spent: dict[str, float] = {}
+        self.undo: list[tuple[object, str, object]] = []
+        self.clock = time.perf_counter
+        for owner, name, label in [(_tuning, "precompile_target", "compile pass"),
+                                   (_tuning, "measure_candidates", "measurement"),
+                                   (_tuning, "_pick", "pick"), (_tuning, "build_entry", "build entry"),
+                                   (_tuning, "_write", "write entry"),
+                                   (guard.RunGuard, "__enter__", "guard set-up"),
+                                   (guard.RunGuard, "__exit__", "guard exit"),
+                                   (_tuning, "_decide_locally", "lookup (_decide_locally)")]:
+            self._wrap(owner, name, label)
+
+    def _wrap(self, owner: object, name: str, label: str) -> None:
+        real = getattr(owner, name)
+
+        def timed(*a, **k):
+            start = self.clock()
+            try:
+                return real(*a, **k)
+            finally:
+                self.spent[label] = self.spent.get(label, 0.0) + self.clock() - start
+
+        self.undo.append((owner, name, real))
+        setattr(owner, name, timed)
+
+    def report(self) -> str:
+        return ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in self.spent.items())
+
+    def close(self) -> None:
+        for owner, name, real in reversed(self.undo):
+            setattr(owner, name, real)
+
+
+def segments() -> dict[str, int]:
+    import torch
+
+    stats = torch.cuda.memory_stats()
+    return {k: stats.get(k, 0) for k in ("num_device_alloc", "num_device_free", "segment.all.allocated",
+                                         "segment.all.freed", "reserved_bytes.all.current")}
+
+
 def main() -> None:
     logging.basicConfig(stream=sys.stdout, format="  %(name)s: %(message)s")
     logging.getLogger("triton_dist._measure.rounds").setLevel(logging.DEBUG)
@@ -71,6 +124,16 @@ def main() -> None:
             ideal = measured_ideal_ms(entry)
             print(f"  trial {trial}: wall {wall * 1e3:.2f} ms, measured ideal {ideal:.2f} ms, "
                   f"ratio {wall * 1e3 / ideal:.3f}, {len(entry['candidates'])} candidates")
+        cuda = backend.kind == "cuda"
+        before = segments() if cuda else {}
+        phases = Phases()
+        _, wall, entry = runner.run("default", args)
+        phases.close()
+        print(f"  phases (wall {wall * 1e3:.2f} ms): {phases.report()}")
+        if cuda:
+            after = segments()
+            print("  allocator during the call: " + ", ".join(f"{k} {after[k] - before[k]:+d}" for k in before)
+                  + f" (reserved now {after['reserved_bytes.all.current'] / 2**20:.0f} MiB)")
         profiler = cProfile.Profile()
         profiler.enable()
         _, wall, entry = runner.run("default", args)
