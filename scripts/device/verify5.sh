@@ -5,6 +5,7 @@
 #   PART=p7:    P7 on all four tutorial kernels (matmul, softmax, layer norm, attention forward), P1.
 #   PART=probe: graph replays against eager launches per config (probe_eager.py), P2 again.
 #   PART=final: test_first_call_write.py, P1 twice, P2 (one call of ~5 minutes).
+#   PART=profile: profile_tutorial_first.py (layer norm and attention's first calls, ~30 s).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -55,5 +56,9 @@ case "${PART:-first}" in
     timeout "${T_P2:-170}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-3}" --out "$OUT" >"$OUT/p2.log" 2>&1
     grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
     ;;
-  *) echo "PART must be first, p7, probe or final" >&2; exit 2 ;;
+  profile)  # where a tutorial kernel's first call goes (the P2 gap on kernels of 30-60 us)
+    timeout 150 python3 scripts/device/profile_tutorial_first.py >"$OUT/prof.log" 2>&1
+    grep -E "^\S|trial|profiled|phases|allocator|device:|gaps|idle|measured [0-9]" "$OUT/prof.log" | head -80
+    ;;
+  *) echo "PART must be first, p7, probe, final or profile" >&2; exit 2 ;;
 esac
