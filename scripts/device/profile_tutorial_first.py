@@ -122,8 +122,10 @@ def main() -> None:
         for trial in range(3):
             _, wall, entry = runner.run("default", args)
             ideal = measured_ideal_ms(entry)
+            reserved = (f", reserved {segments()['reserved_bytes.all.current'] / 2**20:.0f} MiB"
+                        if backend.kind == "cuda" else "")  # grows per tuning if dead graph pools stay reserved
             print(f"  trial {trial}: wall {wall * 1e3:.2f} ms, measured ideal {ideal:.2f} ms, "
-                  f"ratio {wall * 1e3 / ideal:.3f}, {len(entry['candidates'])} candidates")
+                  f"ratio {wall * 1e3 / ideal:.3f}, {len(entry['candidates'])} candidates{reserved}")
         cuda = backend.kind == "cuda"
         before = segments() if cuda else {}
         phases = Phases()
