@@ -6,6 +6,8 @@
 #   PART=probe: graph replays against eager launches per config (probe_eager.py), P2 again.
 #   PART=final: test_first_call_write.py, P1 twice, P2 (one call of ~5 minutes).
 #   PART=profile: profile_tutorial_first.py (layer norm and attention's first calls, ~30 s).
+#   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
+#               charged to the host's steps).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -60,5 +62,11 @@ case "${PART:-first}" in
     timeout 150 python3 scripts/device/profile_tutorial_first.py >"$OUT/prof.log" 2>&1
     grep -E "^\S|trial|profiled|phases|allocator|device:|gaps|idle|measured [0-9]" "$OUT/prof.log" | head -80
     ;;
-  *) echo "PART must be first, p7, probe, final or profile" >&2; exit 2 ;;
+  gaps)  # pool strategies (pool_probe.py), then what the host does while the device idles (gap_anatomy.py)
+    timeout 60 python3 scripts/device/pool_probe.py >"$OUT/pool.log" 2>&1
+    cat "$OUT/pool.log"
+    timeout 150 python3 scripts/device/gap_anatomy.py ${GAP_CASES:-layer_norm attention} >"$OUT/gaps.log" 2>&1
+    cat "$OUT/gaps.log" | head -120
+    ;;
+  *) echo "PART must be first, p7, probe, final, profile or gaps" >&2; exit 2 ;;
 esac
