@@ -163,3 +163,43 @@ def test_a_sample_of_k_runs_is_one_captured_call_replayed_k_times_in_one_launch(
     one.replay()
     torch.cuda.synchronize()
     assert buf.item() == 15.0
+    three = backend.recompose(one, 3)  # built from the one-run capture: the host function is not called
+    assert isinstance(three, ComposedGraph) and calls == [1, 1]
+    three.replay()
+    torch.cuda.synchronize()
+    assert buf.item() == 18.0
+
+
+def test_each_config_is_captured_once_and_its_samples_built_from_that_capture():
+    import triton
+
+    from examples.scale import key_fn, scale_kernel
+    from triton_dist.tune import autotune
+
+    calls: dict[int, int] = {}
+
+    def host(x, alpha, *, BLOCK):
+        calls[BLOCK] = calls.get(BLOCK, 0) + 1
+        y = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK)
+        return y
+
+    x = torch.randn(2**22, device="cuda")  # ~10-20 us: samples of several runs
+    tuner = autotune([{"BLOCK": b} for b in (512, 1024, 2048)], key_fn, graphs=True, compile_workers=1)(host)
+    tuner.tune(x, 2.0, force=True, write_cache=False)  # compiles
+    calls.clear()
+    entry = tuner.tune(x, 2.0, force=True, write_cache=False)
+    assert calls == {512: 2, 1024: 2, 2048: 2}  # the eager first run and one captured run
+    assert all(c["runs_per_sample"] > 1 for c in entry["candidates"])
+
+
+def test_the_graph_pool_is_reused_by_every_tuning(scale_fn):
+    # a fresh pool per tuning stayed reserved after its graphs died: 64 MiB more per tuning here
+    x = torch.randn(2**24, device="cuda")
+    tuner = scale_fn(graphs=True)
+    reserved = []
+    for _ in range(4):
+        tuner.tune(x, 2.0, force=True, write_cache=False)
+        torch.cuda.synchronize()
+        reserved.append(torch.cuda.memory_reserved())
+    assert reserved[3] == reserved[1], [r / 2**20 for r in reserved]

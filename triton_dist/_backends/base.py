@@ -212,6 +212,18 @@ class Backend(abc.ABC):
         function that synchronises or touches host memory cannot be captured."""
         raise NotImplementedError(f"{self.kind} has no device graphs")
 
+    @property
+    def recomposes(self) -> bool:
+        """:meth:`recompose` can work here, so that graph mode captures each candidate once, with
+        one run, and builds its samples of ``k`` runs from that capture (``_measure.graph_setup``)."""
+        return False
+
+    def recompose(self, graph: Any, runs: int) -> Any:
+        """A graph of ``runs`` copies of ``graph`` (a capture of one run by :meth:`capture`),
+        built without calling the host function again; None where the backend cannot (the caller
+        captures ``runs`` calls instead)."""
+        return None
+
     def flush_cache(self) -> None:
         """Queue a flush of the device's L2 cache on the current stream (cold-cache timings,
         ``autotune(..., flush_l2=True)``): backends with ``interleaved`` measurement."""

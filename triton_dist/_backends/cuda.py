@@ -39,6 +39,9 @@ WARM_GAP_S = 0.2
 #: the L2 flush buffer: at least 4x the L2 size reported, and at least this
 FLUSH_BYTES = 256 * 2**20
 
+#: per device: graph mode's memory pool, the anchor graph that keeps it alive, the anchor's tensor
+_POOLS: dict[int, tuple[Any, Any, Any]] = {}
+
 
 class CudaBackend(Backend, kind="cuda"):
     interleaved = True
@@ -74,22 +77,63 @@ class CudaBackend(Backend, kind="cuda"):
         self._compose = True  # graphs of k runs from one captured call (cuda_compose)
 
     def graph_pool(self) -> Any:
-        return torch.cuda.graph_pool_handle()
+        """One pool per device for the process, kept alive by an anchor graph. A pool whose last
+        graph dies is only marked freeable: it stays reserved until ``torch.cuda.empty_cache()``
+        or an out-of-memory, and its id cannot be captured into again; a fresh pool per
+        measurement left every tuning's outputs reserved (66 MiB more after each tuning of a
+        layer norm 8192 x 4096 on an H200) and paid cudaMalloc again. Kept, the pool holds the
+        largest working set a measurement's graphs needed, as torch.compile's CUDA graph trees
+        keep theirs."""
+        device = torch.cuda.current_device()
+        kept = _POOLS.get(device)
+        if kept is None:
+            handle = torch.cuda.graph_pool_handle()
+            try:
+                marker = torch.zeros(1, device=self.device())
+                anchor = capture_graph(torch.cuda, torch.cuda.CUDAGraph, self._capture_stream(),
+                                       lambda: marker.add_(1), 1, handle, self.device())
+            except Exception as exc:  # noqa: BLE001 - a fresh pool per measurement, as before
+                log.info("graph mode uses a fresh memory pool per measurement: %s", exc)
+                return handle
+            kept = _POOLS.setdefault(device, (handle, anchor, marker))
+        return kept[0]
 
-    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+    def _capture_stream(self) -> Any:
         stream = self._capture_streams.get(torch.cuda.current_device())
         if stream is None:
             stream = self._capture_streams.setdefault(torch.cuda.current_device(), torch.cuda.Stream())
-        if runs > 1 and self._compose:  # one captured call, replayed `runs` times per launch
+        return stream
+
+    @property
+    def recomposes(self) -> bool:
+        return self._compose
+
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+        stream = self._capture_stream()
+        if self._compose:  # one captured call, replayed `runs` times per launch (cuda_compose)
             from triton_dist._backends import cuda_compose
 
-            try:
-                return cuda_compose.compose(
-                    lambda graph_cls: capture_graph(torch.cuda, graph_cls, stream, fn, 1, pool, self.device()), runs)
+            def one(graph_cls: Any) -> Any:
+                return capture_graph(torch.cuda, graph_cls, stream, fn, 1, pool, self.device())
+
+            try:  # one run: kept, so that recompose() builds samples of k runs from it
+                return cuda_compose.capture_kept(one) if runs == 1 else cuda_compose.compose(one, runs)
             except cuda_compose.Unavailable as exc:
                 self._compose = False
                 log.info("graph mode captures every run of a sample: %s", exc)
         return capture_graph(torch.cuda, torch.cuda.CUDAGraph, stream, fn, runs, pool, self.device())
+
+    def recompose(self, graph: Any, runs: int) -> Any:
+        if not self._compose:
+            return None
+        from triton_dist._backends import cuda_compose
+
+        try:
+            return cuda_compose.build(graph, runs)
+        except cuda_compose.Unavailable as exc:
+            self._compose = False
+            log.info("graph mode captures every run of a sample: %s", exc)
+            return None
 
     def run_timer(self) -> EventRunTimer:
         timer = self._timers.setdefault(torch.cuda.current_device(), _CudaRunTimer(self))

@@ -24,7 +24,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["ComposedGraph", "Unavailable", "compose"]
+__all__ = ["ComposedGraph", "Unavailable", "build", "capture_kept", "compose"]
 
 log = logging.getLogger(__name__)
 
@@ -109,10 +109,7 @@ class ComposedGraph:
             pass
 
 
-def compose(capture_one: Callable[[Any], Any], runs: int) -> ComposedGraph:
-    """``capture_one(graph_cls)`` captures one run into ``graph_cls()`` and returns it; the result
-    replays ``runs`` of them per launch. :class:`Unavailable` when this cannot be done here
-    (nothing was captured then, or the capture is dropped)."""
+def _keep_graph_cls() -> Callable[[], Any]:
     import torch
 
     _lib()
@@ -120,14 +117,33 @@ def compose(capture_one: Callable[[Any], Any], runs: int) -> ComposedGraph:
         torch.cuda.CUDAGraph(keep_graph=True)
     except TypeError as exc:  # torch < 2.8
         raise Unavailable(f"this torch has no CUDAGraph(keep_graph=...): {exc}") from exc
+    return lambda: torch.cuda.CUDAGraph(keep_graph=True)
 
-    def graph_cls() -> Any:
-        return torch.cuda.CUDAGraph(keep_graph=True)
 
-    captured = capture_one(graph_cls)  # the host function's own capture errors propagate
+def capture_kept(capture_one: Callable[[Any], Any]) -> Any:
+    """``capture_one(graph_cls)`` captures one run into ``graph_cls()``; the torch graph, which
+    keeps its raw graph for :func:`build`, instantiated now (its first replay would otherwise
+    instantiate it, inside the event pair of a probe). :class:`Unavailable` as :func:`compose`."""
+    graph = capture_one(_keep_graph_cls())
+    graph.instantiate()
+    return graph
+
+
+def build(captured: Any, runs: int) -> ComposedGraph:
+    """``runs`` copies of ``captured`` (a torch graph captured with ``keep_graph=True``) per
+    launch. :class:`Unavailable` when the driver cannot nest it."""
     try:
         return ComposedGraph(captured, runs)
     except Unavailable:
         raise
     except (AttributeError, RuntimeError, TypeError, ValueError) as exc:  # e.g. no raw_cuda_graph()
         raise Unavailable(f"cannot compose the captured graph: {type(exc).__name__}: {exc}") from exc
+
+
+def compose(capture_one: Callable[[Any], Any], runs: int) -> ComposedGraph:
+    """``capture_one(graph_cls)`` captures one run into ``graph_cls()`` and returns it; the result
+    replays ``runs`` of them per launch. :class:`Unavailable` when this cannot be done here
+    (nothing was captured then, or the capture is dropped)."""
+    graph_cls = _keep_graph_cls()
+    captured = capture_one(graph_cls)  # the host function's own capture errors propagate
+    return build(captured, runs)

@@ -19,17 +19,18 @@ a short kernel's event pair measures events ~0.5 µs apart. In graph mode each c
 eagerly once (compilation, the in-place guard's checks), is captured into a device graph, and
 every later run is a replay of that graph (a few µs of host time):
 
-1. warm-up: one eager run between an event pair, queued behind a sleep as long as an earlier
-   candidate's launch took (compilation; the in-place guard's checks follow after the pair,
-   ``after_first``, which may queue them on the device: ``settle`` reads them after the
-   synchronise); after one synchronise, a first ``k`` for the fastest candidate (see 2.):
-   right for long kernels, too small for short ones (events resolve ~0.5 µs); every candidate is
-   captured with ``k`` runs and replayed for the rest of its warm-up (at least once), each
-   replay between an event pair: the probe;
-2. after a second synchronise, the runs per timed sample ``k`` are chosen so that a sample
-   lasts about ``GRAPH_SAMPLE_S`` (1 ms) for the fastest candidate (1 from 1 ms up, at most
-   64), the same ``k`` for every candidate; when the probes call for more than 1.5x the runs of
-   the first guess (short kernels), the candidates are captured again and replayed once untimed;
+1. warm-up (:mod:`triton_dist._measure.graph_setup`): the eager first run (compilation; the
+   in-place guard's checks follow, ``after_first``, which may queue them on the device:
+   ``settle`` reads them after a synchronisation), a capture, and replays of the graph for the
+   rest of the warm-up (at least one), each between an event pair: the probes. Where the
+   backend builds a graph of ``k`` runs from a capture of one (``Backend.recomposes``: CUDA, a
+   rank alone), each candidate is captured with one run; elsewhere the first run is timed, for
+   a first guess of ``k``, and the capture holds ``k`` runs;
+2. from the probes, the runs per timed sample ``k``, chosen so that a sample lasts about
+   ``GRAPH_SAMPLE_S`` (1 ms) for the fastest candidate (1 from 1 ms up, at most 64), the same
+   ``k`` for every candidate; each candidate's graph of ``k`` runs is built from its one-run
+   capture (or, where the backend cannot, captured again when the probes call for more than
+   1.5x the runs of the first guess) and replayed once untimed;
 3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
    sample's over ``k``. With ``k = 1`` each timed replay follows an untimed replay of the same
    candidate: a sample then never depends on which candidate ran before it (an H200 measured
@@ -55,12 +56,12 @@ rank runs the same work in the same order (a collective in the host function mus
 from __future__ import annotations
 
 import logging
-import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist._measure.agreement import Agree, Agreement, Verdict, agree_on_k
+from triton_dist._measure.agreement import Agree
+from triton_dist._measure.graph_setup import GraphSetUp, Stopped
 from triton_dist._measure.result import (  # graph mode's sample size, named here as well
     GRAPH_SAMPLE_S,
     MAX_RUNS_PER_SAMPLE,
@@ -68,34 +69,10 @@ from triton_dist._measure.result import (  # graph mode's sample size, named her
     runs_per_sample,
     summarize,
 )
-from triton_dist._measure.runs import CandidateRuns
-from triton_dist.errors import TritonDistWarning
 
 __all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "measure_rounds", "runs_per_sample"]
 
 log = logging.getLogger(__name__)
-
-#: graph mode: capture again only when the probes call for more than this many times the runs of
-#: the first guess (an eager run's event pair adds its launch: a few µs, decisive for short kernels)
-RECAPTURE_ABOVE = 1.5
-#: host time assumed for one replay with its event pair before one was measured (keep-ahead)
-REPLAY_HOST_S = 15e-6
-#: host time assumed for launching an eager run before one was measured (keep-ahead), and the
-#: most assumed from a measured one (an earlier candidate's first run may have compiled)
-EAGER_HOST_S = 30e-6
-MAX_EAGER_HOST_S = 1e-3
-#: why a rank that could capture measures eagerly all the same
-ANOTHER_RANK = "another rank of the group could not capture its host function"
-
-
-class _Stopped(Exception):
-    """Measuring stops here; ``cause`` is what stopped this rank (a bug, an unusable device), None
-    when another rank of the group stopped. Every rank returns the failures it knows."""
-
-    def __init__(self, cause: BaseException | None) -> None:
-        super().__init__(cause)
-        self.cause = cause
-
 
 def measure_rounds(
     make_call: Callable[[int], Callable[[], Any]],
@@ -125,14 +102,14 @@ def measure_rounds(
         if rounds.use_graphs:
             rounds.set_up_graphs(stop, settle)
         elif stop is not None:
-            raise _Stopped(stop)
+            raise Stopped(stop)
         rounds.timed_rounds()
-    except _Stopped as stopped:
+    except Stopped as stopped:
         return _report(rounds.failed_so_far(), on_result), stopped.cause
     return _report(rounds.results(), on_result), None
 
 
-class _Rounds(CandidateRuns):
+class _Rounds(GraphSetUp):
     """One interleaved measurement: its steps, in the order :func:`measure_rounds` takes them."""
 
     def __init__(self, make_call: Callable[[int], Callable[[], Any]], indices: Sequence[int],
@@ -165,7 +142,7 @@ class _Rounds(CandidateRuns):
                 continue
             self.start(index)
             try:
-                (self._first_run if self.use_graphs else self._eager_warm_up)(index)
+                (self.first_run if self.use_graphs else self._eager_warm_up)(index)
             except Exception as exc:  # noqa: BLE001 - classified by setback
                 stop = self.setback(index, exc)
                 if stop is not None:
@@ -181,115 +158,6 @@ class _Rounds(CandidateRuns):
             self.run(index)
             if n == 0 and self.after_first is not None:
                 self.after_first(index)
-
-    def _first_run(self, index: int) -> None:
-        """Graph mode: compiles and warms allocations before any capture; timed: k's first guess."""
-        # queued behind a sleep as long as the host took to launch an earlier candidate (the
-        # same host function), so that the pair times the kernel, not its launch
-        self.timer.keep_ahead(min(min(self.per_run.values(), default=EAGER_HOST_S), MAX_EAGER_HOST_S), 1)
-        token = self.timer.start()
-        self.run(index)
-        self.first[index] = [self.timer.stop(token)]
-        if self.after_first is not None:  # the in-place guard's checks: after the pair
-            self.after_first(index)
-
-    def set_up_graphs(self, stop: BaseException | None, settle: Callable[[], None] | None) -> None:
-        """Graph mode's steps 1 and 2 (module docstring): the group agrees on ``k``'s first guess,
-        every candidate is captured and probed, then ``k`` is agreed from the probes; when some
-        rank cannot capture its host function, every candidate is measured eagerly."""
-        # k's first guess from the eager first runs: right for long kernels, too small for short
-        # ones (an eager run's event pair also times its launch), which are captured again below
-        first = self._checkpoint(self.first, 1, stop)
-        if settle is not None:  # what the first runs' queued checks found, before any capture
-            settle()
-        if first.verdict is Verdict.EAGER:  # (no rank has captured yet; kept consistent all the same)
-            self.broken = ANOTHER_RANK
-        self.k = guess = first.k
-        stop = self._capture_and_probe()
-        probed = self._checkpoint(self.probes, guess, stop)
-        if self.broken is not None or probed.verdict is Verdict.EAGER:
-            self._fall_back(self.broken or ANOTHER_RANK)
-        elif probed.k > RECAPTURE_ABOVE * guess:  # else close enough: samples of >= 2/3 of the target
-            self.k = probed.k
-            self._recapture()
-
-    def _capture_and_probe(self) -> BaseException | None:
-        """Capture every candidate (``k`` runs) and replay the rest of its warm-up, each replay
-        between an event pair (the probes). Alone, each capture is followed by its replays (the
-        device runs them while the host captures the next). In a group, every rank captures
-        everything first and the group agrees on falling back before anything is replayed: the
-        host function may hold a collective, and all ranks must then run the same work (replays
-        of k, or eager runs). Returns what stops measuring, else None."""
-        if self.agree is None:
-            return self._each(self._capture_and_warm)
-        stop = self._each(self.try_capture)
-        if self._checkpoint({}, 1, stop).verdict is Verdict.EAGER:  # every rank warms up eagerly
-            self.broken = self.broken or ANOTHER_RANK
-            self.graph_of.clear()
-        return self._each(self._warm_rest)
-
-    def _capture_and_warm(self, index: int) -> None:
-        self.try_capture(index)
-        self._warm_rest(index)
-
-    def _warm_rest(self, index: int) -> None:
-        """The rest of the warm-up: replays of the graph (at least one), each between an event
-        pair (the probe), or eager runs when there is no graph."""
-        if index not in self.graph_of:
-            for _ in range(self.n_warmup - 1):
-                self.run(index)
-            return
-        replays = max(1, -(-(self.n_warmup - 1) // self.k))  # n_warmup - 1 runs, in replays of k
-        self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
-        self.probes[index] = []
-        for _ in range(replays):
-            token = self.timer.start()
-            self.replay(index)
-            self.probes[index].append(self.timer.stop(token))
-
-    def _recapture(self) -> None:
-        """Short kernels: samples of ``k`` runs each: capture again, one untimed replay (upload)."""
-        def again(index: int) -> None:  # a failure here fails the candidate on every rank (MAX)
-            self.capture(index, self.k)
-            self.replay(index)
-
-        stop = self._each(again, among=self.graph_of)
-        if stop is not None:
-            raise _Stopped(stop)
-
-    def _fall_back(self, why: str) -> None:
-        """Eager runs for every candidate: never compared across the two modes."""
-        log.warning("measuring without graphs: %s", why)
-        # stacklevel: the frame that measure_rounds' stacklevel=5 named before set_up_graphs and
-        # this step were functions of their own
-        warnings.warn(f"measuring without graphs: {why}. Eager runs time the launch of short kernels; "
-                      "make the host function capturable, or pass graphs=False", TritonDistWarning,
-                      stacklevel=7)
-        self.graph_of.clear()
-        self.k = 1
-
-    def _checkpoint(self, samples: dict[int, list[Any]], runs: int,
-                    stop: BaseException | None) -> Agreement:
-        """:func:`agree_on_k` with this measurement's state; a STOP verdict ends measuring."""
-        agreement = agree_on_k(self.backend, self.timer, samples, runs, self.broken, stop, self.agree,
-                               self.cap)
-        if agreement.verdict is Verdict.STOP:
-            raise _Stopped(stop)
-        return agreement
-
-    def _each(self, step: Callable[[int], None], among: Iterable[int] | None = None) -> BaseException | None:
-        """``step(i)`` for every candidate not failed (of ``among``, else of those started);
-        a candidate failure is recorded and the others go on; returns what stops measuring."""
-        for index in list(self.calls if among is None else among):
-            if index in self.failed:
-                continue
-            try:
-                step(index)
-            except Exception as exc:  # noqa: BLE001 - classified by setback
-                stop = self.setback(index, exc)
-                if stop is not None:
-                    return stop
-        return None
 
     def timed_rounds(self) -> None:
         """Step 3: ``n_repeat`` rounds of one timed sample per candidate, queued without a
@@ -337,7 +205,7 @@ class _Rounds(CandidateRuns):
                 pass
             stop = self.setback(index, exc)
             if stop is not None:
-                raise _Stopped(stop) from None
+                raise Stopped(stop) from None
             return False
         self.tokens[index].append(self.timer.stop(token))
         return True
@@ -348,7 +216,7 @@ class _Rounds(CandidateRuns):
         per = {index: self.k if index in self.graph_of else 1 for index in self.indices}
         # Freed before waiting (the driver frees a graph in flight when it completes, and nothing
         # is queued until the synchronisation): the host's ~2 ms for 15 graphs overlap the device.
-        self.graph_of.clear()
+        self.drop_graphs()
         self.marks.append(("released", self.clock()))
         elapsed = self._read_as_completed()
         self.backend.synchronize()

@@ -42,6 +42,7 @@ class CandidateRuns:
         self.per_replay: dict[int, float] = {}  # the same for a graph replay
         self.runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
         self.graph_of: dict[int, Any] = {}  # each candidate's device graph (graph mode)
+        self.one_run: dict[int, Any] = {}  # each candidate's capture of one run (recompose)
         self.pool: Any = None  # the graphs' memory pool
         self.k = 1  # runs per graph (and per timed sample in graph mode)
         self.broken: str | None = None  # why the host function could not be captured
@@ -88,7 +89,25 @@ class CandidateRuns:
         """Capture ``n_runs`` runs of the candidate into a device graph."""
         if not self.graph_of:  # a pool lives as long as one of its graphs: a failure may have ended it
             self.pool = self.backend.graph_pool()
-        self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+        graph = self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+        if n_runs == 1:
+            self.one_run[index] = graph
+
+    def recompose(self, index: int, n_runs: int) -> bool:
+        """The candidate's graph of ``n_runs`` runs, built from its capture of one run without
+        calling the host function again; False where that cannot be done (no such capture, or a
+        backend that cannot: ``Backend.recompose`` returned None)."""
+        one = self.one_run.get(index)
+        graph = None if one is None else self.backend.recompose(one, n_runs)
+        if graph is None:
+            return False
+        self.graph_of[index] = graph
+        return True
+
+    def drop_graphs(self) -> None:
+        """Release every graph (falling back to eager runs; after the last replay is queued)."""
+        self.graph_of.clear()
+        self.one_run.clear()
 
     def try_capture(self, index: int) -> None:
         """Graph mode, after the eager first run: capture ``k`` runs (any capture error makes
@@ -99,6 +118,7 @@ class CandidateRuns:
             self.capture(index, self.k)
         except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
             self.graph_of.pop(index, None)
+            self.one_run.pop(index, None)
             self.broken = describe(exc)
             self.backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
 
@@ -109,5 +129,6 @@ class CandidateRuns:
             return exc
         result = self.failed[index] = CandidateResult(index, math.inf, error=describe(exc))
         self.graph_of.pop(index, None)
+        self.one_run.pop(index, None)
         # a failed launch may leave queued work; it must not leak into other timings
         return synchronize_after_failure(self.backend, result)

@@ -1,0 +1,101 @@
+"""Graph mode's recompose schedule (``triton_dist._measure.graph_setup``): on a backend that
+builds a graph of ``k`` runs from a capture of one (CUDA), each candidate's host function is
+captured once, with one run, its warm-up replays probe it, and its timed samples' graph is
+built from that capture; the first runs are not timed. The simulated device of
+``test_graph_measure`` records every capture, recomposition, replay and keep-ahead sleep."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.unit.test_graph_measure import GraphDevice, Group, SimGraph, host_calls
+from triton_dist._measure import rounds as _rounds
+from triton_dist._measure.bench import measure_candidates
+
+
+class ComposingDevice(GraphDevice):
+    recomposes = True
+
+    def __init__(self, costs: dict[int, float], *, refuse: bool = False, **kwargs: Any) -> None:
+        super().__init__(costs, **kwargs)
+        self.refuse = refuse
+
+    def recompose(self, graph: SimGraph, runs: int) -> SimGraph | None:
+        self.log.append(("recompose", runs))
+        return None if self.refuse else SimGraph(self, graph.ops * runs)
+
+
+def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
+    costs = {0: 0.030, 1: 0.031, 2: 0.045}
+    device = ComposingDevice(costs, gap=0.050)  # a 50 us launch: an eager pair would say 80 us
+    make_call, counts = host_calls(device)
+    results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=3, n_repeat=10, graphs=True)
+    k = _rounds.runs_per_sample(0.030)
+    assert bug is None and k == 34
+    assert counts == {0: 2, 1: 2, 2: 2}  # one eager run, one captured run: the host function twice
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [("capture", 1)] * 3 + [("recompose", k)] * 3
+    # no keep-ahead sleep before the untimed first runs; one before each candidate's probes and
+    # before each round
+    first_capture = device.log.index(("capture", 1))
+    assert not any(e[0] == "keep_ahead" for e in device.log[:first_capture])
+    assert [r.runs_per_sample for r in results] == [k] * 3
+    # eager, two probes of one run, one untimed replay of k, 10 samples of k
+    assert [r.runs for r in results] == [1 + 2 + k + 10 * k] * 3
+    assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
+    # nothing to read after the untimed first runs: one synchronisation after the probes, one
+    # after the rounds (the capture schedule has a third, after its timed first runs)
+    assert device.log.count(("sync",)) == 2
+
+
+def test_long_kernels_keep_their_one_run_graphs():
+    device = ComposingDevice({0: 2.0, 1: 1.5}, gap=0.3)
+    make_call, counts = host_calls(device)
+    results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=4, graphs=True)
+    assert counts == {0: 2, 1: 2} and not any(e[0] == "recompose" for e in device.log)
+    assert [r.runs_per_sample for r in results] == [1, 1]
+    assert [r.runs for r in results] == [1 + 4 + 2 * 4] * 2  # eager, 4 probes, 4 x (primer + timed)
+    assert [r.time_ms for r in results] == pytest.approx([2.0, 1.5])
+
+
+def test_a_graph_the_backend_cannot_recompose_is_captured_again():
+    device = ComposingDevice({0: 0.030, 1: 0.040}, refuse=True)
+    make_call, counts = host_calls(device)
+    results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
+    k = _rounds.runs_per_sample(0.030)
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
+        ("capture", 1), ("capture", 1), ("recompose", k), ("capture", k), ("recompose", k), ("capture", k)]
+    assert counts == {0: 2 + k, 1: 2 + k} and [r.runs_per_sample for r in results] == [k, k]
+    assert [r.time_ms for r in results] == pytest.approx([0.030, 0.040])
+
+
+def test_a_group_keeps_the_capture_schedule():
+    # in a group every rank must call the host function the same number of times (it may hold a
+    # collective): the first runs are timed (k's first guess) and the graphs captured at k
+    device = ComposingDevice({0: 0.020, 1: 0.025})
+    group = Group([0.0, 0.0, 1.0])
+    results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=4,
+                                      graphs=True, agree=group)
+    guess = _rounds.runs_per_sample(0.020)
+    assert bug is None and not any(e[0] == "recompose" for e in device.log)
+    assert [e for e in device.log if e[0] == "capture"] == [("capture", guess)] * 2
+    assert [r.runs_per_sample for r in results] == [guess] * 2
+
+
+def test_a_candidate_failing_at_its_recomposition_is_recorded_and_the_others_measured():
+    class Failing(ComposingDevice):
+        def recompose(self, graph: SimGraph, runs: int) -> SimGraph | None:
+            if 1 in graph.ops:
+                self.log.append(("recompose", runs))
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+            return super().recompose(graph, runs)
+
+    device = Failing({0: 0.030, 1: 0.040, 2: 0.050})
+    results, bug = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=3, n_repeat=5,
+                                      graphs=True)
+    assert bug is None and [r.ok for r in results] == [True, False, True]
+    assert "illegal memory access" in results[1].error
+    assert [r.time_ms for r in results if r.ok] == pytest.approx([0.030, 0.050])
+    k = _rounds.runs_per_sample(0.030)
+    assert [r.runs for r in results if r.ok] == [1 + 2 + k + 5 * k] * 2

@@ -1,0 +1,193 @@
+"""Graph mode's warm-up (``autotune(..., graphs=True)``): from the candidates' eager first runs to
+the graphs that :mod:`triton_dist._measure.rounds` replays in its timed rounds.
+
+Two schedules, chosen by what the backend can do (``Backend.recomposes``):
+
+- **recompose** (CUDA with a driver that nests graphs; a rank alone): the first runs are not
+  timed; every candidate is captured once, with one run, and its warm-up replays that graph, each
+  replay between an event pair (the probes); from the probes, the runs per timed sample ``k``;
+  each candidate's sample graph of ``k`` runs is then built from its one-run capture
+  (``Backend.recompose``), without calling the host function again, and replayed once untimed.
+  On an H200 the other schedule's two captures per candidate (one at a first guess of ``k``, one
+  at ``k``) and its timed first runs (each behind a keep-ahead sleep) were host time during which
+  the device had little to do: ~9 % over the device's own time on a first call of layer norm
+  8192 x 4096 (12 configs of ~45 µs; docs/performance-history.md, issue 16).
+- **capture** (the NPU, a torch without ``keep_graph``, a group of ranks): the eager first run is
+  timed (``k``'s first guess), every candidate is captured with ``k`` runs and probed; when the
+  probes call for more than ``RECAPTURE_ABOVE`` times the runs of the guess, every candidate is
+  captured again. In a group every rank captures everything before the group agrees on falling
+  back, and agrees again on ``k`` (:mod:`triton_dist._measure.agreement`); the host function may
+  hold a collective, so that every rank must call it the same number of times.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from triton_dist._measure.agreement import Agreement, Verdict, agree_on_k
+from triton_dist._measure.runs import CandidateRuns
+from triton_dist.errors import TritonDistWarning
+
+__all__ = ["ANOTHER_RANK", "RECAPTURE_ABOVE", "GraphSetUp", "Stopped"]
+
+log = logging.getLogger("triton_dist._measure.rounds")
+
+#: the capture schedule: capture again only when the probes call for more than this many times the
+#: runs of the first guess (an eager run's event pair adds its launch: a few µs, decisive for short kernels)
+RECAPTURE_ABOVE = 1.5
+#: host time assumed for one replay with its event pair before one was measured (keep-ahead)
+REPLAY_HOST_S = 15e-6
+#: host time assumed for launching an eager run before one was measured (keep-ahead), and the
+#: most assumed from a measured one (an earlier candidate's first run may have compiled)
+EAGER_HOST_S = 30e-6
+MAX_EAGER_HOST_S = 1e-3
+#: why a rank that could capture measures eagerly all the same
+ANOTHER_RANK = "another rank of the group could not capture its host function"
+
+
+class Stopped(Exception):
+    """Measuring stops here; ``cause`` is what stopped this rank (a bug, an unusable device), None
+    when another rank of the group stopped. Every rank returns the failures it knows."""
+
+    def __init__(self, cause: BaseException | None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+
+
+class GraphSetUp(CandidateRuns):
+    """The graph-mode steps of one measurement, between its first runs and its timed rounds."""
+
+    agree: Any
+    after_first: Callable[[int], None] | None
+    n_warmup: int
+    cap: int
+    timer: Any
+    first: dict[int, list[Any]]
+    probes: dict[int, list[Any]]
+
+    @property
+    def recomposing(self) -> bool:
+        """The recompose schedule (module docstring): alone, on a backend that recomposes."""
+        return self.agree is None and self.backend.recomposes
+
+    def first_run(self, index: int) -> None:
+        """The eager first run (compiles, warms allocations before any capture). The capture
+        schedule times it (``k``'s first guess), queued behind a sleep as long as the host took to
+        launch an earlier candidate (the same host function), so that the pair times the kernel."""
+        if self.recomposing:
+            self.run(index)
+        else:
+            self.timer.keep_ahead(min(min(self.per_run.values(), default=EAGER_HOST_S), MAX_EAGER_HOST_S), 1)
+            token = self.timer.start()
+            self.run(index)
+            self.first[index] = [self.timer.stop(token)]
+        if self.after_first is not None:  # the in-place guard's checks: after the pair
+            self.after_first(index)
+
+    def set_up_graphs(self, stop: BaseException | None, settle: Callable[[], None] | None) -> None:
+        """The group agrees on stopping (and, in the capture schedule, on ``k``'s first guess),
+        every candidate is captured and probed, then ``k`` is agreed from the probes and the
+        sample graphs are built; when some rank cannot capture its host function, every
+        candidate is measured eagerly."""
+        recomposing = self.recomposing
+        first = self._checkpoint(self.first, 1, stop)
+        if settle is not None:  # what the first runs' queued checks found, before any capture
+            settle()
+        if first.verdict is Verdict.EAGER:  # (no rank has captured yet; kept consistent all the same)
+            self.broken = ANOTHER_RANK
+        self.k = guess = 1 if recomposing else first.k
+        stop = self._capture_and_probe()
+        probed = self._checkpoint(self.probes, guess, stop)
+        if self.broken is not None or probed.verdict is Verdict.EAGER:
+            self._fall_back(self.broken or ANOTHER_RANK)
+        elif recomposing:
+            if probed.k > 1:
+                self.k = probed.k
+                self._rebuild(recompose=True)
+        elif probed.k > RECAPTURE_ABOVE * guess:  # else close enough: samples of >= 2/3 of the target
+            self.k = probed.k
+            self._rebuild(recompose=False)
+
+    def _capture_and_probe(self) -> BaseException | None:
+        """Capture every candidate (``k`` runs) and replay the rest of its warm-up, each replay
+        between an event pair (the probes). Alone, each capture is followed by its replays (the
+        device runs them while the host captures the next). In a group, every rank captures
+        everything first and the group agrees on falling back before anything is replayed: the
+        host function may hold a collective, and all ranks must then run the same work (replays
+        of k, or eager runs). Returns what stops measuring, else None."""
+        if self.agree is None:
+            return self._each(self._capture_and_warm)
+        stop = self._each(self.try_capture)
+        if self._checkpoint({}, 1, stop).verdict is Verdict.EAGER:  # every rank warms up eagerly
+            self.broken = self.broken or ANOTHER_RANK
+            self.drop_graphs()
+        return self._each(self._warm_rest)
+
+    def _capture_and_warm(self, index: int) -> None:
+        self.try_capture(index)
+        self._warm_rest(index)
+
+    def _warm_rest(self, index: int) -> None:
+        """The rest of the warm-up: replays of the graph (at least one), each between an event
+        pair (the probe), or eager runs when there is no graph."""
+        if index not in self.graph_of:
+            for _ in range(self.n_warmup - 1):
+                self.run(index)
+            return
+        replays = max(1, -(-(self.n_warmup - 1) // self.k))  # n_warmup - 1 runs, in replays of k
+        self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
+        self.probes[index] = []
+        for _ in range(replays):
+            token = self.timer.start()
+            self.replay(index)
+            self.probes[index].append(self.timer.stop(token))
+
+    def _rebuild(self, recompose: bool) -> None:
+        """Samples of ``k`` runs: each candidate's graph of ``k`` runs, built from its one-run
+        capture (``recompose``; captured anew where the backend cannot) or captured anew, then
+        one untimed replay (the graph's upload)."""
+        def again(index: int) -> None:  # a failure here fails the candidate on every rank (MAX)
+            if not (recompose and self.recompose(index, self.k)):
+                self.capture(index, self.k)
+            self.replay(index)
+
+        stop = self._each(again, among=self.graph_of)
+        if stop is not None:
+            raise Stopped(stop)
+
+    def _fall_back(self, why: str) -> None:
+        """Eager runs for every candidate: never compared across the two modes."""
+        log.warning("measuring without graphs: %s", why)
+        # stacklevel: the frame that measure_rounds' stacklevel=5 named before set_up_graphs and
+        # this step were functions of their own
+        warnings.warn(f"measuring without graphs: {why}. Eager runs time the launch of short kernels; "
+                      "make the host function capturable, or pass graphs=False", TritonDistWarning,
+                      stacklevel=7)
+        self.drop_graphs()
+        self.k = 1
+
+    def _checkpoint(self, samples: dict[int, list[Any]], runs: int,
+                    stop: BaseException | None) -> Agreement:
+        """:func:`agree_on_k` with this measurement's state; a STOP verdict ends measuring."""
+        agreement = agree_on_k(self.backend, self.timer, samples, runs, self.broken, stop, self.agree,
+                               self.cap)
+        if agreement.verdict is Verdict.STOP:
+            raise Stopped(stop)
+        return agreement
+
+    def _each(self, step: Callable[[int], None], among: Iterable[int] | None = None) -> BaseException | None:
+        """``step(i)`` for every candidate not failed (of ``among``, else of those started);
+        a candidate failure is recorded and the others go on; returns what stops measuring."""
+        for index in list(self.calls if among is None else among):
+            if index in self.failed:
+                continue
+            try:
+                step(index)
+            except Exception as exc:  # noqa: BLE001 - classified by setback
+                stop = self.setback(index, exc)
+                if stop is not None:
+                    return stop
+        return None
