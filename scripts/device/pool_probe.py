@@ -41,7 +41,11 @@ def main() -> None:
         line = []
         for _ in range(5):
             pool = make_pool()
-            took = measure(pool.id if hasattr(pool, "id") else pool)
+            try:
+                took = measure(pool.id if hasattr(pool, "id") else pool)
+            except RuntimeError as exc:
+                line.append(f"failed: {str(exc)[:120]}")
+                break
             if after is not None:
                 after(pool)
             del pool
@@ -51,6 +55,10 @@ def main() -> None:
               f"{(torch.cuda.memory_reserved() - base) / MIB:.0f} MiB", flush=True)
 
     report("fresh graph_pool_handle per measurement", torch.cuda.graph_pool_handle)
+    from triton_dist._backends import get_backend
+
+    backend = get_backend()
+    report("the CUDA backend's graph_pool()", backend.graph_pool)
     kept = [torch.cuda.MemPool()]
     report("one MemPool kept across measurements", lambda: kept[0])
     kept.clear()
