@@ -26,9 +26,10 @@ from triton_dist._measure import guard, rounds, runs
 CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (4096, 8192)}
 LABELS = [(_tuning, "precompile_target"), (_tuning, "measure_candidates"), (_tuning, "_pick"),
           (_tuning, "build_entry"), (_tuning, "_write"), (_tuning, "_decide_locally"),
-          (rounds._Rounds, "warm_up"), (rounds._Rounds, "set_up_graphs"), (rounds._Rounds, "_recapture"),
+          (rounds._Rounds, "warm_up"), (rounds._Rounds, "set_up_graphs"), (rounds._Rounds, "_rebuild"),
+          (rounds._Rounds, "_set_up_recomposed"), (rounds._Rounds, "_build"), (rounds._Rounds, "_warm_rest"),
           (rounds._Rounds, "_capture_and_probe"), (rounds._Rounds, "timed_rounds"), (rounds._Rounds, "results"),
-          (rounds._Rounds, "_checkpoint"), (rounds._Rounds, "_first_run"), (runs.CandidateRuns, "start"),
+          (rounds._Rounds, "_checkpoint"), (rounds._Rounds, "first_run"), (runs.CandidateRuns, "start"),
           (runs.CandidateRuns, "run"), (runs.CandidateRuns, "replay"), (runs.CandidateRuns, "capture"),
           (guard.RunGuard, "__enter__"), (guard.RunGuard, "__exit__"), (guard.RunGuard, "check_first"),
           (guard.RunGuard, "settle"), (guard.RunGuard, "_restore"), (guard.RunGuard, "_after_first"),

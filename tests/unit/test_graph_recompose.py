@@ -35,18 +35,21 @@ def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
     k = _rounds.runs_per_sample(0.030)
     assert bug is None and k == 34
     assert counts == {0: 2, 1: 2, 2: 2}  # one eager run, one captured run: the host function twice
-    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [("capture", 1)] * 3 + [("recompose", k)] * 3
+    # candidate after candidate: while the device replays one candidate's sample graph, the host
+    # captures the next
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [("capture", 1), ("recompose", k)] * 3
     # no keep-ahead sleep before the untimed first runs; one before each candidate's probes and
     # before each round
     first_capture = device.log.index(("capture", 1))
     assert not any(e[0] == "keep_ahead" for e in device.log[:first_capture])
+    assert device.log.index(("replay", (0,) * k)) < device.log.index(("capture", 1), first_capture + 1)
     assert [r.runs_per_sample for r in results] == [k] * 3
     # eager, two probes of one run, one untimed replay of k, 10 samples of k
     assert [r.runs for r in results] == [1 + 2 + k + 10 * k] * 3
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
-    # nothing to read after the untimed first runs: one synchronisation after the probes, one
-    # after the rounds (the capture schedule has a third, after its timed first runs)
-    assert device.log.count(("sync",)) == 2
+    # nothing to read after the untimed first runs: synchronisations for the first candidate's
+    # probes (k), after every candidate's probes (the check of k) and after the rounds
+    assert device.log.count(("sync",)) == 3
 
 
 def test_long_kernels_keep_their_one_run_graphs():
@@ -65,9 +68,28 @@ def test_a_graph_the_backend_cannot_recompose_is_captured_again():
     results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k = _rounds.runs_per_sample(0.030)
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("capture", 1), ("recompose", k), ("capture", k), ("recompose", k), ("capture", k)]
+        ("capture", 1), ("recompose", k), ("capture", k)] * 2
     assert counts == {0: 2 + k, 1: 2 + k} and [r.runs_per_sample for r in results] == [k, k]
     assert [r.time_ms for r in results] == pytest.approx([0.030, 0.040])
+
+
+def test_k_comes_from_the_first_candidate_unless_the_fastest_samples_would_be_too_short():
+    # the first candidate 2x slower than the fastest: its k is kept (the fastest's samples last
+    # half the target)
+    device = ComposingDevice({0: 0.060, 1: 0.030})
+    results, _ = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
+    k0 = _rounds.runs_per_sample(0.060)
+    assert [e for e in device.log if e[0] == "recompose"] == [("recompose", k0)] * 2
+    assert [r.runs_per_sample for r in results] == [k0, k0]
+    assert [r.time_ms for r in results] == pytest.approx([0.060, 0.030])
+    # more than 4x slower: every graph is built again at the fastest candidate's k
+    device = ComposingDevice({0: 0.200, 1: 0.030})
+    results, _ = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
+    k0, k = _rounds.runs_per_sample(0.200), _rounds.runs_per_sample(0.030)
+    assert [e for e in device.log if e[0] == "recompose"] == [("recompose", k0)] * 2 + [("recompose", k)] * 2
+    assert [r.runs_per_sample for r in results] == [k, k]
+    assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k] * 2
+    assert [r.time_ms for r in results] == pytest.approx([0.200, 0.030])
 
 
 def test_a_group_keeps_the_capture_schedule():

@@ -41,6 +41,8 @@ FLUSH_BYTES = 256 * 2**20
 
 #: per device: graph mode's memory pool, the anchor graph that keeps it alive, the anchor's tensor
 _POOLS: dict[int, tuple[Any, Any, Any]] = {}
+#: pools retired after a failed capture, kept alive (see _after_failed_capture)
+_RETIRED: list[tuple[Any, Any, Any]] = []
 
 
 class CudaBackend(Backend, kind="cuda"):
@@ -109,6 +111,13 @@ class CudaBackend(Backend, kind="cuda"):
         return self._compose
 
     def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+        try:
+            return self._capture(fn, runs, pool)
+        except BaseException:
+            _after_failed_capture(pool)
+            raise
+
+    def _capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
         stream = self._capture_stream()
         if self._compose:  # one captured call, replayed `runs` times per launch (cuda_compose)
             from triton_dist._backends import cuda_compose
@@ -289,6 +298,22 @@ class CudaBackend(Backend, kind="cuda"):
 
     def software(self) -> dict[str, str]:
         return {"cuda": str(torch.version.cuda)}
+
+
+def _after_failed_capture(pool: Any) -> None:
+    """A failed capture can leave torch's caching allocator routing the capture stream's
+    allocations to ``pool`` (``capture_end`` raises before it ends that, seen with torch 2.11),
+    and every later capture into the pool then raises "beginAllocateToPool: already recording
+    to mempool_id". End the routing if it is still on, and give later measurements a new pool:
+    the old one stays alive (its anchor is kept), so that nothing frees memory a recording may use."""
+    device = torch.cuda.current_device()
+    try:
+        torch._C._cuda_endAllocateToPool(device, pool)
+    except Exception:  # noqa: BLE001 - not recording any more: capture_end ended it
+        pass
+    kept = _POOLS.get(device)
+    if kept is not None and kept[0] == pool:
+        _RETIRED.append(_POOLS.pop(device))
 
 
 class _CudaRunTimer(EventRunTimer):

@@ -31,13 +31,17 @@ from triton_dist._measure.agreement import Agreement, Verdict, agree_on_k
 from triton_dist._measure.runs import CandidateRuns
 from triton_dist.errors import TritonDistWarning
 
-__all__ = ["ANOTHER_RANK", "RECAPTURE_ABOVE", "GraphSetUp", "Stopped"]
+__all__ = ["ANOTHER_RANK", "RECAPTURE_ABOVE", "SHORT_SAMPLES_ABOVE", "GraphSetUp", "Stopped"]
 
 log = logging.getLogger("triton_dist._measure.rounds")
 
 #: the capture schedule: capture again only when the probes call for more than this many times the
 #: runs of the first guess (an eager run's event pair adds its launch: a few µs, decisive for short kernels)
 RECAPTURE_ABOVE = 1.5
+#: the recompose schedule: build the graphs again when the fastest candidate's samples at the first
+#: candidate's ``k`` would last less than 1/this of ``GRAPH_SAMPLE_S`` (a 3.6 µs kernel's samples
+#: of at most 64 runs last ~0.23 ms: shorter samples are fine, longer ones cost device time)
+SHORT_SAMPLES_ABOVE = 4
 #: host time assumed for one replay with its event pair before one was measured (keep-ahead)
 REPLAY_HOST_S = 15e-6
 #: host time assumed for launching an eager run before one was measured (keep-ahead), and the
@@ -98,18 +102,47 @@ class GraphSetUp(CandidateRuns):
             settle()
         if first.verdict is Verdict.EAGER:  # (no rank has captured yet; kept consistent all the same)
             self.broken = ANOTHER_RANK
-        self.k = guess = 1 if recomposing else first.k
+        if recomposing:
+            self._set_up_recomposed()
+            return
+        self.k = guess = first.k
         stop = self._capture_and_probe()
         probed = self._checkpoint(self.probes, guess, stop)
         if self.broken is not None or probed.verdict is Verdict.EAGER:
             self._fall_back(self.broken or ANOTHER_RANK)
-        elif recomposing:
-            if probed.k > 1:
-                self.k = probed.k
-                self._rebuild(recompose=True)
         elif probed.k > RECAPTURE_ABOVE * guess:  # else close enough: samples of >= 2/3 of the target
             self.k = probed.k
             self._rebuild(recompose=False)
+
+    def _set_up_recomposed(self) -> None:
+        """The recompose schedule (module docstring), candidate after candidate: capture one run,
+        probe it, build the sample graph of ``k`` runs from that capture and replay it once
+        untimed, so that the device works through one candidate's replay while the host captures
+        the next. ``k`` comes from the first probed candidate (the only wait); the fastest
+        candidate's probes check it at the end: where its samples would last less than
+        1 / ``SHORT_SAMPLES_ABOVE`` of ``GRAPH_SAMPLE_S``, the graphs are built again at its ``k``."""
+        k, stop = 0, None
+        for index in [i for i in self.calls if i not in self.failed]:
+            try:
+                self.try_capture(index, 1)
+                self._warm_rest(index)
+                if index in self.graph_of:
+                    if not k:  # waits for this candidate's probes (the device has little else queued)
+                        k = self._checkpoint({index: self.probes[index]}, 1, None).k
+                    if k > 1:
+                        self._build(index, k, recompose=True)
+            except Exception as exc:  # noqa: BLE001 - classified by setback
+                stop = self.setback(index, exc)
+                if stop is not None:
+                    break
+        probed = self._checkpoint(self.probes, 1, stop)
+        if self.broken is not None or probed.verdict is Verdict.EAGER:
+            self._fall_back(self.broken or ANOTHER_RANK)
+            return
+        self.k = max(k, 1)
+        if probed.k > SHORT_SAMPLES_ABOVE * self.k:
+            self.k = probed.k
+            self._rebuild(recompose=True)
 
     def _capture_and_probe(self) -> BaseException | None:
         """Capture every candidate (``k`` runs) and replay the rest of its warm-up, each replay
@@ -137,7 +170,7 @@ class GraphSetUp(CandidateRuns):
             for _ in range(self.n_warmup - 1):
                 self.run(index)
             return
-        replays = max(1, -(-(self.n_warmup - 1) // self.k))  # n_warmup - 1 runs, in replays of k
+        replays = max(1, -(-(self.n_warmup - 1) // self.graph_runs[index]))  # n_warmup - 1 runs, in replays
         self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
         self.probes[index] = []
         for _ in range(replays):
@@ -146,17 +179,18 @@ class GraphSetUp(CandidateRuns):
             self.probes[index].append(self.timer.stop(token))
 
     def _rebuild(self, recompose: bool) -> None:
-        """Samples of ``k`` runs: each candidate's graph of ``k`` runs, built from its one-run
-        capture (``recompose``; captured anew where the backend cannot) or captured anew, then
-        one untimed replay (the graph's upload)."""
-        def again(index: int) -> None:  # a failure here fails the candidate on every rank (MAX)
-            if not (recompose and self.recompose(index, self.k)):
-                self.capture(index, self.k)
-            self.replay(index)
-
-        stop = self._each(again, among=self.graph_of)
+        """Samples of ``k`` runs: every candidate's graph built again (:meth:`_build`)."""
+        stop = self._each(lambda index: self._build(index, self.k, recompose), among=self.graph_of)
         if stop is not None:
             raise Stopped(stop)
+
+    def _build(self, index: int, runs: int, recompose: bool) -> None:
+        """The candidate's graph of ``runs`` runs, built from its one-run capture (``recompose``;
+        captured anew where the backend cannot) or captured anew, then one untimed replay (the
+        graph's upload). A failure here fails the candidate (on every rank: MAX)."""
+        if not (recompose and self.recompose(index, runs)):
+            self.capture(index, runs)
+        self.replay(index)
 
     def _fall_back(self, why: str) -> None:
         """Eager runs for every candidate: never compared across the two modes."""

@@ -213,7 +213,7 @@ class _Rounds(GraphSetUp):
     def results(self) -> list[CandidateResult]:
         """Every candidate's result in ``indices`` order, read while the device works through the
         queued rounds and completed by one synchronisation."""
-        per = {index: self.k if index in self.graph_of else 1 for index in self.indices}
+        per = {index: self.graph_runs.get(index, 1) for index in self.indices}
         # Freed before waiting (the driver frees a graph in flight when it completes, and nothing
         # is queued until the synchronisation): the host's ~2 ms for 15 graphs overlap the device.
         self.drop_graphs()

@@ -43,6 +43,7 @@ class CandidateRuns:
         self.runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
         self.graph_of: dict[int, Any] = {}  # each candidate's device graph (graph mode)
         self.one_run: dict[int, Any] = {}  # each candidate's capture of one run (recompose)
+        self.graph_runs: dict[int, int] = {}  # runs per replay of each candidate's graph
         self.pool: Any = None  # the graphs' memory pool
         self.k = 1  # runs per graph (and per timed sample in graph mode)
         self.broken: str | None = None  # why the host function could not be captured
@@ -79,7 +80,7 @@ class CandidateRuns:
         took = self.clock() - start
         self.spent[index] += took
         self.per_replay[index] = min(self.per_replay.get(index, math.inf), took)
-        self.runs[index] += self.k
+        self.runs[index] += self.graph_runs[index]
 
     def _check_time(self, index: int) -> None:
         if self.timeout_s is not None and self.spent[index] > self.timeout_s:
@@ -87,9 +88,14 @@ class CandidateRuns:
 
     def capture(self, index: int, n_runs: int) -> None:
         """Capture ``n_runs`` runs of the candidate into a device graph."""
-        if not self.graph_of:  # a pool lives as long as one of its graphs: a failure may have ended it
+        if not self.graph_of or self.pool is None:  # a pool lives as long as one of its graphs
             self.pool = self.backend.graph_pool()
-        graph = self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+        try:
+            graph = self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+        except BaseException:
+            self.pool = None  # a failed capture may leave its pool unusable (CUDA: still "recording")
+            raise
+        self.graph_runs[index] = n_runs
         if n_runs == 1:
             self.one_run[index] = graph
 
@@ -101,24 +107,28 @@ class CandidateRuns:
         graph = None if one is None else self.backend.recompose(one, n_runs)
         if graph is None:
             return False
-        self.graph_of[index] = graph
+        self.graph_of[index], self.graph_runs[index] = graph, n_runs
         return True
+
+    def _drop(self, index: int) -> None:
+        for graphs in (self.graph_of, self.one_run, self.graph_runs):
+            graphs.pop(index, None)
 
     def drop_graphs(self) -> None:
         """Release every graph (falling back to eager runs; after the last replay is queued)."""
         self.graph_of.clear()
         self.one_run.clear()
+        self.graph_runs.clear()
 
-    def try_capture(self, index: int) -> None:
-        """Graph mode, after the eager first run: capture ``k`` runs (any capture error makes
-        the measurement eager: ``broken`` says why)."""
+    def try_capture(self, index: int, n_runs: int | None = None) -> None:
+        """Graph mode, after the eager first run: capture ``n_runs`` runs (default ``k``; any
+        capture error makes the measurement eager: ``broken`` says why)."""
         if self.broken is not None:
             return
         try:
-            self.capture(index, self.k)
+            self.capture(index, self.k if n_runs is None else n_runs)
         except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
-            self.graph_of.pop(index, None)
-            self.one_run.pop(index, None)
+            self._drop(index)
             self.broken = describe(exc)
             self.backend.synchronize()  # a capture leaves nothing queued; a broken device raises here
 
@@ -128,7 +138,6 @@ class CandidateRuns:
         if not is_candidate_failure(exc):
             return exc
         result = self.failed[index] = CandidateResult(index, math.inf, error=describe(exc))
-        self.graph_of.pop(index, None)
-        self.one_run.pop(index, None)
+        self._drop(index)
         # a failed launch may leave queued work; it must not leak into other timings
         return synchronize_after_failure(self.backend, result)
