@@ -22,9 +22,18 @@ class ComposingDevice(GraphDevice):
         super().__init__(costs, **kwargs)
         self.refuse = refuse
 
+    def capture(self, fn: Any, runs: int, pool: Any) -> SimGraph:
+        """As CUDA's composition: the host function called once, its graph holding ``runs``
+        copies (``refuse``: a backend that cannot compose captures ``runs`` calls)."""
+        if self.refuse:
+            return super().capture(fn, runs, pool)
+        graph = super().capture(fn, 1, pool)
+        self.log[-1] = ("capture", runs)
+        return SimGraph(self, graph.ops * runs)
+
     def recompose(self, graph: SimGraph, runs: int) -> SimGraph | None:
         self.log.append(("recompose", runs))
-        return None if self.refuse else SimGraph(self, graph.ops * runs)
+        return None if self.refuse else SimGraph(self, graph.ops[:1] * runs)
 
 
 def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
@@ -36,16 +45,19 @@ def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
     assert bug is None and k == 34
     assert counts == {0: 2, 1: 2, 2: 2}  # one eager run, one captured run: the host function twice
     # candidate after candidate: while the device replays one candidate's sample graph, the host
-    # captures the next
-    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [("capture", 1), ("recompose", k)] * 3
+    # captures the next; the first candidate's probes of one run give k, the others are captured
+    # at k (one call of the host function, the graph holding k copies)
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
+        ("capture", 1), ("recompose", k), ("capture", k), ("capture", k)]
     # no keep-ahead sleep before the untimed first runs; one before each candidate's probes and
     # before each round
     first_capture = device.log.index(("capture", 1))
     assert not any(e[0] == "keep_ahead" for e in device.log[:first_capture])
-    assert device.log.index(("replay", (0,) * k)) < device.log.index(("capture", 1), first_capture + 1)
+    assert device.log.index(("replay", (0,) * k)) < device.log.index(("capture", k))
     assert [r.runs_per_sample for r in results] == [k] * 3
-    # eager, two probes of one run, one untimed replay of k, 10 samples of k
-    assert [r.runs for r in results] == [1 + 2 + k + 10 * k] * 3
+    # the first: eager, two probes of one run, one untimed replay of k, 10 samples of k; the
+    # others: eager, one probe of k (>= n_warmup - 1 runs), 10 samples of k
+    assert [r.runs for r in results] == [1 + 2 + k + 10 * k] + [1 + k + 10 * k] * 2
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
     # nothing to read after the untimed first runs: synchronisations for the first candidate's
     # probes (k), after every candidate's probes (the check of k) and after the rounds
@@ -68,8 +80,8 @@ def test_a_graph_the_backend_cannot_recompose_is_captured_again():
     results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k = _rounds.runs_per_sample(0.030)
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("recompose", k), ("capture", k)] * 2
-    assert counts == {0: 2 + k, 1: 2 + k} and [r.runs_per_sample for r in results] == [k, k]
+        ("capture", 1), ("recompose", k), ("capture", k), ("capture", k)]
+    assert counts == {0: 2 + k, 1: 1 + k} and [r.runs_per_sample for r in results] == [k, k]
     assert [r.time_ms for r in results] == pytest.approx([0.030, 0.040])
 
 
@@ -79,16 +91,18 @@ def test_k_comes_from_the_first_candidate_unless_the_fastest_samples_would_be_to
     device = ComposingDevice({0: 0.060, 1: 0.030})
     results, _ = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k0 = _rounds.runs_per_sample(0.060)
-    assert [e for e in device.log if e[0] == "recompose"] == [("recompose", k0)] * 2
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
+        ("capture", 1), ("recompose", k0), ("capture", k0)]
     assert [r.runs_per_sample for r in results] == [k0, k0]
     assert [r.time_ms for r in results] == pytest.approx([0.060, 0.030])
     # more than 4x slower: every graph is built again at the fastest candidate's k
     device = ComposingDevice({0: 0.200, 1: 0.030})
     results, _ = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k0, k = _rounds.runs_per_sample(0.200), _rounds.runs_per_sample(0.030)
-    assert [e for e in device.log if e[0] == "recompose"] == [("recompose", k0)] * 2 + [("recompose", k)] * 2
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
+        ("capture", 1), ("recompose", k0), ("capture", k0), ("recompose", k), ("recompose", k)]
     assert [r.runs_per_sample for r in results] == [k, k]
-    assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k] * 2
+    assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k, 1 + k0 + k + 5 * k]
     assert [r.time_ms for r in results] == pytest.approx([0.200, 0.030])
 
 
@@ -105,13 +119,18 @@ def test_a_group_keeps_the_capture_schedule():
     assert [r.runs_per_sample for r in results] == [guess] * 2
 
 
-def test_a_candidate_failing_at_its_recomposition_is_recorded_and_the_others_measured():
+def test_a_candidate_failing_in_its_graph_is_recorded_and_the_others_measured():
     class Failing(ComposingDevice):
-        def recompose(self, graph: SimGraph, runs: int) -> SimGraph | None:
-            if 1 in graph.ops:
-                self.log.append(("recompose", runs))
+        def kernel(self, index: int) -> None:
+            if index == 1:
                 raise RuntimeError("CUDA error: an illegal memory access was encountered")
-            return super().recompose(graph, runs)
+            super().kernel(index)
+
+        def run(self, index: int) -> None:  # candidate 1's eager first run passes
+            if index == 1 and self.capturing is None:
+                self.log.append(("run", index))
+                return
+            super().run(index)
 
     device = Failing({0: 0.030, 1: 0.040, 2: 0.050})
     results, bug = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=3, n_repeat=5,
@@ -120,4 +139,4 @@ def test_a_candidate_failing_at_its_recomposition_is_recorded_and_the_others_mea
     assert "illegal memory access" in results[1].error
     assert [r.time_ms for r in results if r.ok] == pytest.approx([0.030, 0.050])
     k = _rounds.runs_per_sample(0.030)
-    assert [r.runs for r in results if r.ok] == [1 + 2 + k + 5 * k] * 2
+    assert [r.runs for r in results if r.ok] == [1 + 2 + k + 5 * k, 1 + k + 5 * k]

@@ -137,8 +137,8 @@ class CudaBackend(Backend, kind="cuda"):
             return None
         from triton_dist._backends import cuda_compose
 
-        try:
-            return cuda_compose.build(graph, runs)
+        try:  # a composed graph: built again from the capture it holds
+            return cuda_compose.build(getattr(graph, "captured", graph), runs)
         except cuda_compose.Unavailable as exc:
             self._compose = False
             log.info("graph mode captures every run of a sample: %s", exc)

@@ -84,6 +84,11 @@ class ComposedGraph:
             self._release()
             raise
 
+    @property
+    def captured(self) -> Any:
+        """The torch graph (one run) this graph was built from."""
+        return self._torch_graph
+
     def replay(self) -> None:
         import torch
 

@@ -14,7 +14,7 @@ import dataclasses
 import enum
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
@@ -44,20 +44,22 @@ class Agreement:
     """runs per timed sample (the group's MAX; 1 unless the verdict is MEASURE)"""
 
 
-def agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], runs: int,
+def agree_on_k(backend: Backend, timer: Any, samples: dict[int, list[Any]], runs: int | Mapping[int, int],
                broken: str | None, stop: BaseException | None,
                agree: Agree | None, cap: int = MAX_RUNS_PER_SAMPLE) -> Agreement:
     """Graph mode: the group's agreement on stopping, on falling back to eager runs and on the
-    runs per sample, from ``samples`` (event pairs around ``runs`` runs each, per candidate):
+    runs per sample, from ``samples`` (event pairs around ``runs`` runs each, per candidate, or
+    ``runs[candidate]``):
     STOP when some rank stopped (``stop`` here), EAGER when some rank could not capture
     (``broken`` here), else MEASURE with the runs per timed sample for the fastest candidate (the
     group's MAX). ``agree`` is the group's element-wise MAX (None: this rank alone)."""
     fastest = math.inf
     if stop is None and broken is None and samples:
         backend.synchronize()  # the samples' events are read here
-        for tokens in samples.values():
+        for index, tokens in samples.items():
             if tokens:
-                fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens) / runs)
+                per = runs[index] if isinstance(runs, Mapping) else runs
+                fastest = min(fastest, statistics.median(timer.elapsed_ms(t) for t in tokens) / per)
     vec = [1.0 if stop is not None else 0.0, 1.0 if broken is not None else 0.0,
            float(min(cap, runs_per_sample(fastest)))]
     if agree is not None:

@@ -71,6 +71,7 @@ class GraphSetUp(CandidateRuns):
     timer: Any
     first: dict[int, list[Any]]
     probes: dict[int, list[Any]]
+    probe_runs: dict[int, int]
 
     @property
     def recomposing(self) -> bool:
@@ -115,27 +116,29 @@ class GraphSetUp(CandidateRuns):
             self._rebuild(recompose=False)
 
     def _set_up_recomposed(self) -> None:
-        """The recompose schedule (module docstring), candidate after candidate: capture one run,
-        probe it, build the sample graph of ``k`` runs from that capture and replay it once
-        untimed, so that the device works through one candidate's replay while the host captures
-        the next. ``k`` comes from the first probed candidate (the only wait); the fastest
-        candidate's probes check it at the end: where its samples would last less than
-        1 / ``SHORT_SAMPLES_ABOVE`` of ``GRAPH_SAMPLE_S``, the graphs are built again at its ``k``."""
+        """The recompose schedule (module docstring), candidate after candidate, so that the
+        device works through one candidate's replays while the host captures the next. The
+        first candidate: a capture of one run, probed by replays of it; ``k`` from those probes
+        (the only wait); its graph of ``k`` runs built from the capture and replayed once
+        untimed. Every later one: captured once and built at ``k`` (``Backend.capture`` of ``k``
+        runs calls the host function once), the rest of its warm-up replays of that graph (the
+        probes). The fastest candidate's probes check ``k`` at the end: where its samples would
+        last less than 1 / ``SHORT_SAMPLES_ABOVE`` of ``GRAPH_SAMPLE_S``, the graphs are built
+        again at its ``k``."""
         k, stop = 0, None
         for index in [i for i in self.calls if i not in self.failed]:
             try:
-                self.try_capture(index, 1)
+                self.try_capture(index, k or 1)
                 self._warm_rest(index)
-                if index in self.graph_of:
-                    if not k:  # waits for this candidate's probes (the device has little else queued)
-                        k = self._checkpoint({index: self.probes[index]}, 1, None).k
+                if index in self.graph_of and not k:  # waits for these probes (little else is queued)
+                    k = self._checkpoint({index: self.probes[index]}, 1, None).k
                     if k > 1:
                         self._build(index, k, recompose=True)
             except Exception as exc:  # noqa: BLE001 - classified by setback
                 stop = self.setback(index, exc)
                 if stop is not None:
                     break
-        probed = self._checkpoint(self.probes, 1, stop)
+        probed = self._checkpoint(self.probes, self.probe_runs, stop)
         if self.broken is not None or probed.verdict is Verdict.EAGER:
             self._fall_back(self.broken or ANOTHER_RANK)
             return
@@ -170,7 +173,8 @@ class GraphSetUp(CandidateRuns):
             for _ in range(self.n_warmup - 1):
                 self.run(index)
             return
-        replays = max(1, -(-(self.n_warmup - 1) // self.graph_runs[index]))  # n_warmup - 1 runs, in replays
+        runs = self.probe_runs[index] = self.graph_runs[index]
+        replays = max(1, -(-(self.n_warmup - 1) // runs))  # n_warmup - 1 runs, in replays of the graph
         self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
         self.probes[index] = []
         for _ in range(replays):
@@ -203,7 +207,7 @@ class GraphSetUp(CandidateRuns):
         self.drop_graphs()
         self.k = 1
 
-    def _checkpoint(self, samples: dict[int, list[Any]], runs: int,
+    def _checkpoint(self, samples: dict[int, list[Any]], runs: int | dict[int, int],
                     stop: BaseException | None) -> Agreement:
         """:func:`agree_on_k` with this measurement's state; a STOP verdict ends measuring."""
         agreement = agree_on_k(self.backend, self.timer, samples, runs, self.broken, stop, self.agree,

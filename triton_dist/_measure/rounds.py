@@ -125,6 +125,7 @@ class _Rounds(GraphSetUp):
         self.marks: list[tuple[str, float]] = []  # phase ends, for the debug line of results()
         self.first: dict[int, list[Any]] = {}  # graph mode: the eager first run's event pair
         self.probes: dict[int, list[Any]] = {}  # graph mode: the warm-up replays' event pairs
+        self.probe_runs: dict[int, int] = {}  # runs per probe (per replay of the graph probed)
         self.tokens: dict[int, list[Any]] = {}  # the timed samples' event pairs
 
     def warm_up(self, on_warm: Callable[[int], None] | None) -> BaseException | None:

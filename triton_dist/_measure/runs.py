@@ -100,10 +100,10 @@ class CandidateRuns:
             self.one_run[index] = graph
 
     def recompose(self, index: int, n_runs: int) -> bool:
-        """The candidate's graph of ``n_runs`` runs, built from its capture of one run without
-        calling the host function again; False where that cannot be done (no such capture, or a
-        backend that cannot: ``Backend.recompose`` returned None)."""
-        one = self.one_run.get(index)
+        """The candidate's graph of ``n_runs`` runs, built from its capture (of one run, or its
+        graph) without calling the host function again; False where that cannot be done (no
+        graph, or a backend that cannot: ``Backend.recompose`` returned None)."""
+        one = self.one_run.get(index, self.graph_of.get(index))
         graph = None if one is None else self.backend.recompose(one, n_runs)
         if graph is None:
             return False
