@@ -122,9 +122,9 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
         scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK)
         return y.clone() if inplace else y
 
-    queued: list[int] = []
-    real = _restore_kernel.restore_changed
-    monkeypatch.setattr(_restore_kernel, "restore_changed", lambda *a: (queued.append(1), real(*a)))
+    queued: list[int] = []  # one detection pass per first run (launched, or replayed from a graph)
+    real = _restore_kernel.Passes.run
+    monkeypatch.setattr(_restore_kernel.Passes, "run", lambda self, *a: (queued.append(1), real(self, *a)))
     x = torch.randn(2**20, device="cuda")
     before = x.clone()
     space = [{"BLOCK": 1024, "inplace": False}, {"BLOCK": 1024, "inplace": True}, {"BLOCK": 4096, "inplace": False}]
@@ -206,3 +206,24 @@ def test_the_graph_pool_is_reused_by_every_tuning(scale_fn):
         torch.cuda.synchronize()
         reserved.append(torch.cuda.memory_reserved())
     assert reserved[3] == reserved[1], [r / 2**20 for r in reserved]
+
+
+def test_the_guards_detection_passes_are_replayed_from_a_graph_after_the_first():
+    from triton_dist._measure import restore_kernel
+
+    x, y = torch.randn(1 << 20, device="cuda"), torch.arange(1000, device="cuda", dtype=torch.int16)
+    snaps = [x.clone(), y.clone()]
+    flags = [torch.zeros(1, dtype=torch.int32, device="cuda") for _ in range(2)]
+    passes = restore_kernel.Passes("cuda")
+    triples = list(zip([x, y], snaps, flags, strict=True))
+    for round_no in range(3):  # launched, captured and replayed, replayed
+        x[5] += 1.0
+        if round_no:
+            y[7] = -1
+        passes.run((0, 1), triples)
+        torch.cuda.synchronize()
+        assert torch.equal(x, snaps[0]) and torch.equal(y, snaps[1])
+        assert [int(f.item()) for f in flags] == [1, 1 if round_no else 0]
+        for f in flags:
+            f.zero_()
+    assert passes._graph is not None  # (the passes of rounds 2 and 3 came from the graph)

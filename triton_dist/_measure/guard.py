@@ -68,6 +68,7 @@ class RunGuard:
         to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
         self._flagged: set[int] = set()  # positions with a detection queued, not yet read
+        self._passes: Any = None  # the detection passes (restore_kernel.Passes), queue mode
         self._tensors: list[Any] = []
         self._snapshots: list[Any] = []
         self._versions: list[int] = []
@@ -159,11 +160,12 @@ class RunGuard:
 
         try:
             for pos in todo:
-                t = self._tensors[pos]
                 if pos not in self._flags:
-                    self._flags[pos] = torch.zeros(1, dtype=torch.int32, device=t.device)
-                _restore_kernel.restore_changed(t, self._snapshots[pos], self._flags[pos])
-                self._flagged.add(pos)
+                    self._flags[pos] = torch.zeros(1, dtype=torch.int32, device=self._tensors[pos].device)
+            if self._passes is None:
+                self._passes = _restore_kernel.Passes(self.queue)
+            self._passes.run(tuple(todo), [(self._tensors[p], self._snapshots[p], self._flags[p]) for p in todo])
+            self._flagged.update(todo)
         except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here
             self.queue = None
             log.warning("%s: comparing the arguments on the device failed (%s: %s); comparing "
