@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from triton_dist._measure import forked
+from triton_dist._measure import compile_peek, forked
 from triton_dist._measure.pass_result import PassResult
 from triton_dist._measure.result import candidate_failure_types, describe
 
@@ -228,19 +228,23 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
     result = PassResult()
     if not calls:
         return result
+    if probe_first and not _interpreted() and forked.unavailable() is None:  # (the interpreter compiles nothing)
+        # First config's host call alone, on this thread: all its kernels compiled = an earlier
+        # key compiled them; skip the others (5 ms of a 35 us kernel's 200 ms tuning); what is
+        # missing compiles at its launch
+        with _scope():
+            if compile_peek.all_compiled(calls[0][1], _compile_only):
+                result.compiled[calls[0][0]], result.cached = 1, True
+                return result
     bind = _binder(backend)
     executor, result.threads_why = forked.compiler(workers)
 
-    def one(index: int, call: Callable[[], Any], called: threading.Event | None = None) -> None:
+    def one(index: int, call: Callable[[], Any]) -> None:
         bind()
         with _compile_only() as recorder:
             try:
                 with forked.deferred(executor, recorder.failed):
-                    try:
-                        call()
-                    finally:  # its compiles are submitted, not finished
-                        if called is not None:
-                            called.set()
+                    call()
             except Exception as exc:  # noqa: BLE001 - sorted here, never lost (an interrupt propagates)
                 if recorder.error is not None:
                     result.failed[index] = f"compile error: {describe(recorder.error)}"
@@ -253,20 +257,7 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
         with _scope(), concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
             try:
-                futures = []
-                if probe_first and executor is not None and not _interpreted():  # (the interpreter submits nothing)
-                    # First config's host call alone: none submitted = an earlier key compiled it; skip
-                    # the others (5 ms of a 35 us kernel's 200 ms tuning); what is missing compiles at launch
-                    called = threading.Event()
-                    futures.append(pool.submit(one, *calls[0], called))
-                    called.wait()
-                    if executor.submitted == 0:
-                        futures[0].result()
-                        if calls[0][0] in result.compiled:
-                            result.cached = True
-                            return result
-                    calls = calls[1:]
-                futures += [pool.submit(one, index, call) for index, call in calls]
+                futures = [pool.submit(one, index, call) for index, call in calls]
                 for future in futures:
                     future.result()
             except BaseException:  # an interrupt: the pool's threads must not compile what is left
