@@ -62,6 +62,16 @@ case "${PART:-first}" in
     timeout 150 python3 scripts/device/profile_tutorial_first.py >"$OUT/prof.log" 2>&1
     grep -E "^\S|trial|profiled|phases|allocator|device:|gaps|idle|measured [0-9]" "$OUT/prof.log" | head -80
     ;;
+  final2)  # after the recompose schedule: P7 (stock, default, contextual; 2 trials), P2 on the examples, P1
+    timeout "${T_P7:-330}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-2}" --rep-ms 3 --out "$OUT" \
+      --methods stock default contextual >"$OUT/p7.log" 2>&1
+    tail -14 "$OUT/p7.log"
+    grep -c "first call / ideal" "$OUT/p7.log"
+    timeout "${T_P2:-130}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
+    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
+    timeout 60 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
+    grep -E "over the host|overhead" "$OUT/p1.log"
+    ;;
   recompose)  # the recompose schedule and the kept graph pool on CUDA: GPU tests, pools, P2 profile, gaps
     timeout 120 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
       tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py >"$OUT/pytest.txt" 2>&1

@@ -114,14 +114,23 @@ class ComposedGraph:
             pass
 
 
+_keeps: bool | None = None  # whether this torch's CUDAGraph takes keep_graph (checked once)
+
+
 def _keep_graph_cls() -> Callable[[], Any]:
+    global _keeps
     import torch
 
     _lib()
-    try:
-        torch.cuda.CUDAGraph(keep_graph=True)
-    except TypeError as exc:  # torch < 2.8
-        raise Unavailable(f"this torch has no CUDAGraph(keep_graph=...): {exc}") from exc
+    if _keeps is None:
+        try:
+            torch.cuda.CUDAGraph(keep_graph=True)
+            _keeps = True
+        except TypeError as exc:  # torch < 2.8
+            _keeps = False
+            raise Unavailable(f"this torch has no CUDAGraph(keep_graph=...): {exc}") from exc
+    if not _keeps:
+        raise Unavailable("this torch has no CUDAGraph(keep_graph=...)")
     return lambda: torch.cuda.CUDAGraph(keep_graph=True)
 
 

@@ -129,7 +129,8 @@ class GraphSetUp(CandidateRuns):
         for index in [i for i in self.calls if i not in self.failed]:
             try:
                 self.try_capture(index, k or 1)
-                self._warm_rest(index)
+                # after the first: the previous candidate's replays (~1 ms) keep the device busy
+                self._warm_rest(index, ahead=not k)
                 if index in self.graph_of and not k:  # waits for these probes (little else is queued)
                     k = self._checkpoint({index: self.probes[index]}, 1, None).k
                     if k > 1:
@@ -166,16 +167,18 @@ class GraphSetUp(CandidateRuns):
         self.try_capture(index)
         self._warm_rest(index)
 
-    def _warm_rest(self, index: int) -> None:
+    def _warm_rest(self, index: int, ahead: bool = True) -> None:
         """The rest of the warm-up: replays of the graph (at least one), each between an event
-        pair (the probe), or eager runs when there is no graph."""
+        pair (the probe), or eager runs when there is no graph; ``ahead``: behind a keep-ahead
+        sleep if the device has caught up (else the caller knows it is busy)."""
         if index not in self.graph_of:
             for _ in range(self.n_warmup - 1):
                 self.run(index)
             return
         runs = self.probe_runs[index] = self.graph_runs[index]
         replays = max(1, -(-(self.n_warmup - 1) // runs))  # n_warmup - 1 runs, in replays of the graph
-        self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
+        if ahead:
+            self.timer.keep_ahead(REPLAY_HOST_S * replays, replays)
         self.probes[index] = []
         for _ in range(replays):
             token = self.timer.start()
