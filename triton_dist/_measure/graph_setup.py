@@ -35,12 +35,10 @@ __all__ = ["ANOTHER_RANK", "RECAPTURE_ABOVE", "GraphSetUp", "Stopped"]
 
 log = logging.getLogger("triton_dist._measure.rounds")
 
-#: build the sample graphs again when the probes call for more than this many times the runs of
-#: the first guess (the capture schedule: an eager run's event pair adds its launch, a few µs,
-#: decisive for short kernels; the recompose schedule: the first candidate was slower than the
-#: fastest). Samples of fewer runs weigh a sample's first run, which follows another candidate,
-#: more: on an H200, samples of 3 runs where 7 were due (the first candidate 2x slower) picked a
-#: softmax 8192 x 8192 config 3.5 % slower than the best, in both trials (22:34 UTC)
+#: the capture schedule: capture again when the probes call for more than this many times the runs
+#: of the first guess (an eager run's event pair adds its launch, a few µs, decisive for short
+#: kernels; the recompose schedule builds again whenever the first candidate was slower than the
+#: fastest: see GraphSetUp._set_up_recomposed, which builds again whenever the fastest calls for more)
 RECAPTURE_ABOVE = 1.5
 #: host time assumed for one replay with its event pair before one was measured (keep-ahead)
 REPLAY_HOST_S = 15e-6
@@ -122,8 +120,14 @@ class GraphSetUp(CandidateRuns):
         (the only wait); its graph of ``k`` runs built from the capture and replayed once
         untimed. Every later one: captured once and built at ``k`` (``Backend.capture`` of ``k``
         runs calls the host function once), the rest of its warm-up replays of that graph (the
-        probes). The fastest candidate's probes check ``k`` at the end: where they call for more
-        than ``RECAPTURE_ABOVE`` times ``k``, the graphs are built again at theirs."""
+        probes). The fastest candidate's probes set ``k`` at the end: where they call for more
+        runs than the first candidate's, every graph is built again at theirs (from its capture,
+        without calling the host function) and replayed once untimed. Samples shorter than the
+        fastest's target weigh their first run, which follows another candidate, more: on an
+        H200, keeping the first candidate's ``k`` while it was within 1.5x of the fastest's picked
+        a softmax 8192 x 8192 config 2.8 % slower in 1 of 2 trials (within 4x: 3.5 % in 2 of 2;
+        22:34 and 23:00 UTC), where the capture schedule, whose first guess comes from the
+        fastest first run, had picked the best in 6 of 6."""
         k, stop = 0, None
         for index in [i for i in self.calls if i not in self.failed]:
             try:
@@ -143,7 +147,7 @@ class GraphSetUp(CandidateRuns):
             self._fall_back(self.broken or ANOTHER_RANK)
             return
         self.k = max(k, 1)
-        if probed.k > RECAPTURE_ABOVE * self.k:
+        if probed.k > self.k:
             self.k = probed.k
             self._rebuild(recompose=True)
 
