@@ -268,8 +268,11 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
     # on the device and read after the first runs' synchronisation (settle)
     defer = backend.interleaved and target.do_bench is None
     queue = backend.device().type if defer and graph_mode(target, backend) and backend.graphs else None
-    guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace,
-                             check=target.check_correctness, name=target.qualname, queue=queue)
+    # the guard's detection passes (Triton kernels) replayed from a device graph: on backends whose
+    # kernels Triton compiles (a simulated device's graphs would not replay them)
+    capture = (lambda fn: backend.capture(fn, 1, backend.graph_pool())) if queue and backend.compiles else None
+    guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace, check=target.check_correctness,
+                             name=target.qualname, queue=queue, capture=capture)
     measure, options = _measurer(target, view, backend, settings, tlog, guard, defer, queue)
     with guard:  # leaving it puts mutated arguments back for the final call
         return measure(

@@ -211,12 +211,14 @@ def test_the_graph_pool_is_reused_by_every_tuning(scale_fn):
 
 
 def test_the_guards_detection_passes_are_replayed_from_a_graph_after_the_first():
+    from triton_dist._backends import get_backend
     from triton_dist._measure import restore_kernel
 
+    backend = get_backend()
     x, y = torch.randn(1 << 20, device="cuda"), torch.arange(1000, device="cuda", dtype=torch.int16)
     snaps = [x.clone(), y.clone()]
     flags = [torch.zeros(1, dtype=torch.int32, device="cuda") for _ in range(2)]
-    passes = restore_kernel.Passes("cuda")
+    passes = restore_kernel.Passes(lambda fn: backend.capture(fn, 1, backend.graph_pool()))
     triples = list(zip([x, y], snaps, flags, strict=True))
     for round_no in range(3):  # launched, captured and replayed, replayed
         x[5] += 1.0

@@ -60,12 +60,14 @@ class RunGuard:
     leaving it restores every mutated argument once more."""
 
     def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
-                 name: str = "the tuned function", queue: str | None = None) -> None:
+                 name: str = "the tuned function", queue: str | None = None,
+                 capture: Callable[[Callable[[], None]], Any] | None = None) -> None:
         self.check = check
         self.name = name
         self.queue = queue
         """a device type (the backend's): deferred first-run checks of contiguous tensors on it go
         to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
+        self._capture = capture  # queue mode: the backend's capture of one run (detection graphs)
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
         self._flagged: set[int] = set()  # positions with a detection queued, not yet read
         self._passes: Any = None  # the detection passes (restore_kernel.Passes), queue mode
@@ -163,7 +165,7 @@ class RunGuard:
                 if pos not in self._flags:
                     self._flags[pos] = torch.zeros(1, dtype=torch.int32, device=self._tensors[pos].device)
             if self._passes is None:
-                self._passes = _restore_kernel.Passes(self.queue)
+                self._passes = _restore_kernel.Passes(self._capture)
             self._passes.run(tuple(todo), [(self._tensors[p], self._snapshots[p], self._flags[p]) for p in todo])
             self._flagged.update(todo)
         except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here

@@ -18,6 +18,7 @@ under ``TRITON_INTERPRET=1``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["restore_changed", "runs_on"]
@@ -84,14 +85,15 @@ def restore_changed(dst: Any, src: Any, flag: Any) -> None:
 
 class Passes:
     """The detection passes of one tuning's guard over fixed (tensor, snapshot, flag) triples:
-    launched one by one the first time (which compiles and loads the kernel), then, on CUDA,
-    replayed from a CUDA graph of them: a launch through Triton's launcher costs ~40 µs of host
-    time per tensor and a graph replay ~10 µs for all, and graph mode's first runs of all
-    candidates are host-bound (issue 16: layer norm's three tensors, twelve configs). Any
-    capture error keeps the launches."""
+    launched one by one the first time (which compiles and loads the kernel), then replayed from
+    a device graph of them where the measurement can capture one (``capture(fn)``: the backend's
+    capture of one run into its graph pool): a launch through Triton's launcher costs ~40 µs of
+    host time per tensor and a graph replay ~10 µs for all, and graph mode's first runs of all
+    candidates are host-bound (issue 16: layer norm's three tensors, twelve configs; 3.0 -> 1.4 ms
+    on an H200). Any capture error keeps the launches."""
 
-    def __init__(self, device_type: str) -> None:
-        self.device_type = device_type
+    def __init__(self, capture: Callable[[Callable[[], None]], Any] | None) -> None:
+        self._capture = capture
         self._key: tuple[int, ...] | None = None
         self._graph: Any = None
         self._launched = 0
@@ -102,29 +104,18 @@ class Passes:
             self._graph.replay()
             return
         self._graph, self._key = None, key
-        if self._launched and self.device_type == "cuda" and triples:
-            self._graph = _captured(triples)
+        if self._launched and self._capture is not None and triples:
+            def launch_all() -> None:
+                for dst, src, flag in triples:
+                    restore_changed(dst, src, flag)
+
+            try:
+                self._graph = self._capture(launch_all)
+            except Exception:  # noqa: BLE001 - launched one by one instead
+                self._capture = None
         if self._graph is not None:
             self._graph.replay()
             return
         for dst, src, flag in triples:
             restore_changed(dst, src, flag)
         self._launched += 1
-
-
-def _captured(triples: list[tuple[Any, Any, Any]]) -> Any:
-    import torch
-
-    try:
-        graph = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        with torch.cuda.stream(stream):
-            graph.capture_begin(capture_error_mode="thread_local")
-            try:
-                for dst, src, flag in triples:
-                    restore_changed(dst, src, flag)
-            finally:
-                graph.capture_end()
-        return graph
-    except Exception:  # noqa: BLE001 - launched one by one instead
-        return None
