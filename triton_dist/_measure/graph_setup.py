@@ -126,7 +126,7 @@ class GraphSetUp(CandidateRuns):
         fastest's target weigh their first run, which follows another candidate, more: on an
         H200, keeping the first candidate's ``k`` while it was within 1.5x of the fastest's picked
         a softmax 8192 x 8192 config 2.8 % slower in 1 of 2 trials (within 4x: 3.5 % in 2 of 2;
-        22:34 and 23:00 UTC), where the capture schedule, whose first guess comes from the
+        2026-12-01 22:37 and 22:29 UTC), where the capture schedule, whose first guess comes from the
         fastest first run, had picked the best in 6 of 6."""
         k, stop = 0, None
         for index in [i for i in self.calls if i not in self.failed]:
