@@ -219,9 +219,9 @@ class Backend(abc.ABC):
         return False
 
     def recompose(self, graph: Any, runs: int) -> Any:
-        """A graph of ``runs`` copies of ``graph`` (a capture of one run by :meth:`capture`),
-        built without calling the host function again; None where the backend cannot (the caller
-        captures ``runs`` calls instead)."""
+        """A graph of ``runs`` copies of the one run ``graph`` holds (a graph from :meth:`capture`
+        or from this method), built without calling the host function again; None where the
+        backend cannot (the caller captures ``runs`` calls instead)."""
         return None
 
     def flush_cache(self) -> None:

@@ -4,14 +4,16 @@ the graphs that :mod:`triton_dist._measure.rounds` replays in its timed rounds.
 Two schedules, chosen by what the backend can do (``Backend.recomposes``):
 
 - **recompose** (CUDA with a driver that nests graphs; a rank alone): the first runs are not
-  timed; every candidate is captured once, with one run, and its warm-up replays that graph, each
-  replay between an event pair (the probes); from the probes, the runs per timed sample ``k``;
-  each candidate's sample graph of ``k`` runs is then built from its one-run capture
-  (``Backend.recompose``), without calling the host function again, and replayed once untimed.
-  On an H200 the other schedule's two captures per candidate (one at a first guess of ``k``, one
-  at ``k``) and its timed first runs (each behind a keep-ahead sleep) were host time during which
-  the device had little to do: ~9 % over the device's own time on a first call of layer norm
-  8192 x 4096 (12 configs of ~45 µs; docs/performance-history.md, issue 16).
+  timed; then, candidate after candidate (the device replays one while the host captures the
+  next), the host function is captured once: the first candidate with one run, probed by
+  replays of it (``k`` from those probes), every later one at ``k`` (``Backend.capture`` calls
+  it once and composes the ``k`` runs), probed by a replay of its graph. Where the fastest
+  candidate's probes call for more runs, every graph is built again at its ``k`` from the capture
+  it holds (``Backend.recompose``), without calling the host function. On an H200 the capture
+  schedule's two captures per candidate and its timed first runs (each behind a keep-ahead
+  sleep) were host time during which the device had little to do: ~9 % over the device's own
+  time on a first call of layer norm 8192 x 4096 (12 configs of ~45 µs), 1.06 after this
+  schedule and the cheaper guard passes (docs/performance-history.md, issue 16).
 - **capture** (the NPU, a torch without ``keep_graph``, a group of ranks): the eager first run is
   timed (``k``'s first guess), every candidate is captured with ``k`` runs and probed; when the
   probes call for more than ``RECAPTURE_ABOVE`` times the runs of the guess, every candidate is

@@ -42,7 +42,6 @@ class CandidateRuns:
         self.per_replay: dict[int, float] = {}  # the same for a graph replay
         self.runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
         self.graph_of: dict[int, Any] = {}  # each candidate's device graph (graph mode)
-        self.one_run: dict[int, Any] = {}  # each candidate's capture of one run (recompose)
         self.graph_runs: dict[int, int] = {}  # runs per replay of each candidate's graph
         self.pool: Any = None  # the graphs' memory pool
         self.k = 1  # runs per graph (and per timed sample in graph mode)
@@ -91,33 +90,30 @@ class CandidateRuns:
         if not self.graph_of or self.pool is None:  # a pool lives as long as one of its graphs
             self.pool = self.backend.graph_pool()
         try:
-            graph = self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+            self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
         except BaseException:
             self.pool = None  # a failed capture may leave its pool unusable (CUDA: still "recording")
             raise
         self.graph_runs[index] = n_runs
-        if n_runs == 1:
-            self.one_run[index] = graph
 
     def recompose(self, index: int, n_runs: int) -> bool:
-        """The candidate's graph of ``n_runs`` runs, built from its capture (of one run, or its
-        graph) without calling the host function again; False where that cannot be done (no
-        graph, or a backend that cannot: ``Backend.recompose`` returned None)."""
-        one = self.one_run.get(index, self.graph_of.get(index))
-        graph = None if one is None else self.backend.recompose(one, n_runs)
+        """The candidate's graph of ``n_runs`` runs, built from the capture its graph holds without
+        calling the host function again; False where that cannot be done (no graph, or a backend
+        that cannot: ``Backend.recompose`` returned None)."""
+        held = self.graph_of.get(index)
+        graph = None if held is None else self.backend.recompose(held, n_runs)
         if graph is None:
             return False
         self.graph_of[index], self.graph_runs[index] = graph, n_runs
         return True
 
     def _drop(self, index: int) -> None:
-        for graphs in (self.graph_of, self.one_run, self.graph_runs):
+        for graphs in (self.graph_of, self.graph_runs):
             graphs.pop(index, None)
 
     def drop_graphs(self) -> None:
         """Release every graph (falling back to eager runs; after the last replay is queued)."""
         self.graph_of.clear()
-        self.one_run.clear()
         self.graph_runs.clear()
 
     def try_capture(self, index: int, n_runs: int | None = None) -> None:
