@@ -441,3 +441,55 @@ def test_graphs_are_freed_and_samples_read_while_the_device_works_before_the_las
     last_sync = len(log) - 1 - log[::-1].index("sync")
     assert log.count("freed") == 3 and max(i for i, e in enumerate(log) if e == "freed") < last_sync
     assert log[last_sync - 30:last_sync] == ["wait"] * 30  # 3 candidates x 10 samples, read one by one
+
+
+def test_each_candidate_is_reported_once_its_last_sample_is_read_not_after_the_last():
+    """P2: a candidate's summary and report (``on_result``) follow the read of its own last
+    sample, while the device still runs the other candidates' last ones; every candidate is
+    reported exactly once, and the results stay in ``indices`` order."""
+
+    class WaitableEvent(QuantizedEvent):
+        def synchronize(self) -> None:
+            self.device.log.append(("wait",))
+            self.device.synced = True
+
+    class Device(GraphDevice):
+        def run_timer(self) -> EventRunTimer:
+            return EventRunTimer(lambda: WaitableEvent(self))
+
+    device = Device({0: 2.0, 1: 4.0, 2: 1.0}, gap=0.3)
+    reported: list[int] = []
+
+    def on_result(result: Any) -> None:
+        reported.append(result.index)
+        device.log.append(("reported", result.index))
+
+    results, bug = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10,
+                                      graphs=True, on_result=on_result)
+    assert bug is None and [r.index for r in results] == [0, 1, 2]
+    assert sorted(reported) == [0, 1, 2]
+    assert [r.time_ms for r in results] == pytest.approx([2.0, 4.0, 1.0])
+    log = [e[0] for e in device.log]
+    waits = [i for i, e in enumerate(log) if e == "wait"]
+    reports = [i for i, e in enumerate(log) if e == "reported"]
+    # the first two reports come before the last sample's wait; the last right after it
+    assert len(waits) == 30 and reports[1] < waits[-1] < reports[2]
+
+
+def test_an_on_result_error_during_the_reads_is_raised_not_taken_for_a_device_failure():
+    class WaitableEvent(QuantizedEvent):
+        def synchronize(self) -> None:
+            self.device.synced = True
+
+    class Device(GraphDevice):
+        def run_timer(self) -> EventRunTimer:
+            return EventRunTimer(lambda: WaitableEvent(self))
+
+    device = Device({0: 2.0, 1: 4.0}, gap=0.3)
+
+    def on_result(result: Any) -> None:
+        raise RuntimeError("a bug in the caller's report")
+
+    with pytest.raises(RuntimeError, match="a bug in the caller's report"):
+        measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=3, graphs=True,
+                           on_result=on_result)

@@ -49,3 +49,24 @@ def test_kernel_edit_changes_the_source_hash(tmp_path):
     assert source_hash(_load(path, "kmod_b").double.fn) == base
     path.write_text(MODULE.replace("* 2, mask", "* 3, mask"))
     assert source_hash(_load(path, "kmod_c").double.fn) != base
+
+
+def test_the_source_hash_is_computed_once_per_function_object(tmp_path, monkeypatch):
+    """Every new tuner of one function (a framework re-decorating it, each benchmark trial) reads
+    its source once: the hash is kept per function object, as the body hash is; a function loaded
+    again from an edited file is a new object and is hashed anew."""
+    import inspect
+
+    from triton_dist._store import fingerprint
+
+    path = tmp_path / "kmod_once.py"
+    path.write_text(MODULE)
+    fn = _load(path, "kmod_once").double.fn
+    reads = []
+    real = inspect.getsource
+    monkeypatch.setattr(inspect, "getsource", lambda obj: reads.append(obj) or real(obj))
+    first = fingerprint.source_hash(fn)
+    n = len(reads)
+    assert n >= 1 and fingerprint.source_hash(fn) == first and len(reads) == n
+    path.write_text(MODULE.replace("* 2", "* 3"))
+    assert fingerprint.source_hash(_load(path, "kmod_once_b").double.fn) != first and len(reads) > n

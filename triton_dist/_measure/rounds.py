@@ -106,7 +106,7 @@ def measure_rounds(
         rounds.timed_rounds()
     except Stopped as stopped:
         return _report(rounds.failed_so_far(), on_result), stopped.cause
-    return _report(rounds.results(), on_result), None
+    return rounds.results(on_result), None
 
 
 class _Rounds(GraphSetUp):
@@ -211,25 +211,34 @@ class _Rounds(GraphSetUp):
         self.tokens[index].append(self.timer.stop(token))
         return True
 
-    def results(self) -> list[CandidateResult]:
+    def results(self, on_result: Callable[[CandidateResult], None] | None = None) -> list[CandidateResult]:
         """Every candidate's result in ``indices`` order, read while the device works through the
-        queued rounds and completed by one synchronisation."""
+        queued rounds and completed by one synchronisation. ``on_result`` follows each: as soon as
+        a candidate's last sample has been read (the device still runs the others' last ones:
+        their summaries and reports are off the first call's tail, P2 issue 16), the rest after."""
         per = {index: self.graph_runs.get(index, 1) for index in self.indices}
         # Freed before waiting (the driver frees a graph in flight when it completes, and nothing
         # is queued until the synchronisation): the host's ~2 ms for 15 graphs overlap the device.
         self.drop_graphs()
         self.marks.append(("released", self.clock()))
-        elapsed = self._read_as_completed()
+        reported: dict[int, CandidateResult] = {}
+
+        def finished(index: int, times: list[float]) -> None:
+            reported[index] = result = self._result(index, times, per[index])
+            if on_result is not None:
+                on_result(result)
+
+        elapsed = self._read_as_completed(finished)
         self.backend.synchronize()
         self.marks.append(("synchronised", self.clock()))
         results = []
         for index in self.indices:
-            if index in self.failed:
-                results.append(self.failed[index])
-                continue
-            times = elapsed.get(index) or [self.timer.elapsed_ms(t) for t in self.tokens[index]]
-            result = summarize(index, [t / per[index] for t in times])
-            result.runs, result.runs_per_sample = self.runs[index], per[index]
+            result = reported.get(index)
+            if result is None:
+                result = self.failed.get(index) or self._result(
+                    index, elapsed.get(index) or [self.timer.elapsed_ms(t) for t in self.tokens[index]], per[index])
+                if on_result is not None:
+                    on_result(result)
             results.append(result)
         if log.isEnabledFor(logging.DEBUG):
             marks = self.marks
@@ -240,24 +249,32 @@ class _Rounds(GraphSetUp):
                                 for i, (name, t) in enumerate(marks[1:])))
         return results
 
-    def _read_as_completed(self) -> dict[int, list[float]]:
+    def _result(self, index: int, times: list[float], per_sample: int) -> CandidateResult:
+        result = summarize(index, [t / per_sample for t in times])
+        result.runs, result.runs_per_sample = self.runs[index], per_sample
+        return result
+
+    def _read_as_completed(self, finished: Callable[[int, list[float]], None]) -> dict[int, list[float]]:
         """The samples' times, each read once its end event has completed, round by round: the
-        host reads while the device works. Empty when the timer cannot wait for one event or
-        waiting fails (the caller reads after the synchronisation, which reports the device)."""
+        host reads while the device works; ``finished(i, times)`` once all of candidate ``i``'s
+        are read. Empty when the timer cannot wait for one event or waiting fails (the caller
+        reads after the synchronisation, which reports the device)."""
         wait = getattr(self.timer, "wait", None)
         if wait is None:
             return {}
         live = [i for i in self.indices if i not in self.failed]
         elapsed: dict[int, list[float]] = {i: [] for i in live}
-        try:
-            for sample in range(max((len(self.tokens.get(i, ())) for i in live), default=0)):
-                for index in live:
-                    tokens = self.tokens.get(index, ())
-                    if sample < len(tokens):
+        for sample in range(max((len(self.tokens.get(i, ())) for i in live), default=0)):
+            for index in live:
+                tokens = self.tokens.get(index, ())
+                if sample < len(tokens):
+                    try:
                         wait(tokens[sample])
                         elapsed[index].append(self.timer.elapsed_ms(tokens[sample]))
-        except Exception:  # noqa: BLE001 - the synchronisation that follows reports the device's state
-            return {}
+                    except Exception:  # noqa: BLE001 - the synchronisation that follows reports the device's state
+                        return {}
+                    if sample == len(tokens) - 1:  # outside the try: an error of finished is raised
+                        finished(index, elapsed[index])
         return elapsed
 
 

@@ -76,10 +76,26 @@ def _kernel_sources(fn: Callable[..., Any]) -> list[str]:
 
 def source_hash(fn: Callable[..., Any]) -> str:
     """Hash of the decorated function's source (decorator lines included: they hold the space)
-    and of the Triton kernels it calls by global name.
+    and of the Triton kernels it calls by global name; computed once per function object, as
+    :func:`body_hash` is (reading and tokenising the source file was ~0.3 ms of the first call
+    of every new tuner of a function, P2 issue 16).
 
     Falls back to the code object when the source is unavailable (REPL, frozen apps).
     """
+    try:
+        return _source_hashes[fn]
+    except KeyError:
+        pass
+    except TypeError:  # not weak-referenceable
+        return _compute_source_hash(fn)
+    value = _source_hashes[fn] = _compute_source_hash(fn)
+    return value
+
+
+_source_hashes: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _compute_source_hash(fn: Callable[..., Any]) -> str:
     try:
         text = textwrap.dedent(inspect.getsource(fn))
     except (OSError, TypeError):
