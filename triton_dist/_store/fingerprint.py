@@ -82,17 +82,23 @@ def source_hash(fn: Callable[..., Any]) -> str:
 
     Falls back to the code object when the source is unavailable (REPL, frozen apps).
     """
-    try:
-        return _source_hashes[fn]
-    except KeyError:
-        pass
-    except TypeError:  # not weak-referenceable
-        return _compute_source_hash(fn)
-    value = _source_hashes[fn] = _compute_source_hash(fn)
-    return value
+    return _once(_source_hashes, _compute_source_hash, fn)
 
 
 _source_hashes: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _once(cache: weakref.WeakKeyDictionary[Any, Any], compute: Callable[[Any], Any], fn: Any) -> Any:
+    """``compute(fn)``, kept in ``cache`` for as long as the function object lives (computed
+    every time for one that cannot be weakly referenced)."""
+    try:
+        return cache[fn]
+    except KeyError:
+        pass
+    except TypeError:  # not weak-referenceable
+        return compute(fn)
+    value = cache[fn] = compute(fn)
+    return value
 
 
 def _compute_source_hash(fn: Callable[..., Any]) -> str:
@@ -127,14 +133,8 @@ def body_hash(fn: Callable[..., Any]) -> str | None:
     """Hash of ``fn``'s definition without its decorators (and of the kernels it calls), or None
     without source (cached): growing the config space in the decorator keeps it, so the timings
     of an older entry may be reused (``_store.reuse``)."""
-    try:
-        return _body_hashes[fn]
-    except KeyError:
-        pass
-    except TypeError:  # not weak-referenceable
-        return _compute_body_hash(fn)
-    value = _body_hashes[fn] = _compute_body_hash(fn)
-    return value
+    result: str | None = _once(_body_hashes, _compute_body_hash, fn)
+    return result
 
 
 def hardware_info(backend: Backend) -> dict[str, Any]:
