@@ -235,8 +235,11 @@ class _Rounds(GraphSetUp):
         for index in self.indices:
             result = reported.get(index)
             if result is None:
-                result = self.failed.get(index) or self._result(
-                    index, elapsed.get(index) or [self.timer.elapsed_ms(t) for t in self.tokens[index]], per[index])
+                if index in self.failed:
+                    result = self.failed[index]
+                else:
+                    times = elapsed.get(index) or [self.timer.elapsed_ms(t) for t in self.tokens[index]]
+                    result = self._result(index, times, per[index])
                 if on_result is not None:
                     on_result(result)
             results.append(result)
