@@ -116,8 +116,10 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     from triton_dist.tune import autotune
 
     sums: list = []  # config 2's view of x: its first (eager) run's is sums[0]
+    calls: list[int] = []
 
     def host(x, alpha, *, BLOCK, inplace):
+        calls.append(BLOCK * 2 + inplace)
         if BLOCK == 4096:
             sums.append(x.sum())
         y = x if inplace else torch.empty_like(x)
@@ -137,6 +139,9 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     torch.testing.assert_close(sums[0], before.sum())  # config 2 started from the caller's x
     ok = [c for c in entry["candidates"] if c["time_ms"] is not None]
     assert len(ok) == 3 and all(c["runs_per_sample"] > 1 for c in ok)
+    # config 0 was captured before config 1's first run showed the write (the recompose schedule
+    # captures each config right after its first run): captured again, with x's restore
+    assert [calls.count(c) for c in (2048, 2049, 8192)] == [3, 2, 2]
     # without the guard, config 2 would have started from what config 1 left
     sums.clear()
     autotune(space, key_fn, graphs=True, restore_inplace=False, compile_workers=1)(host).tune(

@@ -44,23 +44,29 @@ def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
     k = _rounds.runs_per_sample(0.030)
     assert bug is None and k == 34
     assert counts == {0: 2, 1: 2, 2: 2}  # one eager run, one captured run: the host function twice
-    # candidate after candidate: while the device replays one candidate's sample graph, the host
-    # captures the next; the first candidate's probes of one run give k, the others are captured
-    # at k (one call of the host function, the graph holding k copies)
+    # candidate after candidate, the first runs along with the captures: each candidate's first
+    # run is queued before the previous candidate's probes, so that the device runs those probes
+    # while the host captures the candidate; the first candidate's probes of one run give k (its
+    # graph and the second's, captured meanwhile, built at k from their captures), the third is
+    # captured at k (one call of the host function, the graph holding k copies)
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("recompose", k), ("capture", k), ("capture", k)]
-    # no keep-ahead sleep before the untimed first runs; one before each candidate's probes and
-    # before each round
-    first_capture = device.log.index(("capture", 1))
-    assert not any(e[0] == "keep_ahead" for e in device.log[:first_capture])
-    assert device.log.index(("replay", (0,) * k)) < device.log.index(("capture", k))
+        ("capture", 1), ("capture", 1), ("recompose", k), ("recompose", k), ("capture", k)]
+    steps = [(e[0], e[1][0] if e[0] == "replay" else e[1]) for e in device.log
+             if e[0] in ("run", "replay", "capture")]
+    assert steps[:9] == [("run", 0), ("capture", 1), ("run", 1), ("replay", 0), ("replay", 0), ("capture", 1),
+                         ("replay", 0), ("run", 2), ("replay", 1)]
+    # no keep-ahead sleep before the untimed first runs, nor before probes queued behind a first
+    # run; one before the last candidate's probes and before each round
+    assert [e for e in device.log if e[0] == "keep_ahead"][0] == ("keep_ahead", 1)
+    assert not any(e[0] == "keep_ahead" for e in device.log[:device.log.index(("capture", k))])
     assert [r.runs_per_sample for r in results] == [k] * 3
     # the first: eager, two probes of one run, one untimed replay of k, 10 samples of k; the
     # others: eager, one probe of k (>= n_warmup - 1 runs), 10 samples of k
     assert [r.runs for r in results] == [1 + 2 + k + 10 * k] + [1 + k + 10 * k] * 2
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
     # nothing to read after the untimed first runs: synchronisations for the first candidate's
-    # probes (k), after every candidate's probes (the check of k) and after the rounds
+    # probes (k, once the second is captured), after every candidate's probes (the check of k)
+    # and after the rounds
     assert device.log.count(("sync",)) == 3
 
 
@@ -79,9 +85,10 @@ def test_a_graph_the_backend_cannot_recompose_is_captured_again():
     make_call, counts = host_calls(device)
     results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k = _rounds.runs_per_sample(0.030)
+    # the second candidate was captured with one run before k was known: captured again at k
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("recompose", k), ("capture", k), ("capture", k)]
-    assert counts == {0: 2 + k, 1: 1 + k} and [r.runs_per_sample for r in results] == [k, k]
+        ("capture", 1), ("capture", 1), ("recompose", k), ("capture", k), ("recompose", k), ("capture", k)]
+    assert counts == {0: 2 + k, 1: 2 + k} and [r.runs_per_sample for r in results] == [k, k]
     assert [r.time_ms for r in results] == pytest.approx([0.030, 0.040])
 
 
@@ -91,7 +98,7 @@ def test_the_samples_get_the_fastest_candidates_k():
     results, _ = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k = _rounds.runs_per_sample(0.030)
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("recompose", k), ("capture", k)]
+        ("capture", 1), ("capture", 1), ("recompose", k), ("recompose", k)]
     assert [r.runs_per_sample for r in results] == [k, k]
     # a slower first candidate (1.4x): every graph is built again at the fastest's k, from its
     # capture (the host function is not called again), and replayed once untimed
@@ -100,7 +107,7 @@ def test_the_samples_get_the_fastest_candidates_k():
     results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=3, n_repeat=5, graphs=True)
     k0, k = _rounds.runs_per_sample(0.042), _rounds.runs_per_sample(0.030)
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("recompose", k0), ("capture", k0), ("recompose", k), ("recompose", k)]
+        ("capture", 1), ("capture", 1), ("recompose", k0), ("recompose", k0), ("recompose", k), ("recompose", k)]
     assert counts == {0: 2, 1: 2} and [r.runs_per_sample for r in results] == [k, k]
     assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k, 1 + k0 + k + 5 * k]
     assert [r.time_ms for r in results] == pytest.approx([0.042, 0.030])
@@ -140,3 +147,40 @@ def test_a_candidate_failing_in_its_graph_is_recorded_and_the_others_measured():
     assert [r.time_ms for r in results if r.ok] == pytest.approx([0.030, 0.050])
     k = _rounds.runs_per_sample(0.030)
     assert [r.runs for r in results if r.ok] == [1 + 2 + k + 5 * k, 1 + k + 5 * k]
+
+
+def test_a_graph_captured_before_a_later_config_showed_a_mutation_is_captured_again(monkeypatch):
+    # The recompose schedule captures each config right after its first run, before the later
+    # configs' first runs: config 0's graph holds no restore of x, which config 1 turns out to
+    # write (through raw memory, as a Triton kernel does). Config 0 is captured again, with the
+    # restore, before the timed rounds; without a mutation nothing is captured twice.
+    import os
+
+    import torch
+
+    from triton_dist import _tuning
+    from triton_dist.tune import autotune
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 on the CPU (scripts/env.sh sets it)")
+    for mutating in (False, True):
+        device = ComposingDevice({0: 0.030, 1: 0.031, 2: 0.032})
+        monkeypatch.setattr(_tuning, "get_backend", lambda device=device: device)
+        monkeypatch.setattr(device, "hardware", lambda: {"device": "sim", "name": "simulated"})
+        calls: list[tuple[int, float, bool]] = []
+
+        def host(x, *, c, device=device, mutating=mutating, calls=calls):
+            calls.append((c, float(x.sum()), device.capturing is not None))
+            device.run(c)
+            if mutating and c == 1:
+                x.numpy()[:] += 1.0
+            return None
+
+        x = torch.ones(4)
+        tuner = autotune([{"c": i} for i in range(3)], lambda x: tuple(x.shape), graphs=True)(host)
+        entry = tuner.tune(x, force=True, write_cache=False)
+        assert torch.equal(x, torch.ones(4)) and [c["error"] for c in entry["candidates"]] == [None] * 3
+        captures = [c for c, _, capturing in calls if capturing]
+        # every call of the host function started from the caller's x
+        assert {total for _, total, _ in calls} == {4.0}
+        assert captures == ([0, 1, 2, 0] if mutating else [0, 1, 2])

@@ -59,7 +59,7 @@ def measure_candidates(
     graphs: bool = False,
     agree: Callable[[Sequence[float]], Sequence[float]] | None = None,
     after_first: Callable[[int], None] | None = None,
-    settle: Callable[[], None] | None = None,
+    settle: Callable[[], bool] | None = None,
     flush: bool = False,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.

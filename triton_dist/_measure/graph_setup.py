@@ -40,7 +40,7 @@ log = logging.getLogger("triton_dist._measure.rounds")
 #: the capture schedule: capture again when the probes call for more than this many times the runs
 #: of the first guess (an eager run's event pair adds its launch, a few µs, decisive for short
 #: kernels; the recompose schedule builds again whenever the first candidate was slower than the
-#: fastest: see GraphSetUp._set_up_recomposed, which builds again whenever the fastest calls for more)
+#: fastest: see GraphSetUp._finish_recomposed, which builds again whenever the fastest calls for more)
 RECAPTURE_ABOVE = 1.5
 #: host time assumed for one replay with its event pair before one was measured (keep-ahead)
 REPLAY_HOST_S = 15e-6
@@ -72,6 +72,9 @@ class GraphSetUp(CandidateRuns):
     first: dict[int, list[Any]]
     probes: dict[int, list[Any]]
     probe_runs: dict[int, int]
+    held: int | None  # the recompose schedule: the candidate captured last, its probes not yet queued
+    k0: int  # the recompose schedule: k from the first candidate's probes (0: not yet known)
+    stale: set[int]  # graphs captured before an argument was known mutated
 
     @property
     def recomposing(self) -> bool:
@@ -92,20 +95,20 @@ class GraphSetUp(CandidateRuns):
         if self.after_first is not None:  # the in-place guard's checks: after the pair
             self.after_first(index)
 
-    def set_up_graphs(self, stop: BaseException | None, settle: Callable[[], None] | None) -> None:
+    def set_up_graphs(self, stop: BaseException | None, settle: Callable[[], bool] | None) -> None:
         """The group agrees on stopping (and, in the capture schedule, on ``k``'s first guess),
         every candidate is captured and probed, then ``k`` is agreed from the probes and the
         sample graphs are built; when some rank cannot capture its host function, every
-        candidate is measured eagerly."""
-        recomposing = self.recomposing
+        candidate is measured eagerly. The recompose schedule did its captures and probes along
+        with the first runs (:meth:`next_capture`): what is left of it is finished here."""
+        if self.recomposing:
+            self._finish_recomposed(stop)
+            return
         first = self._checkpoint(self.first, 1, stop)
         if settle is not None:  # what the first runs' queued checks found, before any capture
             settle()
         if first.verdict is Verdict.EAGER:  # (no rank has captured yet; kept consistent all the same)
             self.broken = ANOTHER_RANK
-        if recomposing:
-            self._set_up_recomposed()
-            return
         self.k = guess = first.k
         stop = self._capture_and_probe()
         probed = self._checkpoint(self.probes, guess, stop)
@@ -115,43 +118,80 @@ class GraphSetUp(CandidateRuns):
             self.k = probed.k
             self._rebuild(recompose=False)
 
-    def _set_up_recomposed(self) -> None:
-        """The recompose schedule (module docstring), candidate after candidate, so that the
-        device works through one candidate's replays while the host captures the next. The
-        first candidate: a capture of one run, probed by replays of it; ``k`` from those probes
-        (the only wait); its graph of ``k`` runs built from the capture and replayed once
-        untimed. Every later one: captured once and built at ``k`` (``Backend.capture`` of ``k``
-        runs calls the host function once), the rest of its warm-up replays of that graph (the
-        probes). The fastest candidate's probes set ``k`` at the end: where they call for more
-        runs than the first candidate's, every graph is built again at theirs (from its capture,
-        without calling the host function) and replayed once untimed. Samples shorter than the
-        fastest's target weigh their first run, which follows another candidate, more: on an
-        H200, keeping the first candidate's ``k`` while it was within 1.5x of the fastest's picked
-        a softmax 8192 x 8192 config 2.8 % slower in 1 of 2 trials (within 4x: 3.5 % in 2 of 2;
-        2026-12-01 22:37 and 22:29 UTC), where the capture schedule, whose first guess comes from the
+    def next_capture(self, index: int, settle: Callable[[], bool] | None) -> BaseException | None:
+        """The recompose schedule (module docstring), right after candidate ``index``'s first run
+        (its detection passes queued behind it), so that the device always has a candidate's
+        replays to run while the host runs and captures the next: the previous candidate's
+        probes are queued behind this first run, the detections are read (:meth:`_capture_settled`:
+        they precede those probes on the stream), ``index`` is captured once, and the first
+        candidate's probes, read by then, give ``k`` (its graph then built at ``k``). On an H200
+        the first runs of all candidates before any capture left the device idle ~2 ms of a
+        layer norm 8192 x 4096's first call (12 configs, ~200 µs of host per first run against a
+        45 µs kernel; P2, issue 16). Returns what stops measuring, else None."""
+        held, self.held = self.held, None
+        stop = None
+        if held is not None:  # the host has just queued a first run: no keep-ahead sleep
+            stop = self._attempt(held, lambda: self._warm_rest(held, ahead=False))
+        if stop is None:
+            stop = self._attempt(index, lambda: self._capture_settled(index, settle))
+        if stop is None and held is not None and not self.k0 and held not in self.failed:
+            stop = self._attempt(held, lambda: self._first_k(held))
+        if index not in self.failed:
+            self.held = index
+        return stop
+
+    def _capture_settled(self, index: int, settle: Callable[[], bool] | None) -> None:
+        """Read the detections queued so far, then capture ``index`` once (at ``k`` once known).
+        A graph captured before an argument was known mutated lacks that argument's restore: it
+        is captured again before the timed rounds (:meth:`_recapture_stale`)."""
+        if settle is not None and settle():
+            self.stale.update(self.graph_of)
+        self.try_capture(index, self.k0 or 1)
+
+    def _first_k(self, index: int) -> None:
+        """``k`` from the first candidate's probes (the only wait of the schedule: the device
+        has little else queued); its graph built at ``k`` and replayed once untimed, and any
+        later one captured before ``k`` was known built at ``k`` from its capture."""
+        if index not in self.graph_of:  # no graph (the host function cannot be captured)
+            return
+        self.k0 = self._checkpoint({index: self.probes[index]}, self.probe_runs[index], None).k
+        if self.k0 > 1:
+            self._build(index, self.k0, recompose=True)
+            for other in [i for i in self.graph_of if i != index and self.graph_runs[i] != self.k0]:
+                if not self.recompose(other, self.k0):
+                    self.capture(other, self.k0)
+
+    def _finish_recomposed(self, stop: BaseException | None) -> None:
+        """The last candidate's probes, the graphs captured before a mutation was known captured
+        again, then the fastest candidate's probes set ``k``: where they call for more runs than
+        the first candidate's, every graph is built again at theirs (from its capture, without
+        calling the host function) and replayed once untimed. Samples shorter than the fastest's
+        target weigh their first run, which follows another candidate, more: on an H200, keeping
+        the first candidate's ``k`` while it was within 1.5x of the fastest's picked a softmax
+        8192 x 8192 config 2.8 % slower in 1 of 2 trials (within 4x: 3.5 % in 2 of 2; 2026-12-01
+        22:37 and 22:29 UTC), where the capture schedule, whose first guess comes from the
         fastest first run, had picked the best in 6 of 6."""
-        k, stop = 0, None
-        for index in [i for i in self.calls if i not in self.failed]:
-            try:
-                self.try_capture(index, k or 1)
-                # after the first: the previous candidate's replays (~1 ms) keep the device busy
-                self._warm_rest(index, ahead=not k)
-                if index in self.graph_of and not k:  # waits for these probes (little else is queued)
-                    k = self._checkpoint({index: self.probes[index]}, 1, None).k
-                    if k > 1:
-                        self._build(index, k, recompose=True)
-            except Exception as exc:  # noqa: BLE001 - classified by setback
-                stop = self.setback(index, exc)
-                if stop is not None:
-                    break
+        held, self.held = self.held, None
+        if stop is None and held is not None:
+            stop = self._attempt(held, lambda: self._warm_rest(held))
+            if stop is None and not self.k0 and held not in self.failed:
+                stop = self._attempt(held, lambda: self._first_k(held))
+        if stop is None and self.broken is None:
+            stop = self._each(self._recapture, among=sorted(self.stale & set(self.graph_of)))
         probed = self._checkpoint(self.probes, self.probe_runs, stop)
         if self.broken is not None or probed.verdict is Verdict.EAGER:
             self._fall_back(self.broken or ANOTHER_RANK)
             return
-        self.k = max(k, 1)
+        self.k = max(self.k0, 1)
         if probed.k > self.k:
             self.k = probed.k
             self._rebuild(recompose=True)
+
+    def _recapture(self, index: int) -> None:
+        """A graph captured before an argument was known mutated, captured again (with its
+        restore) at the runs it holds, and replayed once untimed."""
+        self.capture(index, self.graph_runs[index])
+        self.replay(index)
 
     def _capture_and_probe(self) -> BaseException | None:
         """Capture every candidate (``k`` runs) and replay the rest of its warm-up, each replay
@@ -223,6 +263,15 @@ class GraphSetUp(CandidateRuns):
         if agreement.verdict is Verdict.STOP:
             raise Stopped(stop)
         return agreement
+
+    def _attempt(self, index: int, step: Callable[[], None]) -> BaseException | None:
+        """``step()`` of candidate ``index``: its failure is recorded (None), what stops measuring
+        is returned."""
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - classified by setback
+            return self.setback(index, exc)
+        return None
 
     def _each(self, step: Callable[[int], None], among: Iterable[int] | None = None) -> BaseException | None:
         """``step(i)`` for every candidate not failed (of ``among``, else of those started);

@@ -69,7 +69,9 @@ class RunGuard:
         to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
         self._capture = capture  # queue mode: the backend's capture of one run (detection graphs)
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
+        self._blocks: dict[Any, Any] = {}  # device -> the int32 flags of every position (views above)
         self._flagged: set[int] = set()  # positions with a detection queued, not yet read
+        self._reads: list[tuple[tuple[int, ...], dict[Any, _Later]]] = []  # queued flag reads
         self._passes: Any = None  # the detection passes (restore_kernel.Passes), queue mode
         self._tensors: list[Any] = []
         self._snapshots: list[Any] = []
@@ -163,10 +165,17 @@ class RunGuard:
         try:
             for pos in todo:
                 if pos not in self._flags:
-                    self._flags[pos] = torch.zeros(1, dtype=torch.int32, device=self._tensors[pos].device)
+                    device = self._tensors[pos].device
+                    block = self._blocks.get(device)
+                    if block is None:
+                        block = self._blocks[device] = torch.zeros(len(self._tensors), dtype=torch.int32,
+                                                                   device=device)
+                    self._flags[pos] = block[pos:pos + 1]
             if self._passes is None:
                 self._passes = _restore_kernel.Passes(self._capture)
             self._passes.run(tuple(todo), [(self._tensors[p], self._snapshots[p], self._flags[p]) for p in todo])
+            devices = {self._tensors[p].device for p in todo}
+            self._reads.append((tuple(todo), {d: _Later(self._blocks[d]) for d in devices}))
             self._flagged.update(todo)
         except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here
             self.queue = None
@@ -175,16 +184,25 @@ class RunGuard:
             return False
         return True
 
-    def settle(self) -> None:
-        """Read the detections :meth:`check_first` queued (one synchronisation): the arguments
-        they found changed are restored before every later run."""
-        for pos in sorted(self._flagged):
-            if int(self._flags[pos].item()):
-                self.mutated.add(pos)
-                log.debug("%s: a candidate mutates tensor argument %d; it is restored before every "
-                          "later run", self.name, pos)
-            self._flags[pos].zero_()
+    def settle(self) -> bool:
+        """Read the detections :meth:`check_first` queued: the arguments they found changed are
+        restored before every later run. Each detection's flags were copied to host memory
+        behind it (:class:`_Later`): this waits for the detections only, not for the work queued
+        after them (graph mode queues the previous candidate's replays there, issue 16). True
+        when an argument not known to be mutated was found changed. A flag is never cleared:
+        a position it marks is mutated from then on, and no later detection reads it."""
+        found = False
+        reads, self._reads = self._reads, []
+        for todo, later in reads:
+            values = {device: read.values() for device, read in later.items()}
+            for pos in todo:
+                if pos not in self.mutated and values[self._tensors[pos].device][pos]:
+                    found = True
+                    self.mutated.add(pos)
+                    log.debug("%s: a candidate mutates tensor argument %d; it is restored before every "
+                              "later run", self.name, pos)
         self._flagged.clear()
+        return found
 
     def _check_pending(self) -> None:
         for index in list(self._unchecked):
@@ -268,7 +286,36 @@ class RunGuard:
     def __exit__(self, *exc: object) -> None:
         self.restore_all()
         self._snapshots, self._tensors, self._reference = [], [], None
-        self._flags, self._flagged = {}, set()
+        self._flags, self._blocks, self._flagged, self._reads = {}, {}, set(), []
+
+
+class _Later:
+    """A device tensor's values copied to host memory behind the work queued so far, read once
+    that copy has completed (an event): reading waits for the queue up to this point only. On
+    the CPU, or where the device has no events or pinned memory (then reading synchronises)."""
+
+    def __init__(self, t: Any) -> None:
+        import torch
+
+        self._event: Any = None
+        self._source: Any = None
+        if t.device.type == "cpu":
+            self._host = t.clone()
+            return
+        try:
+            self._host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            self._host.copy_(t, non_blocking=True)
+            self._event = torch.Event(t.device)
+            self._event.record()
+        except Exception:  # noqa: BLE001 - e.g. no torch.Event for this device: read after a sync
+            self._event, self._source = None, t.clone()
+
+    def values(self) -> list[int]:
+        if self._source is not None:
+            return [int(v) for v in self._source.tolist()]
+        if self._event is not None:
+            self._event.synchronize()
+        return [int(v) for v in self._host.tolist()]
 
 
 # ---------------------------------------------------------------------------- time limit

@@ -88,7 +88,7 @@ def measure_rounds(
     graphs: bool = False,
     agree: Agree | None = None,
     after_first: Callable[[int], None] | None = None,
-    settle: Callable[[], None] | None = None,
+    settle: Callable[[], bool] | None = None,
     flush: bool = False,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """:func:`triton_dist._measure.bench.measure_candidates` on a device backend, in the steps of
@@ -98,7 +98,7 @@ def measure_rounds(
                      known_failures=known_failures, graphs=graphs, agree=agree, after_first=after_first,
                      flush=flush)
     try:
-        stop = rounds.warm_up(on_warm)
+        stop = rounds.warm_up(on_warm, settle)
         if rounds.use_graphs:
             rounds.set_up_graphs(stop, settle)
         elif stop is not None:
@@ -127,12 +127,17 @@ class _Rounds(GraphSetUp):
         self.probes: dict[int, list[Any]] = {}  # graph mode: the warm-up replays' event pairs
         self.probe_runs: dict[int, int] = {}  # runs per probe (per replay of the graph probed)
         self.tokens: dict[int, list[Any]] = {}  # the timed samples' event pairs
+        self.held, self.k0, self.stale = None, 0, set()  # the recompose schedule's state
 
-    def warm_up(self, on_warm: Callable[[int], None] | None) -> BaseException | None:
+    def warm_up(self, on_warm: Callable[[int], None] | None,
+                settle: Callable[[], bool] | None = None) -> BaseException | None:
         """The device's warm-up, then the candidates' warm-ups, candidate by candidate
         (compilation, the in-place guard's first-run checks): eager, all ``n_warmup`` runs; in
-        graph mode the eager first run, timed (``k``'s first guess). Returns what stops measuring
-        (no later candidate has run), else None; ``on_warm(i)`` follows each warm candidate."""
+        graph mode the eager first run, timed in the capture schedule (``k``'s first guess), and
+        in the recompose schedule followed by the captures and probes it allows
+        (:meth:`next_capture`). Returns what stops measuring (no later candidate has run), else
+        None; ``on_warm(i)`` follows each warm candidate."""
+        pipelined = self.use_graphs and self.recomposing
         self.marks.append(("start", self.clock()))
         self.backend.warm_up()
         self.timer = self.backend.run_timer()
@@ -151,6 +156,10 @@ class _Rounds(GraphSetUp):
                 continue
             if on_warm is not None:
                 on_warm(index)
+            if pipelined:
+                stop = self.next_capture(index, settle)
+                if stop is not None:
+                    break
         self.marks.append(("warm-ups", self.clock()))
         return stop
 
