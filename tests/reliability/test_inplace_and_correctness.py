@@ -314,3 +314,28 @@ def test_queued_first_run_checks_undo_mutations_on_the_device_and_settle_later(m
         run()
         assert guard.mutated == {0} and float(x.sum()) == 8.0
     assert torch.equal(x, torch.ones(4))
+
+
+def test_queued_checks_of_more_configs_than_host_rows_are_read_as_they_fill():
+    # The capture schedule (NPU, groups) queues every config's detection before reading any: past
+    # the guard's host rows (_FlagBlock.ROWS) the oldest are read first, and nothing is lost.
+    from triton_dist._measure.guard import RunGuard, _FlagBlock
+
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("needs TRITON_INTERPRET=1 on the CPU (scripts/env.sh sets it)")
+
+    def bump(t):
+        t.numpy()[:] += 1.0
+
+    n = _FlagBlock.ROWS + 3
+    x, y = torch.ones(4), torch.zeros(4)
+    with RunGuard((x, y), {}, queue="cpu") as guard:
+        for i in range(n):
+            target = x if i == 2 else y if i == n - 1 else None
+            guard.wrap(i, (lambda t=target: bump(t) if t is not None else None), defer=True)()
+            guard.check_first(i)
+            assert torch.equal(x, torch.ones(4)) and torch.equal(y, torch.zeros(4))  # undone on the device
+        # config 2's write was read when the rows filled up, config n-1's is still queued
+        assert guard.mutated == {0}
+        assert guard.settle() is True and guard.mutated == {0, 1}
+        assert guard.settle() is False

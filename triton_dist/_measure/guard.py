@@ -69,9 +69,9 @@ class RunGuard:
         to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
         self._capture = capture  # queue mode: the backend's capture of one run (detection graphs)
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
-        self._blocks: dict[Any, Any] = {}  # device -> the int32 flags of every position (views above)
+        self._blocks: dict[Any, _FlagBlock] = {}  # device -> the flags of every position (views above)
         self._flagged: set[int] = set()  # positions with a detection queued, not yet read
-        self._reads: list[tuple[tuple[int, ...], dict[Any, _Later]]] = []  # queued flag reads
+        self._reads: list[tuple[tuple[int, ...], dict[Any, int]]] = []  # queued reads: positions, rows
         self._passes: Any = None  # the detection passes (restore_kernel.Passes), queue mode
         self._tensors: list[Any] = []
         self._snapshots: list[Any] = []
@@ -150,6 +150,8 @@ class RunGuard:
     def _queued_detection(self, index: int) -> bool:
         if not self.queue or self.check:
             return False
+        if len(self._reads) >= _FlagBlock.ROWS:  # every host row holds a read not yet taken
+            self.settle()
         todo = []
         for pos, t in enumerate(self._tensors):
             if pos in self.mutated:
@@ -160,22 +162,19 @@ class RunGuard:
             todo.append(pos)
         if not all(_restore_kernel.runs_on(self._tensors[p], self.queue) for p in todo):
             return False
-        import torch
-
         try:
             for pos in todo:
                 if pos not in self._flags:
                     device = self._tensors[pos].device
                     block = self._blocks.get(device)
                     if block is None:
-                        block = self._blocks[device] = torch.zeros(len(self._tensors), dtype=torch.int32,
-                                                                   device=device)
-                    self._flags[pos] = block[pos:pos + 1]
+                        block = self._blocks[device] = _FlagBlock(len(self._tensors), device)
+                    self._flags[pos] = block.flags[pos:pos + 1]
             if self._passes is None:
                 self._passes = _restore_kernel.Passes(self._capture)
             self._passes.run(tuple(todo), [(self._tensors[p], self._snapshots[p], self._flags[p]) for p in todo])
             devices = {self._tensors[p].device for p in todo}
-            self._reads.append((tuple(todo), {d: _Later(self._blocks[d]) for d in devices}))
+            self._reads.append((tuple(todo), {d: self._blocks[d].queue_read() for d in devices}))
             self._flagged.update(todo)
         except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here
             self.queue = None
@@ -187,14 +186,14 @@ class RunGuard:
     def settle(self) -> bool:
         """Read the detections :meth:`check_first` queued: the arguments they found changed are
         restored before every later run. Each detection's flags were copied to host memory
-        behind it (:class:`_Later`): this waits for the detections only, not for the work queued
-        after them (graph mode queues the previous candidate's replays there, issue 16). True
-        when an argument not known to be mutated was found changed. A flag is never cleared:
-        a position it marks is mutated from then on, and no later detection reads it."""
+        behind it (:class:`_FlagBlock`): this waits for the detections only, not for the work
+        queued after them (graph mode queues the previous candidate's replays there, issue 16).
+        True when an argument not known to be mutated was found changed. A flag is never
+        cleared: a position it marks is mutated from then on, and no later detection reads it."""
         found = False
         reads, self._reads = self._reads, []
-        for todo, later in reads:
-            values = {device: read.values() for device, read in later.items()}
+        for todo, rows in reads:
+            values = {device: self._blocks[device].values(row) for device, row in rows.items()}
             for pos in todo:
                 if pos not in self.mutated and values[self._tensors[pos].device][pos]:
                     found = True
@@ -289,33 +288,47 @@ class RunGuard:
         self._flags, self._blocks, self._flagged, self._reads = {}, {}, set(), []
 
 
-class _Later:
-    """A device tensor's values copied to host memory behind the work queued so far, read once
-    that copy has completed (an event): reading waits for the queue up to this point only. On
-    the CPU, or where the device has no events or pinned memory (then reading synchronises)."""
+class _FlagBlock:
+    """The detection flags of one device (one int32 per tensor argument) and the host rows their
+    reads land in: :meth:`queue_read` copies the flags into a pinned row behind the work queued
+    so far and records an event; :meth:`values` waits for that event only, not for the work
+    queued after it. Rows and events are allocated once (a pinned allocation and an event per
+    read cost host time in the middle of graph mode's first runs). On the CPU, or where the
+    device has no events or pinned memory, a read is a copy taken now (reading it then waits
+    for the queue)."""
 
-    def __init__(self, t: Any) -> None:
+    ROWS = 8
+
+    def __init__(self, n: int, device: Any) -> None:
         import torch
 
-        self._event: Any = None
-        self._source: Any = None
-        if t.device.type == "cpu":
-            self._host = t.clone()
-            return
-        try:
-            self._host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-            self._host.copy_(t, non_blocking=True)
-            self._event = torch.Event(t.device)
-            self._event.record()
-        except Exception:  # noqa: BLE001 - e.g. no torch.Event for this device: read after a sync
-            self._event, self._source = None, t.clone()
+        self.flags = torch.zeros(n, dtype=torch.int32, device=device)
+        self._rows: Any = None
+        self._events: list[Any] = []
+        self._next = 0
+        self._copies: dict[int, Any] = {}
+        if device.type != "cpu":
+            try:
+                self._rows = torch.zeros((self.ROWS, n), dtype=torch.int32, pin_memory=True)
+                self._events = [torch.Event(device) for _ in range(self.ROWS)]
+            except Exception:  # noqa: BLE001 - e.g. no torch.Event for this device
+                self._rows, self._events = None, []
 
-    def values(self) -> list[int]:
-        if self._source is not None:
-            return [int(v) for v in self._source.tolist()]
-        if self._event is not None:
-            self._event.synchronize()
-        return [int(v) for v in self._host.tolist()]
+    def queue_read(self) -> int:
+        """A read of the flags as they will be once the work queued so far has run; its row."""
+        row, self._next = self._next, (self._next + 1) % self.ROWS
+        if self._rows is None:
+            self._copies[row] = self.flags.clone()
+        else:
+            self._rows[row].copy_(self.flags, non_blocking=True)
+            self._events[row].record()
+        return row
+
+    def values(self, row: int) -> list[int]:
+        if self._rows is None:
+            return [int(v) for v in self._copies.pop(row).tolist()]
+        self._events[row].synchronize()
+        return [int(v) for v in self._rows[row].tolist()]
 
 
 # ---------------------------------------------------------------------------- time limit
