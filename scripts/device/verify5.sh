@@ -7,7 +7,7 @@
 #   PART=final: test_first_call_write.py, P1 twice, P2 (one call of ~5 minutes).
 #   PART=profile: profile_tutorial_first.py (layer norm and attention's first calls, ~30 s).
 #   PART=final3: GPU graph tests, tail_anatomy.py, P7 (2 trials), P2, P1 (~7 minutes).
-#   PART=final4: the same with the in-place tests and P7 in 3 trials (~8 minutes).
+#   PART=final4: GPU graph tests, host_steps.py, P7 (3 trials), P2, P1 (~6 minutes).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
@@ -92,11 +92,10 @@ case "${PART:-first}" in
   final4)  # after the first runs were pipelined with the captures: GPU graph tests, the first call's
            # two ends (tail_anatomy), P7 (stock, default, contextual; 3 trials), P2 on the examples, P1
     timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
-      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py \
-      tests/reliability/test_inplace_and_correctness.py >"$OUT/pytest.txt" 2>&1
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py >"$OUT/pytest.txt" 2>&1
     tail -3 "$OUT/pytest.txt"
-    timeout 60 python3 scripts/device/tail_anatomy.py layer_norm >"$OUT/tail.log" 2>&1
-    grep -E "wall|decide|_write|host$|results|report" "$OUT/tail.log" | head -24
+    timeout 60 python3 scripts/device/host_steps.py layer_norm >"$OUT/steps.log" 2>&1
+    head -12 "$OUT/steps.log"
     timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
       --methods stock default contextual >"$OUT/p7.log" 2>&1
     tail -14 "$OUT/p7.log"
