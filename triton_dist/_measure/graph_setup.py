@@ -4,16 +4,18 @@ the graphs that :mod:`triton_dist._measure.rounds` replays in its timed rounds.
 Two schedules, chosen by what the backend can do (``Backend.recomposes``):
 
 - **recompose** (CUDA with a driver that nests graphs; a rank alone): the first runs are not
-  timed; then, candidate after candidate (the device replays one while the host captures the
-  next), the host function is captured once: the first candidate with one run, probed by
-  replays of it (``k`` from those probes), every later one at ``k`` (``Backend.capture`` calls
-  it once and composes the ``k`` runs), probed by a replay of its graph. Where the fastest
-  candidate's probes call for more runs, every graph is built again at its ``k`` from the capture
-  it holds (``Backend.recompose``), without calling the host function. On an H200 the capture
-  schedule's two captures per candidate and its timed first runs (each behind a keep-ahead
-  sleep) were host time during which the device had little to do: ~9 % over the device's own
-  time on a first call of layer norm 8192 x 4096 (12 configs of ~45 µs), 1.06 after this
-  schedule and the cheaper guard passes (docs/performance-history.md, issue 16).
+  timed, and each candidate's host function is captured once, right after its first run
+  (:meth:`GraphSetUp.next_capture`), while the device runs the previous candidate's probes,
+  queued behind that first run: the first candidate with one run, probed by replays of it
+  (``k`` from those probes), every later one at ``k`` (``Backend.capture`` calls it once and
+  composes the ``k`` runs), probed by a replay of its graph. Where the fastest candidate's
+  probes call for more runs, every graph is built again at its ``k`` from the capture it holds
+  (``Backend.recompose``), without calling the host function. On an H200 the capture schedule's
+  two captures per candidate and its timed first runs (each behind a keep-ahead sleep) were
+  host time during which the device had little to do: ~9 % over the device's own time on a
+  first call of layer norm 8192 x 4096 (12 configs of ~45 µs), 1.055-1.067 with this schedule
+  after all the first runs, 1.03-1.05 with the first runs along with the captures
+  (docs/performance-history.md, issue 16).
 - **capture** (the NPU, a torch without ``keep_graph``, a group of ranks): the eager first run is
   timed (``k``'s first guess), every candidate is captured with ``k`` runs and probed; when the
   probes call for more than ``RECAPTURE_ABOVE`` times the runs of the guess, every candidate is
