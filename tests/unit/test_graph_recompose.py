@@ -184,3 +184,66 @@ def test_a_graph_captured_before_a_later_config_showed_a_mutation_is_captured_ag
         # every call of the host function started from the caller's x
         assert {total for _, total, _ in calls} == {4.0}
         assert captures == ([0, 1, 2, 0] if mutating else [0, 1, 2])
+
+
+def test_a_host_function_that_cannot_be_captured_measures_every_config_eagerly(caplog):
+    # config 1's capture fails after config 0 was captured and its probes queued: every config is
+    # warmed and timed eagerly (never a mix of modes), with the warning, and none is lost
+    import logging
+
+    from triton_dist.errors import TritonDistWarning
+
+    device = ComposingDevice({0: 0.030, 1: 0.040, 2: 0.050}, gap=0.010)
+    make_call, counts = host_calls(device, capture_error={1})
+    with caplog.at_level(logging.WARNING, logger="triton_dist._measure.rounds"), \
+            pytest.warns(TritonDistWarning, match="measuring without graphs: .*not permitted when stream is capturing"):
+        results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=3, n_repeat=5, graphs=True)
+    assert bug is None and all(r.ok for r in results)
+    assert [r.runs_per_sample for r in results] == [1, 1, 1]
+    assert [r.time_ms for r in results] == pytest.approx([0.040, 0.050, 0.060])  # eager: launch included
+    # each: the eager first run, the rest of the warm-up (replays for config 0, whose graph was
+    # probed before config 1 broke the capture), five timed eager runs
+    assert counts == {0: 2 + 5, 1: 2 + 2 + 5, 2: 1 + 2 + 5}
+
+
+def test_a_config_failing_at_its_first_run_leaves_the_pipeline_going():
+    # config 1 fails at its first run (a candidate failure): config 0's probes, which were to be
+    # queued behind it, are queued behind config 2's first run instead; config 1 is recorded
+    class FailingFirst(ComposingDevice):
+        def run(self, index: int) -> None:
+            if index == 1:
+                raise RuntimeError("out of resources: shared memory")
+            super().run(index)
+
+    device = FailingFirst({0: 0.030, 1: 0.040, 2: 0.050})
+    results, bug = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=3, n_repeat=5,
+                                      graphs=True)
+    assert bug is None and [r.ok for r in results] == [True, False, True]
+    assert "out of resources" in results[1].error
+    k = _rounds.runs_per_sample(0.030)
+    assert [r.runs_per_sample for r in results if r.ok] == [k, k]
+    assert [r.time_ms for r in results if r.ok] == pytest.approx([0.030, 0.050])
+    steps = [(e[0], e[1][0] if e[0] == "replay" else e[1]) for e in device.log if e[0] in ("run", "replay")]
+    assert steps[:4] == [("run", 0), ("run", 2), ("replay", 0), ("replay", 0)]
+
+
+def test_a_bug_in_the_pipeline_stops_measuring_with_the_failures_known():
+    # config 1's first run raises a TypeError (a bug, not a candidate failure) after config 0 was
+    # captured: measuring stops with it and returns what it knows; config 0's probes are never
+    # queued, no sample of k is replayed, no timed round runs
+    device = ComposingDevice({0: 0.030, 1: 0.040, 2: 0.050})
+    calls: dict[int, int] = {}
+
+    def make_call(index: int):
+        def call() -> None:
+            calls[index] = calls.get(index, 0) + 1
+            if index == 1:
+                raise TypeError("host() got an unexpected keyword argument 'BLOCK'")
+            device.run(index)
+
+        return call
+
+    results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=3, n_repeat=5, graphs=True)
+    assert isinstance(bug, TypeError) and results == []
+    assert calls == {0: 2, 1: 1}  # config 0: its first run and its capture; config 2 never ran
+    assert not any(e[0] == "replay" for e in device.log)
