@@ -145,7 +145,7 @@ class GraphSetUp(CandidateRuns):
     def _capture_settled(self, index: int, settle: Callable[[], bool] | None) -> None:
         """Read the detections queued so far, then capture ``index`` once (at ``k`` once known).
         A graph captured before an argument was known mutated lacks that argument's restore: it
-        is captured again before the timed rounds (:meth:`_recapture_stale`)."""
+        is captured again before the timed rounds (:meth:`_recapture`)."""
         if settle is not None and settle():
             self.stale.update(self.graph_of)
         self.try_capture(index, self.k0 or 1)
