@@ -70,7 +70,6 @@ class RunGuard:
         self._capture = capture  # queue mode: the backend's capture of one run (detection graphs)
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
         self._blocks: dict[Any, _FlagBlock] = {}  # device -> the flags of every position (views above)
-        self._flagged: set[int] = set()  # positions with a detection queued, not yet read
         self._reads: list[tuple[tuple[int, ...], dict[Any, int]]] = []  # queued reads: positions, rows
         self._passes: Any = None  # the detection passes (restore_kernel.Passes), queue mode
         self._tensors: list[Any] = []
@@ -122,7 +121,7 @@ class RunGuard:
             nonlocal first
             if self._unchecked:
                 self._check_pending()
-            if self._flagged and not first:  # a later run must know what to restore before it
+            if self._reads and not first:  # a later run must know what to restore before it
                 self.settle()
             self._restore()
             result = call()
@@ -175,7 +174,6 @@ class RunGuard:
             self._passes.run(tuple(todo), [(self._tensors[p], self._snapshots[p], self._flags[p]) for p in todo])
             devices = {self._tensors[p].device for p in todo}
             self._reads.append((tuple(todo), {d: self._blocks[d].queue_read() for d in devices}))
-            self._flagged.update(todo)
         except Exception as exc:  # noqa: BLE001 - e.g. the kernel does not compile here
             self.queue = None
             log.warning("%s: comparing the arguments on the device failed (%s: %s); comparing "
@@ -200,7 +198,6 @@ class RunGuard:
                     self.mutated.add(pos)
                     log.debug("%s: a candidate mutates tensor argument %d; it is restored before every "
                               "later run", self.name, pos)
-        self._flagged.clear()
         return found
 
     def _check_pending(self) -> None:
@@ -285,7 +282,7 @@ class RunGuard:
     def __exit__(self, *exc: object) -> None:
         self.restore_all()
         self._snapshots, self._tensors, self._reference = [], [], None
-        self._flags, self._blocks, self._flagged, self._reads = {}, {}, set(), []
+        self._flags, self._blocks, self._reads = {}, {}, []
 
 
 class _FlagBlock:
