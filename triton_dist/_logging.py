@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -36,7 +37,12 @@ def announce_once(path: Path, message: str) -> None:
 class TuningLog:
     """Lines of one tuning: to ``path`` (if given and writable), to stdout if ``verbose``."""
 
-    def __init__(self, path: Path | None, verbose: bool, prefix: str = "") -> None:
+    def __init__(self, path: Path | None, verbose: bool, prefix: str = "", *,
+                 defer: bool = False, prepare: Callable[[], None] | None = None) -> None:
+        """``defer``: the file is opened by :meth:`open` (a tuning calls it while the host waits
+        for the device, ``_measure.spare``) or at :meth:`close`; lines said before are written
+        then, with the times they were said. ``prepare`` runs before the file is opened (the
+        directory's checks); an ``OSError`` of either means no file."""
         self.verbose = verbose
         self.prefix = prefix
         self.path = path
@@ -44,15 +50,35 @@ class TuningLog:
         self._wrote = False
         self._flushed = 0.0
         self.lines: list[str] = []
-        if path is not None:
-            try:
-                path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                # O_NOFOLLOW: a log name planted as a symlink must not make us append elsewhere
-                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-                self._file = open(fd, "a", encoding="utf-8")
-            except OSError as exc:
-                log.warning("cannot write the tuning log %s: %s", path, exc)
-                self.path = None
+        self._prepare = prepare
+        self._held: list[str] | None = [] if defer and path is not None else None
+        if path is not None and not defer:
+            self.open()
+
+    def open(self) -> None:
+        """Open the file (once; a deferred log's lines so far go in first)."""
+        held, self._held = self._held, None
+        path = self.path
+        if path is None or self._file is not None:
+            return
+        try:
+            if self._prepare is not None:
+                self._prepare()
+        except OSError as exc:  # the directory cannot be ours: no log (the entry's write says why)
+            log.debug("no tuning log %s: %s", path, exc)
+            self.path = None
+            return
+        try:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # O_NOFOLLOW: a log name planted as a symlink must not make us append elsewhere
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            self._file = open(fd, "a", encoding="utf-8")
+        except OSError as exc:
+            log.warning("cannot write the tuning log %s: %s", path, exc)
+            self.path = None
+            return
+        if held:
+            self._write("".join(held))
 
     def info(self, message: str, *args: object) -> None:
         text = message % args if args else message
@@ -60,21 +86,27 @@ class TuningLog:
         self.lines.append(line)
         log.debug("%s", line)
         if self._file is not None:
-            now = _dt.datetime.now()
-            try:
-                self._file.write(f"{now.isoformat(timespec='milliseconds')} {line}\n")
-                # flushed at most every FLUSH_S (and at close): a write per line was ~20 system
-                # calls of a first call (P2, issue 16); a process killed mid-tuning loses at most
-                # the last FLUSH_S of lines, and the first line (what is being tuned) never
-                if not self._wrote or time.monotonic() - self._flushed >= FLUSH_S:
-                    self._file.flush()
-                    self._flushed = time.monotonic()
-                self._wrote = True
-            except OSError as exc:
-                self._give_up(exc)
+            self._write(f"{_dt.datetime.now().isoformat(timespec='milliseconds')} {line}\n")
+        elif self._held is not None:
+            self._held.append(f"{_dt.datetime.now().isoformat(timespec='milliseconds')} {line}\n")
         if self.verbose:
             sys.stdout.write(f"[triton_dist] {line}\n")
             sys.stdout.flush()
+
+    def _write(self, text: str) -> None:
+        assert self._file is not None
+        try:
+            self._file.write(text)
+            # flushed at most every FLUSH_S (and at close): a write per line was ~20 system
+            # calls of a first call (P2, issue 16); a process killed mid-tuning loses at most
+            # the last FLUSH_S of lines, and the first lines (what is being tuned) never once the
+            # file is open (a deferred log: at the first wait for the device)
+            if not self._wrote or time.monotonic() - self._flushed >= FLUSH_S:
+                self._file.flush()
+                self._flushed = time.monotonic()
+            self._wrote = True
+        except OSError as exc:
+            self._give_up(exc)
 
     def _give_up(self, exc: OSError) -> None:
         """The log is best effort: a full disk must not fail the tuning (issue 17). Logged at
@@ -83,6 +115,8 @@ class TuningLog:
         self.close()
 
     def close(self) -> None:
+        if self._held is not None:  # deferred and never opened: the lines said so far go in now
+            self.open()
         if self._file is None:
             return
         file, self._file = self._file, None

@@ -42,10 +42,11 @@ from triton_dist._measure.bench import measure_candidates
 from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
 from triton_dist._measure.result import CandidateResult, describe
+from triton_dist._measure.spare import Spare
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import build_entry, graph_mode, measurement_info
+from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, measurement_info
 from triton_dist._store.fingerprint import body_hash
 from triton_dist._target import Outcome, TuneTarget, show_config
 from triton_dist.errors import (
@@ -105,10 +106,15 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
         return untuned(target, plan.call, plan.why, plan.key_text, plan.path, root, backend, settings)
 
     writer = write and (view is None or writers(view, hosts))
-    log_path = _log_path(plan.path, root, view, write, writer)
-    with TuningLog(log_path, verbose, rank_prefix) as tlog:
+    log_path = _log_path(plan.path, view, write, writer)
+    # on a device, the log's directory and file while the host waits for it (_measure.spare, P2)
+    prepare = (lambda: _cache.ensure_private_dir(log_path.parent, root)) if log_path is not None else None
+    defer = backend.interleaved and target.do_bench is None
+    with TuningLog(log_path, verbose, rank_prefix, defer=defer, prepare=prepare) as tlog:
+        spare = Spare()
+        spare.add(tlog.open)
         return _tune(target, plan, args, kwargs, view, backend, settings, tlog, overwrite,
-                     plan.path if writer else None, root)
+                     plan.path if writer else None, root, spare)
 
 
 def _with_overrides(target: TuneTarget, check_correctness: bool | None,
@@ -219,26 +225,24 @@ def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) ->
     return Outcome(index, "cache", path=plan.path)
 
 
-def _log_path(path: Path | None, root: Path, view: GroupView | None, write: bool, writer: bool) -> Path | None:
+def _log_path(path: Path | None, view: GroupView | None, write: bool, writer: bool) -> Path | None:
     """The tuning's log next to its entry (a rank that does not write: its own), or None."""
     if not write or path is None:
         return None
-    log_path = path.with_suffix(".log") if writer else path.with_name(f"{path.stem}.rank{view.rank}.log")  # type: ignore[union-attr]
-    try:
-        _cache.ensure_private_dir(path.parent, root)
-    except OSError:
-        return None
-    return log_path
+    return path.with_suffix(".log") if writer else path.with_name(f"{path.stem}.rank{view.rank}.log")  # type: ignore[union-attr]
 
 
 def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: GroupView | None,
           backend: Backend, settings: Settings, tlog: TuningLog, overwrite: bool,
-          write_path: Path | None, root: Path) -> Outcome:
-    """Steps 3 to 6 of a miss: measure, reduce, pick, write."""
+          write_path: Path | None, root: Path, spare: Spare) -> Outcome:
+    """Steps 3 to 6 of a miss: measure, reduce, pick, write. ``spare`` holds the host work done
+    while the host waits for the device: the log's file, the entry's head and place."""
     tlog.info("tuning %s for key %s (%s): %d of %d configs kept, %d warm-up + %d timed runs each, on %s%s",
               target.qualname, plan.key_text, plan.why, len(plan.kept), len(target.config_space),
               target.n_warmup, target.n_repeat, backend.kind, f", {view.describe()}" if view else "")
-    results, bug = _measure(target, plan, args, kwargs, view, backend, settings, tlog, overwrite)
+    ahead = EntryAhead(target, plan.key_text, backend, view, root if write_path is not None else None)
+    spare.add(ahead.prepare)
+    results, bug = _measure(target, plan, args, kwargs, view, backend, settings, tlog, overwrite, spare)
     if plan.reuse is not None:
         results = plan.reuse.merge(results, plan.kept)
     results = _reduce(target, plan, results, bug, view, backend, settings, tlog)
@@ -246,14 +250,15 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
         results = plan.reuse.rescale(results)
         tlog.info("reused timings scaled by %.4f (the old best's time now / then)", plan.reuse.scale)
     best, margin = _pick(target, plan.key_text, results, tlog)
-    entry = build_entry(target, plan.key_text, results, best, margin, backend, view, plan.reuse)
-    path = _write(target, plan.key_text, entry, root, tlog) if write_path is not None else None
+    spare.finish()
+    entry = build_entry(target, plan.key_text, results, best, margin, backend, view, plan.reuse, ahead.head)
+    path = _write(target, plan.key_text, entry, root, tlog, ahead.place) if write_path is not None else None
     return Outcome(best, "tuned", entry, path)
 
 
 def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: GroupView | None,
-             backend: Backend, settings: Settings, tlog: TuningLog,
-             overwrite: bool) -> tuple[list[CandidateResult], BaseException | None]:
+             backend: Backend, settings: Settings, tlog: TuningLog, overwrite: bool,
+             spare: Spare) -> tuple[list[CandidateResult], BaseException | None]:
     """Step 3: time the kept configs (those without reused timings) under the run guard, which
     restores arguments the function mutates and checks outputs. Returns (results, a bug: an error
     of the measuring itself, raised after the group has exchanged it)."""
@@ -272,8 +277,10 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
     # kernels Triton compiles (a simulated device's graphs would not replay them)
     capture = (lambda fn: backend.capture(fn, 1, backend.graph_pool())) if queue and backend.compiles else None
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace, check=target.check_correctness,
-                             name=target.qualname, queue=queue, capture=capture)
+                             name=target.qualname, queue=queue, capture=capture, idle=spare.run)
     measure, options = _measurer(target, view, backend, settings, tlog, guard, defer, queue)
+    if defer:
+        options["spare"] = spare.run
     with guard:  # leaving it puts mutated arguments back for the final call
         return measure(
             lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite), defer=defer), to_measure, backend,
@@ -375,10 +382,11 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
     return best, margin
 
 
-def _write(target: TuneTarget, key_text: str, entry: dict[str, Any], root: Path, tlog: TuningLog) -> Path | None:
+def _write(target: TuneTarget, key_text: str, entry: dict[str, Any], root: Path, tlog: TuningLog,
+           place: _cache.EntryPlace | None) -> Path | None:
     """Step 6 (the node's writer): the entry, atomically; a failure is a warning (tuning worked)."""
     try:
-        path = _cache.write_entry(root, entry, durable=False)  # fsync in the background (P2)
+        path = _cache.write_entry(root, entry, durable=False, place=place)  # fsync in the background (P2)
     except OSError as exc:
         warnings.warn(f"could not save the tuning result of {target.qualname} for key "
                       f"{key_text} under {root}: {exc}. Tuning worked, but nothing was saved; "

@@ -28,6 +28,7 @@ import tutorial_kernels as tk
 from triton_dist import _logging, _tuning, tune
 from triton_dist._backends import get_backend
 from triton_dist._measure import guard, rounds, runs
+from triton_dist._store import decide, files, reuse
 
 CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (4096, 8192)}
 WRAPPED = [(tune.AutoTuner, "_miss"), (_tuning, "resolve"), (_tuning, "_decide_locally"), (_tuning, "_agree"),
@@ -36,7 +37,12 @@ WRAPPED = [(tune.AutoTuner, "_miss"), (_tuning, "resolve"), (_tuning, "_decide_l
            (_tuning, "_on_result"), (_logging.TuningLog, "close"), (_logging.TuningLog, "__init__"),
            (rounds._Rounds, "warm_up"), (rounds._Rounds, "results"), (rounds._Rounds, "_read_as_completed"),
            (rounds, "_report"), (runs.CandidateRuns, "drop_graphs"), (runs.CandidateRuns, "start"),
-           (guard.RunGuard, "__enter__"), (guard.RunGuard, "__exit__"), (rounds._Rounds, "timed_rounds")]
+           (guard.RunGuard, "__enter__"), (guard.RunGuard, "__exit__"), (rounds._Rounds, "timed_rounds"),
+           # finer steps of both ends
+           (decide, "identify"), (decide, "lookup"), (_tuning, "_prune"), (reuse, "find_reusable"),
+           (_tuning, "_log_path"), (_tuning, "_measurer"), (guard.RunGuard, "__init__"),
+           (files, "ensure_private_dir"), (files, "dumps_entry"), (files, "_packed_bytes"),
+           (files, "create_entry_text"), (files, "sync_later"), (rounds._Rounds, "first_run")]
 
 
 class Marks:

@@ -8,6 +8,7 @@
 #   PART=profile: profile_tutorial_first.py (layer norm and attention's first calls, ~30 s).
 #   PART=final3: GPU graph tests, tail_anatomy.py, P7 (2 trials), P2, P1 (~7 minutes).
 #   PART=final4: GPU graph tests, host_steps.py, P7 (3 trials), P2, P1 (~6 minutes).
+#   PART=final5: the same with tail_anatomy.py, hot_call.py and the spare-time tests (~6 minutes).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
@@ -96,6 +97,22 @@ case "${PART:-first}" in
     tail -3 "$OUT/pytest.txt"
     timeout 60 python3 scripts/device/host_steps.py layer_norm >"$OUT/steps.log" 2>&1
     head -12 "$OUT/steps.log"
+    timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
+      --methods stock default contextual >"$OUT/p7.log" 2>&1
+    tail -14 "$OUT/p7.log"
+    timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
+    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
+    timeout 60 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
+    grep -E "over the host|overhead" "$OUT/p1.log"
+    ;;
+  final5)  # after the spare-time work (the log, the entry's head and place while the host waits for the
+           # device): GPU graph tests, both ends of the first call (tail_anatomy), P7 (3 trials), P2, P1
+    timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_spare_time.py >"$OUT/pytest.txt" 2>&1
+    tail -3 "$OUT/pytest.txt"
+    { timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; timeout 60 python3 scripts/device/host_steps.py layer_norm
+      python3 scripts/device/hot_call.py; } >"$OUT/steps.log" 2>&1
+    grep -E "wall median|hot_call|python|over host" "$OUT/steps.log" | head -12
     timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
       --methods stock default contextual >"$OUT/p7.log" 2>&1
     tail -14 "$OUT/p7.log"

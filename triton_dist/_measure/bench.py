@@ -61,6 +61,7 @@ def measure_candidates(
     after_first: Callable[[int], None] | None = None,
     settle: Callable[[], bool] | None = None,
     flush: bool = False,
+    spare: Callable[[], None] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -82,13 +83,14 @@ def measure_candidates(
     any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``);
     in graph mode ``settle()`` follows the first runs' synchronisation (``RunGuard.settle``).
     ``flush`` (device backends) flushes the device's L2 cache before every timed sample, outside
-    its event pair (cold-cache timings; graph mode then times one run per sample).
+    its event pair (cold-cache timings; graph mode then times one run per sample). ``spare()``
+    (device backends) runs host work that waited for the device once the timed rounds are queued.
     """
     if do_bench is None and backend.interleaved:
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
                               known_failures=known_failures, graphs=graphs, agree=agree,
-                              after_first=after_first, settle=settle, flush=flush)
+                              after_first=after_first, settle=settle, flush=flush, spare=spare)
     return _one_after_another(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               do_bench=do_bench, on_result=on_result, timeout_s=timeout_s,
                               known_failures=known_failures)

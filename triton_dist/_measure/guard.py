@@ -61,13 +61,15 @@ class RunGuard:
 
     def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
                  name: str = "the tuned function", queue: str | None = None,
-                 capture: Callable[[Callable[[], None]], Any] | None = None) -> None:
+                 capture: Callable[[Callable[[], None]], Any] | None = None,
+                 idle: Callable[[Callable[[], bool]], None] | None = None) -> None:
         self.check = check
         self.name = name
         self.queue = queue
         """a device type (the backend's): deferred first-run checks of contiguous tensors on it go
         to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
         self._capture = capture  # queue mode: the backend's capture of one run (detection graphs)
+        self._idle = idle  # queue mode: host work for while a detection is not read yet (Spare.run)
         self._flags: dict[int, Any] = {}  # position -> one-element int32 flag on its device
         self._blocks: dict[Any, _FlagBlock] = {}  # device -> the flags of every position (views above)
         self._reads: list[tuple[tuple[int, ...], dict[Any, int]]] = []  # queued reads: positions, rows
@@ -191,7 +193,7 @@ class RunGuard:
         found = False
         reads, self._reads = self._reads, []
         for todo, rows in reads:
-            values = {device: self._blocks[device].values(row) for device, row in rows.items()}
+            values = {device: self._blocks[device].values(row, self._idle) for device, row in rows.items()}
             for pos in todo:
                 if pos not in self.mutated and values[self._tensors[pos].device][pos]:
                     found = True
@@ -321,10 +323,15 @@ class _FlagBlock:
             self._events[row].record()
         return row
 
-    def values(self, row: int) -> list[int]:
+    def values(self, row: int, idle: Callable[[Callable[[], bool]], None] | None = None) -> list[int]:
+        """The flags of ``row``'s read, once the device has reached it; ``idle(busy)`` first runs
+        host work while the device has not (``Spare.run``)."""
         if self._rows is None:
             return [int(v) for v in self._copies.pop(row).tolist()]
-        self._events[row].synchronize()
+        event = self._events[row]
+        if idle is not None:
+            idle(lambda: not event.query())
+        event.synchronize()
         return [int(v) for v in self._rows[row].tolist()]
 
 

@@ -90,13 +90,14 @@ def measure_rounds(
     after_first: Callable[[int], None] | None = None,
     settle: Callable[[], bool] | None = None,
     flush: bool = False,
+    spare: Callable[[], None] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """:func:`triton_dist._measure.bench.measure_candidates` on a device backend, in the steps of
     the module docstring. When measuring stops early (a bug, a device that cannot synchronise, or
     another rank's stop) it returns the failed candidates known so far and this rank's reason."""
     rounds = _Rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat, timeout_s=timeout_s,
                      known_failures=known_failures, graphs=graphs, agree=agree, after_first=after_first,
-                     flush=flush)
+                     flush=flush, spare=spare)
     try:
         stop = rounds.warm_up(on_warm, settle)
         if rounds.use_graphs:
@@ -115,11 +116,12 @@ class _Rounds(GraphSetUp):
     def __init__(self, make_call: Callable[[int], Callable[[], Any]], indices: Sequence[int],
                  backend: Backend, *, n_warmup: int, n_repeat: int, timeout_s: float | None,
                  known_failures: Mapping[int, str] | None, graphs: bool, agree: Agree | None,
-                 after_first: Callable[[int], None] | None, flush: bool) -> None:
+                 after_first: Callable[[int], None] | None, flush: bool,
+                 spare: Callable[[], None] | None = None) -> None:
         super().__init__(make_call, indices, backend, timeout_s=timeout_s, known_failures=known_failures)
         self.n_warmup, self.n_repeat = n_warmup, n_repeat
         self.use_graphs = graphs and backend.graphs
-        self.agree, self.after_first, self.flush = agree, after_first, flush
+        self.agree, self.after_first, self.flush, self.spare = agree, after_first, flush, spare
         self.cap = 1 if flush else MAX_RUNS_PER_SAMPLE  # cold-cache timings: every timed run after a flush
         self.timer: Any = None  # the backend's run timer (event pairs, keep-ahead sleeps), from warm_up
         self.marks: list[tuple[str, float]] = []  # phase ends, for the debug line of results()
@@ -229,6 +231,8 @@ class _Rounds(GraphSetUp):
         # Freed before waiting (the driver frees a graph in flight when it completes, and nothing
         # is queued until the synchronisation): the host's ~2 ms for 15 graphs overlap the device.
         self.drop_graphs()
+        if self.spare is not None:  # the device has every timed round to run: host work that waited
+            self.spare()
         self.marks.append(("released", self.clock()))
         reported: dict[int, CandidateResult] = {}
 

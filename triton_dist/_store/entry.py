@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_dist._backends import Backend
 from triton_dist._distributed import GroupView
 from triton_dist._measure.result import CandidateResult
+from triton_dist._store import background_sync
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
 from triton_dist._store.fingerprint import body_hash, hardware_info, software_versions
@@ -20,7 +22,7 @@ from triton_dist._store.fingerprint import body_hash, hardware_info, software_ve
 if TYPE_CHECKING:
     from triton_dist._target import TuneTarget
 
-__all__ = ["build_entry", "graph_mode", "measurement_info"]
+__all__ = ["EntryAhead", "build_entry", "entry_head", "graph_mode", "measurement_info"]
 
 
 def graph_mode(target: TuneTarget, backend: Backend) -> bool:
@@ -41,10 +43,29 @@ def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
             **({"flush_l2": True} if target.flush_l2 else {})}
 
 
+def entry_head(target: TuneTarget, key_text: str, backend: Backend, view: GroupView | None) -> dict[str, Any]:
+    """The entry's fields that do not depend on the timings (a tuning builds them while the host
+    waits for the device, ``_measure.spare``)."""
+    hw = hardware_info(backend)
+    return {
+        "schema": _cache.SCHEMA_NAME,
+        "id": _cache.entry_id(target.source_hash(), hw["digest"], key_text),
+        "function": target.name,
+        "qualname": target.qualname,
+        "key": key_text,
+        "source_hash": target.source_hash(),
+        "body_hash": body_hash(target.fn),
+        "hardware": hw,
+        "versions": software_versions(backend),
+        "world_size": view.size if view else 1,
+        "measurement": measurement_info(target, backend),
+    }
+
+
 def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,
                 margin: float, backend: Backend, view: GroupView | None,
-                reuse: _reuse.Reuse | None = None) -> dict[str, Any]:
-    hw = hardware_info(backend)
+                reuse: _reuse.Reuse | None = None, head: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The entry of a pick; ``head``: :func:`entry_head` of the same arguments, built earlier."""
     measured = {r.index: r for r in results}
     candidates = []
     for index, config in enumerate(target.encoded):  # as decorated, not as the function left it
@@ -62,22 +83,36 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
     best_result = measured[best]
     default = measured.get(0)
     return {
-        "schema": _cache.SCHEMA_NAME,
-        "id": _cache.entry_id(target.source_hash(), hw["digest"], key_text),
-        "function": target.name,
-        "qualname": target.qualname,
-        "key": key_text,
-        "source_hash": target.source_hash(),
-        "body_hash": body_hash(target.fn),
-        "hardware": hw,
-        "versions": software_versions(backend),
+        **(head if head is not None else entry_head(target, key_text, backend, view)),
         "created": _cache.utc_now(),
-        "world_size": view.size if view else 1,
-        "measurement": measurement_info(target, backend),
         "candidates": candidates,
         "best": {"index": best, "config": target.encoded[best],
                  "time_ms": best_result.time_ms},
         "default_time_ms": _cache.json_safe_time(default.time_ms) if default else None,
         "margin": margin if math.isfinite(margin) else None,
-        **({"reused": reuse.describe()} if reuse is not None else {}),
+        **({"reused": reuse.describe()} if reuse is not None else {}),  # its scale: measured now
     }
+
+
+class EntryAhead:
+    """What a tuning's entry needs besides its timings — its head (:func:`entry_head`) and, for
+    the writer, its place (``files.place_entry``) and the fsync thread — made by :meth:`prepare`
+    while the host waits for the device (``_measure.spare``). A place that cannot be checked is
+    left to the write, whose warning names the problem."""
+
+    def __init__(self, target: TuneTarget, key_text: str, backend: Backend, view: GroupView | None,
+                 root: Path | None) -> None:
+        self._args = (target, key_text, backend, view)
+        self._root = root
+        self.head: dict[str, Any] | None = None
+        self.place: _cache.EntryPlace | None = None
+
+    def prepare(self) -> None:
+        self.head = head = entry_head(*self._args)
+        if self._root is None:
+            return
+        background_sync.start()
+        try:
+            self.place = _cache.place_entry(self._root, head["function"], head["id"])
+        except OSError:
+            self.place = None

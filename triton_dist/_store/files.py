@@ -17,6 +17,7 @@ loose file and the packs serves an id: ``_store.packs.load_entry``.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -277,21 +278,49 @@ def dumps_entry(entry: dict[str, Any]) -> str:
     return "{\n" + ",\n".join(lines) + "\n}\n" if lines else "{}\n"
 
 
-def write_entry(root: Path, entry: dict[str, Any], durable: bool = True) -> Path:
+@dataclasses.dataclass(frozen=True)
+class EntryPlace:
+    """Where an entry is about to be written, checked ahead (:func:`place_entry`)."""
+
+    path: Path
+    fresh: bool
+    """no loose or packed entry was there when checked (a hint: the create never replaces)"""
+
+
+def place_entry(root: Path, function_name: str, eid: str) -> EntryPlace:
+    """Check ahead of :func:`write_entry` where an entry goes: its directory made and checked,
+    and whether it is the key's first entry (a tuning does this while the host waits for the
+    device, ``_measure.spare``: the write after the last sample is then the file alone)."""
+    path = entry_path(root, function_name, eid)
+    ensure_private_dir(path.parent, root)
+    return EntryPlace(path, not os.path.lexists(path) and _packed_bytes(path) is None)
+
+
+def write_entry(root: Path, entry: dict[str, Any], durable: bool = True, place: EntryPlace | None = None) -> Path:
     """Write ``entry`` under ``root`` atomically; an existing entry for the key moves to history.
 
     Raises OSError when the directory is not writable (callers warn and go on). ``durable=False``:
-    the fsync runs in the background (see :func:`atomic_write_text`).
+    the fsync runs in the background (see :func:`atomic_write_text`). ``place``: the checks of
+    :func:`place_entry`, done earlier for this entry.
     """
     root = Path(root)
     path = entry_path(root, entry["function"], entry["id"])
     text = dumps_entry(entry)
-    ensure_private_dir(path.parent, root)
+    if place is None or place.path != path:
+        place = None
+        ensure_private_dir(path.parent, root)
     # a key's first entry (the first call of a tuned function): created in place without the
     # lock (nothing to move to history; a hard link never replaces a file), ~0.4 ms less on the
     # first call; otherwise (a loose or packed entry is there, or another writer was faster)
     # the locked replacement, which keeps the old entry in history
-    if not os.path.lexists(path) and _packed_bytes(path) is None and create_entry_text(path, text, fsync=durable):
+    fresh = place.fresh if place is not None else not os.path.lexists(path) and _packed_bytes(path) is None
+    try:
+        created = fresh and create_entry_text(path, text, fsync=durable)
+    except FileNotFoundError:  # the directory went away since it was placed: made again below
+        if place is None:
+            raise
+        created = False
+    if created:
         if not durable:
             sync_later(path)
         return path
