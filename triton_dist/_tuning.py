@@ -252,7 +252,7 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
     best, margin = _pick(target, plan.key_text, results, tlog)
     spare.finish()
     entry = build_entry(target, plan.key_text, results, best, margin, backend, view, plan.reuse, ahead.head)
-    path = _write(target, plan.key_text, entry, root, tlog, ahead.place) if write_path is not None else None
+    path = _write(target, plan.key_text, entry, root, tlog, ahead) if write_path is not None else None
     return Outcome(best, "tuned", entry, path)
 
 
@@ -383,10 +383,11 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
 
 
 def _write(target: TuneTarget, key_text: str, entry: dict[str, Any], root: Path, tlog: TuningLog,
-           place: _cache.EntryPlace | None) -> Path | None:
-    """Step 6 (the node's writer): the entry, atomically; a failure is a warning (tuning worked)."""
-    try:
-        path = _cache.write_entry(root, entry, durable=False, place=place)  # fsync in the background (P2)
+           ahead: EntryAhead) -> Path | None:
+    """Step 6 (the node's writer): the entry, atomically; a failure is a warning (tuning worked).
+    ``ahead``: its place checked and its head encoded while the host waited for the device."""
+    try:  # fsync in the background (P2)
+        path = _cache.write_entry(root, entry, durable=False, place=ahead.place, known=ahead.known)
     except OSError as exc:
         warnings.warn(f"could not save the tuning result of {target.qualname} for key "
                       f"{key_text} under {root}: {exc}. Tuning worked, but nothing was saved; "

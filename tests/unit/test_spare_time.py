@@ -149,20 +149,33 @@ def test_on_the_cpu_the_log_is_open_before_the_first_run(cache_dir):
     assert seen[0] is True
 
 
-def test_the_entry_built_from_its_head_is_the_entry(monkeypatch):
+def test_the_entry_built_from_its_head_is_the_entry(tmp_path):
     from triton_dist._backends import get_backend
     from triton_dist._measure.result import CandidateResult
 
     tuner = autotune([{"c": i} for i in range(2)], lambda n: (n,))(lambda n, *, c: n)
     backend = get_backend()
     results = [CandidateResult(0, 2.0, 0.1, [2.0]), CandidateResult(1, 1.0, 0.1, [1.0])]
-    ahead = EntryAhead(tuner.target, "(3,)", backend, None, None)
+    ahead = EntryAhead(tuner.target, "(3,)", backend, None, None)  # a rank that does not write
     ahead.prepare()
-    assert ahead.place is None and ahead.head == entry_head(tuner.target, "(3,)", backend, None)
+    assert ahead.place is None and ahead.known is None
+    assert ahead.head == entry_head(tuner.target, "(3,)", backend, None)
     with_head = build_entry(tuner.target, "(3,)", results, 1, 0.5, backend, None, None, ahead.head)
     without = build_entry(tuner.target, "(3,)", results, 1, 0.5, backend, None)
-    with_head.pop("created"), without.pop("created")
+    assert with_head.pop("created") <= without.pop("created")
     assert with_head == without
+    # the writer's: its head encoded ahead gives the same bytes
+    writer = EntryAhead(tuner.target, "(3,)", backend, None, tmp_path)
+    writer.prepare()
+    assert writer.place is not None and writer.place.fresh and writer.known is not None
+    entry = build_entry(tuner.target, "(3,)", results, 1, 0.5, backend, None, None, writer.head)
+    assert _files.dumps_entry(entry, writer.known) == _files.dumps_entry(entry)
+    # a field that no longer holds the value encoded ahead is encoded again
+    entry["world_size"] = 4
+    assert '"world_size": 4' in _files.dumps_entry(entry, writer.known)
+    path = _files.write_entry(tmp_path, entry, durable=False, place=writer.place, known=writer.known)
+    assert path == writer.place.path and json.loads(path.read_text())["world_size"] == 4
+    assert background_sync.wait_idle(10.0)
 
 
 def _entry(eid: str, best: int) -> dict:

@@ -105,12 +105,15 @@ class EntryAhead:
         self._args = (target, key_text, backend, view)
         self._root = root
         self.head: dict[str, Any] | None = None
+        self.known: dict[str, tuple[Any, str]] | None = None
+        """the head's fields encoded (``files.dumps_entry``), for the writer"""
         self.place: _cache.EntryPlace | None = None
 
     def prepare(self) -> None:
         self.head = head = entry_head(*self._args)
         if self._root is None:
             return
+        self.known = {name: (value, _cache.field_text(name, value)) for name, value in head.items()}
         background_sync.start()
         try:
             self.place = _cache.place_entry(self._root, head["function"], head["id"])

@@ -264,17 +264,24 @@ def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
 _encode_line = json.JSONEncoder(sort_keys=True, allow_nan=False, separators=(", ", ": ")).encode
 
 
-def dumps_entry(entry: dict[str, Any]) -> str:
+def field_text(name: str, value: Any) -> str:
+    """One top-level field of an entry's text (:func:`dumps_entry`)."""
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        items = ",\n".join(f"    {_encode_line(item)}" for item in value)
+        return f"  {_encode_line(name)}: [\n{items}\n  ]"
+    return f"  {_encode_line(name)}: {_encode_line(value)}"
+
+
+def dumps_entry(entry: dict[str, Any], known: dict[str, tuple[Any, str]] | None = None) -> str:
     """An entry's text: one line per top-level field, one per candidate (readable and diffable),
-    keys sorted, NaN/infinity refused (``ValueError``); the same entry always gives the same bytes."""
+    keys sorted, NaN/infinity refused (``ValueError``); the same entry always gives the same bytes.
+    ``known``: name -> (value, :func:`field_text`) of fields encoded earlier, used where the
+    entry holds that very value (a tuning encodes its entry's head while it waits for the device)."""
     lines = []
     for name in sorted(entry):
         value = entry[name]
-        if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-            items = ",\n".join(f"    {_encode_line(item)}" for item in value)
-            lines.append(f"  {_encode_line(name)}: [\n{items}\n  ]")
-        else:
-            lines.append(f"  {_encode_line(name)}: {_encode_line(value)}")
+        done = known.get(name) if known is not None else None
+        lines.append(done[1] if done is not None and done[0] is value else field_text(name, value))
     return "{\n" + ",\n".join(lines) + "\n}\n" if lines else "{}\n"
 
 
@@ -296,16 +303,18 @@ def place_entry(root: Path, function_name: str, eid: str) -> EntryPlace:
     return EntryPlace(path, not os.path.lexists(path) and _packed_bytes(path) is None)
 
 
-def write_entry(root: Path, entry: dict[str, Any], durable: bool = True, place: EntryPlace | None = None) -> Path:
+def write_entry(root: Path, entry: dict[str, Any], durable: bool = True, place: EntryPlace | None = None,
+                known: dict[str, tuple[Any, str]] | None = None) -> Path:
     """Write ``entry`` under ``root`` atomically; an existing entry for the key moves to history.
 
     Raises OSError when the directory is not writable (callers warn and go on). ``durable=False``:
     the fsync runs in the background (see :func:`atomic_write_text`). ``place``: the checks of
-    :func:`place_entry`, done earlier for this entry.
+    :func:`place_entry`, done earlier for this entry; ``known``: fields encoded earlier
+    (:func:`dumps_entry`).
     """
     root = Path(root)
     path = entry_path(root, entry["function"], entry["id"])
-    text = dumps_entry(entry)
+    text = dumps_entry(entry, known)
     if place is None or place.path != path:
         place = None
         ensure_private_dir(path.parent, root)
