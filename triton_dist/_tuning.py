@@ -39,6 +39,7 @@ from triton_dist._logging import TuningLog
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import measure_candidates
+from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
 from triton_dist._measure.result import CandidateResult, describe
@@ -110,7 +111,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     # on a device, the log's directory and file while the host waits for it (_measure.spare, P2)
     prepare = (lambda: _cache.ensure_private_dir(log_path.parent, root)) if log_path is not None else None
     defer = backend.interleaved and target.do_bench is None
-    with TuningLog(log_path, verbose, rank_prefix, defer=defer, prepare=prepare) as tlog:
+    with TuningLog(log_path, verbose, rank_prefix, defer=defer, prepare=prepare) as tlog, collector_paused():
         spare = Spare()
         spare.add(tlog.open)
         return _tune(target, plan, args, kwargs, view, backend, settings, tlog, overwrite,
