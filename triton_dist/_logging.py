@@ -94,15 +94,17 @@ class TuningLog:
             sys.stdout.flush()
 
     def _write(self, text: str) -> None:
-        assert self._file is not None
+        file = self._file
+        if file is None:  # given up on (a full disk)
+            return
         try:
-            self._file.write(text)
+            file.write(text)
             # flushed at most every FLUSH_S (and at close): a write per line was ~20 system
             # calls of a first call (P2, issue 16); a process killed mid-tuning loses at most
             # the last FLUSH_S of lines, and the first lines (what is being tuned) never once the
             # file is open (a deferred log: at the first wait for the device)
             if not self._wrote or time.monotonic() - self._flushed >= FLUSH_S:
-                self._file.flush()
+                file.flush()
                 self._flushed = time.monotonic()
             self._wrote = True
         except OSError as exc:
