@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from triton_dist import _triton_prewarm
+from triton_dist._measure.collector import collector_paused
 from triton_dist.errors import TritonDistWarning, TunerActiveError
 
 __all__ = ["ContextualAutoTuner", "contextual_autotune"]
@@ -88,7 +89,8 @@ class ContextualAutoTuner(Generic[R]):
         from triton_dist._contextual.session import Session
 
         _triton_prewarm.wait()  # (returns at once after the first call)
-        with _activated(self):
+        # the collector paused while the runs time their launches, as a tuning does (_measure.collector)
+        with _activated(self), collector_paused():
             session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat,
                               compile_workers=self.compile_workers)
             with _takeover(session):

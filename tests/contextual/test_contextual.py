@@ -466,3 +466,32 @@ def test_public_names():
     module = importlib.import_module("triton_dist")
     assert module.contextual_autotune is contextual_autotune
     assert module.ContextualAutoTuner is ContextualAutoTuner
+
+
+def test_the_collector_is_paused_during_the_runs_and_as_before_after():
+    import gc
+
+    scale = K.make_scale((256, 512))
+    seen = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        seen.append(gc.isenabled())
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    enabled = gc.isenabled()
+    try:
+        gc.enable()
+        x = torch.randn(1000, device=K.device())
+        torch.testing.assert_close(outer(x), 2.0 * x)
+        assert len(seen) > 1 and not any(seen)  # every run of the tuning, the final one too
+        assert gc.isenabled()
+        gc.disable()  # a program that runs without the collector keeps it off
+        seen.clear()
+        scale.cache.clear()
+        outer(x)
+        assert seen and not any(seen) and not gc.isenabled()
+    finally:
+        (gc.enable if enabled else gc.disable)()
