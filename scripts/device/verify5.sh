@@ -22,6 +22,16 @@ unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
   nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv
   nproc; uptime; df -T /tmp | tail -1
 } >"$OUT/env.txt" 2>&1
+# P7 (stock, default, contextual; 3 trials), P2 on the examples, P1: the end of PART=final4 and final5
+p7_p2_p1() {
+  timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
+    --methods stock default contextual >"$OUT/p7.log" 2>&1
+  tail -14 "$OUT/p7.log"
+  timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
+  grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
+  timeout 60 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
+  grep -E "over the host|overhead" "$OUT/p1.log"
+}
 case "${PART:-first}" in
   first)
     timeout 120 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/unit/test_default_mode.py \
@@ -97,13 +107,7 @@ case "${PART:-first}" in
     tail -3 "$OUT/pytest.txt"
     timeout 60 python3 scripts/device/host_steps.py layer_norm >"$OUT/steps.log" 2>&1
     head -12 "$OUT/steps.log"
-    timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
-      --methods stock default contextual >"$OUT/p7.log" 2>&1
-    tail -14 "$OUT/p7.log"
-    timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
-    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
-    timeout 60 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
-    grep -E "over the host|overhead" "$OUT/p1.log"
+    p7_p2_p1
     ;;
   final5)  # after the spare-time work (the log, the entry's head and place while the host waits for the
            # device): GPU graph tests, both ends of the first call (tail_anatomy), P7 (3 trials), P2, P1
@@ -113,13 +117,7 @@ case "${PART:-first}" in
     { timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; timeout 60 python3 scripts/device/host_steps.py layer_norm
       python3 scripts/device/hot_call.py; } >"$OUT/steps.log" 2>&1
     grep -E "wall median|hot_call|python|over host" "$OUT/steps.log" | head -12
-    timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
-      --methods stock default contextual >"$OUT/p7.log" 2>&1
-    tail -14 "$OUT/p7.log"
-    timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
-    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
-    timeout 60 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
-    grep -E "over the host|overhead" "$OUT/p1.log"
+    p7_p2_p1
     ;;
   recompose)  # the recompose schedule and the kept graph pool on CUDA: GPU tests, pools, P2 profile, gaps
     timeout 120 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
