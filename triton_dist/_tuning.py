@@ -47,7 +47,7 @@ from triton_dist._measure.spare import Spare
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, measurement_info
+from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, measurement_info
 from triton_dist._store.fingerprint import body_hash
 from triton_dist._target import Outcome, TuneTarget, show_config
 from triton_dist.errors import (
@@ -110,8 +110,8 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     log_path = _log_path(plan.path, view, write, writer)
     # on a device, the log's directory and file while the host waits for it (_measure.spare, P2)
     prepare = (lambda: _cache.ensure_private_dir(log_path.parent, root)) if log_path is not None else None
-    defer = backend.interleaved and target.do_bench is None
-    with TuningLog(log_path, verbose, rank_prefix, defer=defer, prepare=prepare) as tlog, collector_paused():
+    with TuningLog(log_path, verbose, rank_prefix, defer=in_rounds(target, backend), prepare=prepare) as tlog, \
+            collector_paused():
         spare = Spare()
         spare.add(tlog.open)
         return _tune(target, plan, args, kwargs, view, backend, settings, tlog, overwrite,
@@ -272,7 +272,7 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
     # measured in rounds (devices): the first run's checks, which synchronise, run after its event
     # pair has closed (graph mode times it), through after_first; in graph mode they are queued
     # on the device and read after the first runs' synchronisation (settle)
-    defer = backend.interleaved and target.do_bench is None
+    defer = in_rounds(target, backend)
     queue = backend.device().type if defer and graph_mode(target, backend) and backend.graphs else None
     # the guard's detection passes (Triton kernels) replayed from a device graph: on backends whose
     # kernels Triton compiles (a simulated device's graphs would not replay them)

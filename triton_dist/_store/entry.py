@@ -22,7 +22,7 @@ from triton_dist._store.fingerprint import body_hash, hardware_info, software_ve
 if TYPE_CHECKING:
     from triton_dist._target import TuneTarget
 
-__all__ = ["EntryAhead", "build_entry", "entry_head", "graph_mode", "measurement_info"]
+__all__ = ["EntryAhead", "build_entry", "entry_head", "graph_mode", "in_rounds", "measurement_info"]
 
 
 def graph_mode(target: TuneTarget, backend: Backend) -> bool:
@@ -32,6 +32,13 @@ def graph_mode(target: TuneTarget, backend: Backend) -> bool:
     if target.graphs is not None:
         return target.graphs
     return backend.graphs and target.do_bench is None
+
+
+def in_rounds(target: TuneTarget, backend: Backend) -> bool:
+    """Whether a tuning measures on a device in interleaved rounds (``_measure.rounds``), not one
+    config after another (the CPU) nor through a custom ``do_bench``: the first run's checks are
+    then deferred and the host waits for the device (``_measure.spare``)."""
+    return backend.interleaved and target.do_bench is None
 
 
 def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
