@@ -162,6 +162,43 @@ def interleaved_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, 
     return values
 
 
+def alternating_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, number: int,
+                   rounds: int, setup: str = "pass") -> dict[str, list[float]]:
+    """Every round's ns per execution of each statement, the statements taking turns call by call.
+
+    One iteration runs every statement once, each between two reads of the clock; a round is
+    ``number`` iterations (``setup`` before it), in the given order in even rounds and in the
+    reverse order in odd ones. Two statements are then compared over calls microseconds apart,
+    not over blocks of calls milliseconds apart: a change of the machine's speed between blocks
+    (a shared host's noise) cancels in their difference. The clock's own cost is subtracted
+    (an empty statement timed the same way)."""
+    import time
+
+    names = [*statements, "\0empty"]
+    code = {**statements, "\0empty": "pass"}
+
+    def loop_source(order: list[int]) -> str:
+        lines = ["def _loop(_n, _clock):", f"    _sums = [0] * {len(names)}", "    for _ in range(_n):"]
+        for i in order:
+            lines += ["        _t0 = _clock()", *(f"        {line}" for line in code[names[i]].splitlines()),
+                      f"        _sums[{i}] += _clock() - _t0"]
+        return "\n".join([*lines, "    return _sums"])
+
+    loops = []
+    for order in (list(range(len(names))), list(reversed(range(len(names))))):
+        scope = dict(namespace)
+        exec(compile(loop_source(order), "<alternating_ns>", "exec"), scope)  # the statements are ours
+        loops.append(scope["_loop"])
+    values: dict[str, list[float]] = {name: [] for name in statements}
+    for r in range(rounds):
+        exec(setup, namespace)
+        sums = loops[r % 2](number, time.perf_counter_ns)
+        for name, total in zip(names, sums, strict=True):
+            if name in values:
+                values[name].append((total - sums[-1]) / number)
+    return values
+
+
 def timed(fn: Callable[[], Any], clock: Callable[[], float] | None = None) -> tuple[Any, float]:
     """(result, seconds) of one call."""
     import time

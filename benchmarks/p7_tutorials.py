@@ -16,7 +16,10 @@ first call timed: the tuning wall includes the cache write and the call itself):
 - ``contextual``: ``contextual_autotune(n_repeat=5, n_warmup=3)`` around an outer function that
   launches the stock-decorated kernel.
 
-Regret = oracle time of the chosen config / the oracle's best - 1, against both oracles. P2 on
+On a GPU the warm oracle is measured again after the trials, and the warm regret is taken against
+the mean of the two (each config's time moves by up to ~1 % between oracles: a pair < 1 % apart
+can swap; ``regret_warm_before`` is the regret against the first alone, as measured until
+2026-12-02). Regret = oracle time of the chosen config / the oracle's best - 1. P2 on
 the real first call (the ``default`` method): wall / (sum of oracle time x runs + the call's own
 run). ``--block`` adds the cache-state decision (issue 16): a GEMM -> softmax -> GEMM block of
 4 layers (distinct weights per layer, ``block_experiment``), whose kernels are tuned warm and
@@ -245,30 +248,43 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
     print(f"{tut.name} {shape}: {len(kept)} configs, kernel {kernel_ms * 1e3:.1f} us (median config); "
           f"warm best {min(warm) * 1e3:.2f} us (config {warm.index(min(warm))}), "
           f"cold best {min(cold) * 1e3:.2f} us (config {cold.index(min(cold))})", flush=True)
+    done = [(trial, method, *runner.run(method, args)) for trial in range(trials) for method in methods]
+    before = warm
+    if backend.kind != "cpu":
+        # the warm oracle again, after the trials: a pair of configs < 1 % apart in one oracle was
+        # found reversed in the next run's (2026-12-02, 04:53 UTC), so one oracle cannot judge a
+        # 0.5 % target; the regret is taken against the mean of the two, and each oracle's
+        # repeatability is reported (the oracle before the trials alone: ``regret_warm_before``)
+        after = wl.gpu_oracle(runner.host, tut.space, tut.prune_fn, rep_ms)(shape, args)
+        warm = [(a + b) / 2 for a, b in zip(before, after, strict=True)]
+        spread = max((abs(b / a - 1) for a, b in zip(before, after, strict=True)
+                      if math.isfinite(a) and math.isfinite(b)), default=0.0)
+        print(f"  warm oracle again: best config {after.index(min(after))} (before: {before.index(min(before))}), "
+              f"configs moved by {spread * 100:.2f} % at most; regrets below against the mean of the two", flush=True)
     rows = []
-    for trial in range(trials):
-        for method in methods:
-            index, wall, entry = runner.run(method, args)
-            ideal = first_call_ideal_ms(entry, warm) if entry and "candidates" in entry else None
-            # the same with the kernel times the tuning itself measured: the GPU's state during the
-            # tuning (its clocks under load) can differ from the oracle's, measured before it
-            own = first_call_ideal_ms(entry, measured_times(entry, len(warm))) if ideal else None
-            row = {"kernel": tut.name, "shape": list(shape), "trial": trial, "method": method,
-                   "kernel_ms": kernel_ms, "best_ms": min(warm), "chosen": index, "wall_s": wall,
-                   "regret_warm": regret(warm, index), "regret_cold": regret(cold, index),
-                   "first_call_ideal_ms": ideal,
-                   "first_call_ratio": wall * 1e3 / ideal if ideal else None,
-                   "first_call_ratio_measured": wall * 1e3 / own if own else None,
-                   "measured_ms": ({str(i): v for i, v in entry["contextual_ms"].items()}
-                                   if entry and "contextual_ms" in entry
-                                   else {str(c["index"]): c["time_ms"] for c in entry["candidates"]}
-                                   if entry else None)}
-            rows.append(row)
-            print(f"  trial {trial} {method:10s}: config {index:2d}, regret {row['regret_warm'] * 100:6.2f} % "
-                  f"(cold {row['regret_cold'] * 100:6.2f} %), wall {wall * 1e3:8.1f} ms"
-                  + (f", first call / ideal {row['first_call_ratio']:.3f}" if ideal else "")
-                  + (f" (/ its own measured ideal {row['first_call_ratio_measured']:.3f})" if own else ""),
-                  flush=True)
+    for trial, method, index, wall, entry in done:
+        ideal = first_call_ideal_ms(entry, warm) if entry and "candidates" in entry else None
+        # the same with the kernel times the tuning itself measured: the GPU's state during the
+        # tuning (its clocks under load) can differ from the oracle's
+        own = first_call_ideal_ms(entry, measured_times(entry, len(warm))) if ideal else None
+        row = {"kernel": tut.name, "shape": list(shape), "trial": trial, "method": method,
+               "kernel_ms": kernel_ms, "best_ms": min(warm), "chosen": index, "wall_s": wall,
+               "regret_warm": regret(warm, index), "regret_warm_before": regret(before, index),
+               "regret_cold": regret(cold, index),
+               "first_call_ideal_ms": ideal,
+               "first_call_ratio": wall * 1e3 / ideal if ideal else None,
+               "first_call_ratio_measured": wall * 1e3 / own if own else None,
+               "measured_ms": ({str(i): v for i, v in entry["contextual_ms"].items()}
+                               if entry and "contextual_ms" in entry
+                               else {str(c["index"]): c["time_ms"] for c in entry["candidates"]}
+                               if entry else None)}
+        rows.append(row)
+        print(f"  trial {trial} {method:10s}: config {index:2d}, regret {row['regret_warm'] * 100:6.2f} % "
+              f"(oracle before {row['regret_warm_before'] * 100:6.2f} %, cold {row['regret_cold'] * 100:6.2f} %), "
+              f"wall {wall * 1e3:8.1f} ms"
+              + (f", first call / ideal {row['first_call_ratio']:.3f}" if ideal else "")
+              + (f" (/ its own measured ideal {row['first_call_ratio_measured']:.3f})" if own else ""),
+              flush=True)
     return rows
 
 
@@ -280,7 +296,7 @@ def summarize(rows: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
             continue
         long = [r for r in mine if r["kernel_ms"] >= LONG_KERNEL_MS]
         entry: dict[str, Any] = {"trials": len(mine), "median_wall_s": statistics.median(r["wall_s"] for r in mine)}
-        for oracle in ("warm", "cold"):
+        for oracle in ("warm", "warm_before", "cold"):
             values = [r[f"regret_{oracle}"] for r in mine]
             entry[f"{oracle}_p50"] = common.percentile(values, 50)
             entry[f"{oracle}_p95"] = common.percentile(values, 95)
@@ -335,10 +351,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if block is not None:
         summary["block"] = block["summary"]
     print("\n" + common.md_table(
-        ["method", "trials", "regret p50 %", "p95 %", "max %", "p95 >= 30 us %", "cold-oracle p50 %",
+        ["method", "trials", "regret p50 %", "p95 %", "max %", "p95 >= 30 us %",
+         "oracle before: p95 %", "p95 >= 30 us %", "cold-oracle p50 %",
          "cold p95 %", "cold max %", "median tuning wall ms", "first call / ideal (>= 30 us, max)"],
         [[m, s["trials"], s["warm_p50"] * 100, s["warm_p95"] * 100, s["warm_max"] * 100,
-          (s["warm_p95_long"] or 0) * 100, s["cold_p50"] * 100, s["cold_p95"] * 100, s["cold_max"] * 100,
+          (s["warm_p95_long"] or 0) * 100, s["warm_before_p95"] * 100, (s["warm_before_p95_long"] or 0) * 100,
+          s["cold_p50"] * 100, s["cold_p95"] * 100, s["cold_max"] * 100,
           s["median_wall_s"] * 1e3, s.get("first_call_ratio_long_max", "-")]
          for m, s in summary.items() if m != "block"]))
     common.write_result("p7_block" if args.only_block else "p7_tutorials", args,

@@ -1,0 +1,28 @@
+"""The benchmarks' call-by-call timer (``common.alternating_ns``) measures what it is given."""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import common
+
+
+def test_call_by_call_times_each_statement_and_removes_the_clock() -> None:
+    ns = {"calls": [], "work": list(range(3000))}
+    rounds = common.alternating_ns({"empty": "pass", "sum": "sum(work)", "two": "sum(work); sum(work)"},
+                                   ns, number=50, rounds=4, setup="calls.append(1)")
+    assert set(rounds) == {"empty", "sum", "two"} and all(len(v) == 4 for v in rounds.values())
+    assert len(ns["calls"]) == 4  # setup runs before every round, in the caller's namespace
+    empty, one, two = (statistics.median(rounds[k]) for k in ("empty", "sum", "two"))
+    assert abs(empty) < 0.2 * one  # the clock's own cost is taken out
+    assert 1.5 < two / one < 2.6  # a statement twice the work reads about twice the time
+
+
+def test_multiline_statements_and_both_orders_run() -> None:
+    ns = {"seen": []}
+    common.alternating_ns({"a": "seen.append('a')", "b": "x = 1\nseen.append('b')"}, ns, number=2, rounds=2)
+    assert ns["seen"] == ["a", "b", "a", "b", "b", "a", "b", "a"]
