@@ -9,7 +9,7 @@
 #   PART=final3: GPU graph tests, tail_anatomy.py, P7 (2 trials), P2, P1 (~7 minutes).
 #   PART=final4: GPU graph tests, host_steps.py, P7 (3 trials), P2, P1 (~6 minutes).
 #   PART=final5: the same with tail_anatomy.py, hot_call.py and the spare-time tests (~6 minutes);
-#               since 2026-12-02 06:45 UTC P7 measures its warm oracle again after the trials and
+#               since 2026-12-02 06:30 UTC P7 measures its warm oracle again after the trials and
 #               P1 times its statements call by call too (~7 minutes).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
