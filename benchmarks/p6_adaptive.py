@@ -11,8 +11,9 @@
    Device time = sum over configs of runs x oracle cost. Targets (issue 8): same winner >= 95%,
    device time <= 50% of the full schedule.
 2. Rerun stability: over the full-schedule trials of each key, how often the most frequent choice
-   is made, with ``pick_best`` (ties within 2x the combined standard error, capped at 2%, go to
-   the earlier config) and with a strict lowest mean on the very same measurements.
+   is made, with ``pick_best`` (the lowest mean) and with the former noise-tie rule (configs
+   within 2x the combined standard error, capped at 2%, tied, the earliest winning; until
+   2026-12-02) on the very same measurements.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import common
 import workloads as wl
-from selection import argmin_choice, pick_best_choice
+from selection import pick_best_choice, tie_rule_choice
 
 from triton_dist._backends import Backend, get_backend
 from triton_dist.tune import autotune
@@ -147,7 +148,7 @@ def stability(rows: list[dict[str, Any]]) -> dict[str, Any]:
     for r in rows:
         by_key[(r["workload"], r["size"])].append(r["measured"])
     out = {}
-    for rule, choose in (("pick_best", pick_best_choice), ("argmin", argmin_choice)):
+    for rule, choose in (("pick_best", pick_best_choice), ("former tie rule", tie_rule_choice)):
         modal = []
         for runs in by_key.values():
             choices = Counter(choose([tuple(m) for m in measured]) for measured in runs)

@@ -113,22 +113,27 @@ class Tuners:
         device_ms = sum(n * oracle[i] for i, n in runs.items() if math.isfinite(oracle[i]))
         measured = [(c["index"], c["time_ms"], c["sem_ms"]) for c in entry["candidates"]
                     if c["time_ms"] is not None]
-        strict = argmin_choice(measured)
+        former = tie_rule_choice(measured)
         return {
             "workload": self.workload.name, "size": size, "strategy": strategy,
             "chosen": chosen, "oracle_best": oracle.index(best_ms), "oracle_best_ms": best_ms,
             "regret": oracle[chosen] / best_ms - 1.0,
-            # what a strict lowest mean would have chosen from the very same measurements
-            "argmin_regret": oracle[strict] / best_ms - 1.0,
+            # what the former noise-tie rule would have chosen from the very same measurements
+            "tie_rule_regret": oracle[former] / best_ms - 1.0,
             "margin": entry.get("margin"), "runs": runs, "device_ms": device_ms,
             "wall_s": wall, "measured": measured,
         }
 
 
-def argmin_choice(measured: list[tuple[int, float, float]]) -> int:
-    """Strictly lowest measured mean (no tie rule), the comparison for pick_best's stability."""
-    return min(measured, key=lambda m: (m[1], m[0]))[0]
+def tie_rule_choice(measured: list[tuple[int, float, float]]) -> int:
+    """The pick until 2026-12-02, kept for comparison: configs within 2 x the combined standard
+    error of the lowest mean (capped at 2 %) were tied, and the earliest in config_space won."""
+    best_i, best_t, best_s = min(measured, key=lambda m: (m[1], m[0]))
+    tied = [i for i, t, s in measured
+            if t - best_t <= min(2.0 * math.hypot(s, best_s), 0.02 * best_t)] or [best_i]
+    return min(tied)
 
 
 def pick_best_choice(measured: list[tuple[int, float, float]]) -> int:
+    """The pick (``pick_best``: the lowest mean, an exact tie to the earlier config)."""
     return pick_best([CandidateResult(i, t, s) for i, t, s in measured])[0]

@@ -365,7 +365,7 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
 
 
 def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlog: TuningLog) -> tuple[int, float]:
-    """Step 5: (best index, margin) by ``pick_best``'s noise rule; every candidate failed:
+    """Step 5: (best index, margin) by ``pick_best`` (the lowest mean); every candidate failed:
     ``NoValidConfigError`` listing why each did."""
     if not any(r.ok for r in results):
         lines = "\n".join(f"  config_space[{r.index}] = {show_config(target.config_space[r.index]):.300}: {r.error}"

@@ -55,33 +55,34 @@ def test_default_schedule_is_still_five_plus_ten_per_config():
 
 
 def test_adaptive_screens_all_finishes_the_contenders_and_drops_the_rest(cache_dir: Path):
-    # config 1 is the best. Config 0 is within 1% of it and earlier in config_space, so it would
-    # win a near tie: a contender. Config 3 is as close but later: it can only lose to 1, so it
-    # is dropped like the far slower 2 and 4.
-    tuned, calls, runs = _tuner([1.01, 1.0, 2.0, 1.01, 5.0], adaptive=True)
-    assert tuned(7) == 1
+    # config 1 is the best. Config 0 runs 1.0 as well (an exact tie, earlier in config_space: it
+    # would win), a contender. Configs 3 (1% slower in every run, no noise) and the far slower 2
+    # and 4 are dropped, whatever their place in config_space: the pick is the lowest mean.
+    tuned, calls, runs = _tuner([1.0, 1.0, 2.0, 1.01, 5.0], adaptive=True)
+    assert tuned(7) == 0
     screening, rest = calls[:5], calls[5:]
     assert screening == [(c, 1, 3) for c in range(5)]
-    assert rest == [(1, 1, 7), (0, 1, 7)]  # the reference first, then the contender
-    assert runs == {0: 12, 1: 13, 2: 4, 3: 4, 4: 4}
+    assert rest == [(0, 1, 7), (1, 1, 7)]  # the reference (the earlier of the tie) first, then the contender
+    assert runs == {0: 13, 1: 12, 2: 4, 3: 4, 4: 4}
     entry = json.loads(next(cache_dir.rglob("*.json")).read_text())
     assert entry["measurement"]["adaptive"] is True
-    assert entry["best"]["index"] == 1
+    assert entry["best"]["index"] == 0
     # dropped configs keep their screened figures; finished ones have all 10 runs
     times = {c["index"]: c["time_ms"] for c in entry["candidates"]}
-    assert times == {0: 1.01, 1: 1.0, 2: 2.0, 3: 1.01, 4: 5.0}
+    assert times == {0: 1.0, 1: 1.0, 2: 2.0, 3: 1.01, 4: 5.0}
     log = next(cache_dir.rglob("*.log")).read_text()
-    assert "config 3: dropped after 3 timed runs" in log and "config 0: dropped" not in log
+    assert "config 3: dropped after 3 timed runs" in log and "config 1: dropped" not in log
 
 
 def test_adaptive_picks_what_the_full_schedule_picks_on_a_near_tie():
-    # 1 and 3 within pick_best's tie (1% apart, 2x the standard error is 1.9%): the earlier (1)
-    # wins with either schedule, and 3 (a contender) is not dropped
+    # 1 and 3 within the noise (1% apart, 2x the standard error is 1.9%): the lower mean (3) wins
+    # with either schedule, and 1 (a contender) is not dropped
     costs = [3.0, 1.01, 2.0, 1.0, 5.0]
     noisy = {1: [0.99, 1.03], 3: [0.98, 1.02]}
     full, _, _ = _tuner(costs, adaptive=False, per_run=noisy)
-    adaptive, _, runs = _tuner(costs, adaptive=True, per_run=noisy)
-    assert full.tune(7)["best"]["index"] == adaptive.tune(7)["best"]["index"] == 1
+    adaptive, calls, runs = _tuner(costs, adaptive=True, per_run=noisy)
+    assert full.tune(7)["best"]["index"] == adaptive.tune(7)["best"]["index"] == 3
+    assert (1, 1, 7) in calls  # finished
     assert sum(runs.values()) < 0.6 * 15 * len(costs)
 
 
@@ -126,8 +127,10 @@ def test_adaptive_with_the_real_cpu_timer(monkeypatch: pytest.MonkeyPatch):
 
 @pytest.mark.parametrize(("screen_min", "expected"), [(1.5, True), (1.03, False), (float("inf"), False)])
 def test_clearly_slower_needs_margin_plus_noise(screen_min, expected):
-    # reference median 1.0, per-run sd 0.005: threshold 1.02 + 2 * 0.005 = 1.03
-    assert clearly_slower(screen_min, 1.0, 0.005) is expected
+    # reference median 1.0, per-run sd 0.005, a 2 % margin: threshold 1.02 + 2 * 0.005 = 1.03
+    assert clearly_slower(screen_min, 1.0, 0.005, margin=0.02) is expected
+    # no margin by default (the pick is the lowest mean): 1.0 + 2 * 0.005
+    assert clearly_slower(1.011, 1.0, 0.005) and not clearly_slower(1.009, 1.0, 0.005)
 
 
 def test_spread_is_robust_to_one_slow_run():

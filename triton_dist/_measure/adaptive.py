@@ -9,9 +9,9 @@ candidate the full ``n_warmup`` + ``n_repeat`` schedule:
    has ``n_repeat`` timed runs like the full schedule;
 3. *drop or finish*: a candidate that is clearly slower than the reference — even its fastest
    screened run slower than the reference's median plus ``z`` per-run standard deviations
-   (:func:`clearly_slower`), and, for a candidate before the reference in ``config_space``
-   (which would win a near tie), by more than ``margin`` on top — is dropped (its screened
-   figures are its result); every other candidate is finished like the reference.
+   (:func:`clearly_slower`; ``margin`` on top, 0 by default), and its screened mean above the
+   reference's — is dropped (its screened figures are its result); every other candidate is
+   finished like the reference.
 
 Finished candidates end with ``n_repeat`` timed runs, so the usual deterministic pick
 (:func:`triton_dist._measure.pick.pick_best`) sees the same statistics as with the full
@@ -32,17 +32,16 @@ from typing import Any
 
 from triton_dist._backends import Backend
 from triton_dist._measure.bench import measure_candidates
-from triton_dist._measure.pick import MAX_TIE_TOLERANCE
 from triton_dist._measure.result import CandidateResult, summarize
 
 __all__ = ["clearly_slower", "measure_adaptive", "spread"]
 
 log = logging.getLogger(__name__)
 
-#: a dropped candidate must be slower than the reference by more than this (relative), beyond
-#: the noise: pick_best treats candidates within 2% of the best as tied (the earlier one wins),
-#: so only a candidate more than 2% slower can never be chosen
-DEFAULT_MARGIN = MAX_TIE_TOLERANCE
+#: how much slower (relative) than the reference a dropped candidate must be, beyond the noise:
+#: none, since pick_best chooses the lowest mean (until 2026-12-02 candidates within 2 % were tied
+#: and the earlier won, and a candidate before the reference needed a 2 % margin to be dropped)
+DEFAULT_MARGIN = 0.0
 #: how many of the reference's per-run standard deviations the threshold adds
 DEFAULT_Z = 2.0
 DEFAULT_SCREEN_RUNS = 3
@@ -67,7 +66,7 @@ def clearly_slower(screen_min: float, ref_median: float, ref_sd: float,
     a robust figure for a candidate, where one slow run would inflate a mean and its standard
     error. For a candidate no slower than the reference, each run has about a 2% chance (with
     ``z=2`` and normal noise) of landing above the threshold; all of ``screen_runs`` doing so is
-    rare, and a candidate that pick_best could choose (within 2% of the best) is kept.
+    rare.
     """
     if not (math.isfinite(screen_min) and math.isfinite(ref_median)):
         return False
@@ -134,12 +133,10 @@ def measure_adaptive(
     for index in finite:
         if index == ref:
             continue
-        # Only a candidate before the reference in config_space can win a near tie against it
-        # (pick_best prefers the earlier of configs within 2%); one after it must merely be
-        # slower. Its screened mean must be above the reference's as well: a dropped candidate
-        # keeps its screened figures, and pick_best must never prefer it to a finished one
-        # (the same MAX-reduced figures reach pick_best on every rank).
-        m = margin if index < ref else 0.0
+        # A dropped candidate keeps its screened figures: its screened mean must be above the
+        # reference's as well, so that pick_best (the lowest mean) can never prefer it to a
+        # finished one (the same MAX-reduced figures reach pick_best on every rank).
+        m = margin
         if clearly_slower(fastest[index], ref_median, ref_sd, m, z) and means[index] > (1.0 + m) * ref_mean:
             say(f"config {index}: dropped after {screen_runs} timed runs (fastest {fastest[index]:.4f} ms, "
                 f"clearly slower than config {ref}: median {ref_median:.4f} ms, sd {ref_sd:.4f} ms)")

@@ -9,11 +9,9 @@ logic run in tests without a device.
 
 Contextual tuning (``contextual_autotune``) does not measure here: its candidates are timed inside
 the real runs of the outer function, one slot per launch of the inner kernel, a schedule that
-spans many calls of the outer function (``_contextual.schedule``). It does not pick with
-``pick_best`` either: SPEC §B has the mean decide (a tie goes to the earlier config), as stock
-``triton.autotune`` takes its lowest timing, and only the means are MAX-reduced over WORLD
-(``Session._finish``), so the standard errors that ``pick_best``'s noise rule needs do not exist
-after the reduction; sharing the rule would change which config contextual tuning chooses.
+spans many calls of the outer function (``_contextual.schedule``). It picks by the same rule
+as ``pick_best``, the lowest mean (a tie goes to the earlier config: SPEC §B), from the means
+MAX-reduced over WORLD (``Session._finish``).
 """
 
 from __future__ import annotations
