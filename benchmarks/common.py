@@ -163,39 +163,45 @@ def interleaved_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, 
 
 
 def alternating_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, number: int,
-                   rounds: int, setup: str = "pass") -> dict[str, list[float]]:
+                   rounds: int, setup: str = "pass", typical: bool = False) -> dict[str, list[float]]:
     """Every round's ns per execution of each statement, the statements taking turns call by call.
 
     One iteration runs every statement once, each between two reads of the clock; a round is
     ``number`` iterations (``setup`` before it), in the given order in even rounds and in the
     reverse order in odd ones. Two statements are then compared over calls microseconds apart,
     not over blocks of calls milliseconds apart: a change of the machine's speed between blocks
-    (a shared host's noise) cancels in their difference. The clock's own cost is subtracted
-    (an empty statement timed the same way)."""
+    cancels in their difference. A round's figure is its mean per call, or with ``typical`` the
+    median of its calls: a stall of the host (another tenant, an interrupt) that lands in one
+    call of a statement then moves nothing. The clock's own cost is subtracted (an empty
+    statement timed the same way)."""
+    import statistics
     import time
 
     names = [*statements, "\0empty"]
     code = {**statements, "\0empty": "pass"}
 
     def loop_source(order: list[int]) -> str:
-        lines = ["def _loop(_n, _clock):", f"    _sums = [0] * {len(names)}", "    for _ in range(_n):"]
+        lines = ["def _loop(_n, _clock):", f"    _calls = [[] for _ in range({len(names)})]",
+                 f"    _sums = [0] * {len(names)}", "    for _ in range(_n):"]
         for i in order:
+            done = f"_calls[{i}].append(_clock() - _t0)" if typical else f"_sums[{i}] += _clock() - _t0"
             lines += ["        _t0 = _clock()", *(f"        {line}" for line in code[names[i]].splitlines()),
-                      f"        _sums[{i}] += _clock() - _t0"]
-        return "\n".join([*lines, "    return _sums"])
+                      f"        {done}"]
+        result = "[statistics.median(c) for c in _calls]" if typical else "[s / _n for s in _sums]"
+        return "\n".join([*lines, f"    return {result}"])
 
     loops = []
     for order in (list(range(len(names))), list(reversed(range(len(names))))):
-        scope = dict(namespace)
+        scope = {**namespace, "statistics": statistics}
         exec(compile(loop_source(order), "<alternating_ns>", "exec"), scope)  # the statements are ours
         loops.append(scope["_loop"])
     values: dict[str, list[float]] = {name: [] for name in statements}
     for r in range(rounds):
         exec(setup, namespace)
-        sums = loops[r % 2](number, time.perf_counter_ns)
-        for name, total in zip(names, sums, strict=True):
+        per_call = loops[r % 2](number, time.perf_counter_ns)
+        for name, ns in zip(names, per_call, strict=True):
             if name in values:
-                values[name].append((total - sums[-1]) / number)
+                values[name].append(ns - per_call[-1])
     return values
 
 

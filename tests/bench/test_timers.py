@@ -26,3 +26,13 @@ def test_multiline_statements_and_both_orders_run() -> None:
     ns = {"seen": []}
     common.alternating_ns({"a": "seen.append('a')", "b": "x = 1\nseen.append('b')"}, ns, number=2, rounds=2)
     assert ns["seen"] == ["a", "b", "a", "b", "b", "a", "b", "a"]
+
+
+def test_the_typical_call_ignores_a_stall_in_one_call() -> None:
+    ns = {"work": list(range(2000)), "calls": [0], "time": __import__("time")}
+    # every 10th call of "stalls" sleeps 5 ms: its mean per call moves by ~0.5 ms, its median not
+    stall = "calls[0] += 1\nif calls[0] % 10 == 0: time.sleep(0.005)\nsum(work)"
+    typical = common.alternating_ns({"plain": "sum(work)", "stalls": stall}, ns, number=40, rounds=2, typical=True)
+    mean = common.alternating_ns({"plain": "sum(work)", "stalls": stall}, ns, number=40, rounds=2)
+    assert min(mean["stalls"]) > 300_000 + max(mean["plain"])  # ns
+    assert max(typical["stalls"]) < 3 * min(typical["plain"]) + 2_000
