@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from triton_dist.errors import DuplicateArgumentError, TritonDistWarning
+from triton_dist.tune import autotune
 
 from .helpers import SPACE, entries, make_tuner
 
@@ -177,3 +178,19 @@ def test_verbose_prints_the_tuning_and_quiet_prints_nothing(capsys, cache_dir):
     assert "in-memory hit for key ('x', 2)" in capsys.readouterr().out
     tuned(2, autotune_verbose=True)
     assert capsys.readouterr().out == ""
+
+
+
+@autotune([{"c": 2}, {"c": 3}], key_fn=lambda x: (x,), do_bench=lambda fn, w, r: [1.0] * r)
+def scaled(x, c):
+    return x * c
+
+
+def test_a_tuner_pickles_by_reference_and_calls_like_the_function(cache_dir):
+    import pickle
+
+    assert scaled(5) == 10 and scaled(x=5) == 10  # without and with keywords
+    assert pickle.loads(pickle.dumps(scaled)) is scaled  # a spawned process gets its own module's tuner
+    local = autotune([{"c": 2}], key_fn=lambda x: (x,))(lambda x, c: x)
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(local)  # not importable: an error, never a copy that lost its decisions
