@@ -11,6 +11,7 @@
 #   PART=final5: the same with tail_anatomy.py, hot_call.py and the spare-time tests (~6 minutes);
 #               since 2026-12-02 06:30 UTC P7 measures its warm oracle again after the trials and
 #               P1 times its statements call by call too (~7 minutes).
+#   PART=p1:    hot_call.py, P1 and P2 (~3 minutes).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
@@ -121,6 +122,14 @@ case "${PART:-first}" in
       python3 scripts/device/hot_call.py; } >"$OUT/steps.log" 2>&1
     grep -E "wall median|hot_call|python|over host" "$OUT/steps.log" | head -12
     p7_p2_p1
+    ;;
+  p1)  # after the tuner became a functools.partial of its hot-path closure: hot_call.py, P1, P2
+    python3 scripts/device/hot_call.py >"$OUT/steps.log" 2>&1
+    cat "$OUT/steps.log"
+    timeout 150 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
+    grep -E "over the host|overhead" "$OUT/p1.log"
+    timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
+    grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
     ;;
   recompose)  # the recompose schedule and the kept graph pool on CUDA: GPU tests, pools, P2 profile, gaps
     timeout 120 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
