@@ -72,31 +72,7 @@ def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str,
     return list(config_space)
 
 
-def _hot_path(fn: Callable[..., Any], key_fn: Any, best: dict[Any, dict[str, Any]],
-              box: list[AutoTuner]) -> Callable[..., Any]:
-    """The tuner's call: without keywords (the common case), ``key_fn``, the lookup and the
-    call; everything else in the tuner's methods (``box`` holds the tuner)."""
-
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
-            try:  # free on 3.11+ while nothing raises
-                key = key_fn(*args)
-            except TypeError as exc:
-                box[0]._key_failed(exc, args, kwargs)
-                raise
-            try:
-                config = best[key]
-            except (KeyError, TypeError):
-                config = None
-            if config is None:  # outside the handler: first-call errors carry no KeyError context
-                config = box[0]._miss(key, args, kwargs, False, False, None)
-            return fn(*args, **config)
-        return box[0]._call_with_keywords(args, kwargs)
-
-    return call
-
-
-class AutoTuner(functools.partial[Any]):
+class AutoTuner:
     """A host function with function-level autotuning. Call it like the function itself, plus
     the keyword-only call controls ``autotune``, ``autotune_verbose``,
     ``autotune_allow_arg_overwrite`` and ``autotune_pg``."""
@@ -104,22 +80,7 @@ class AutoTuner(functools.partial[Any]):
     # What the hot path reads lives in slots: a slot read stays fast even after something (like
     # functools.update_wrapper) materialises the instance __dict__, which in CPython makes every
     # plain attribute read slower (benchmarks/p1_hot_path.py).
-    __slots__ = ("fn", "key_fn", "_best", "_reserved")
-    _best: dict[Any, dict[str, Any]]
-
-    # The hot path: key_fn, one dict lookup, one call. No settings, logging or inspect here.
-    # A tuner is a functools.partial of a closure (``_hot_path``): calling it goes from C
-    # straight into the closure (vectorcall on 3.12), where a Python ``__call__`` costs a
-    # lookup, a bound call and the instance's attribute reads — measured ~160 ns of ~300 ns over
-    # a minimal wrapper around a host call of a few µs (CPU machine, Python 3.11, issue 16).
-    def __new__(cls, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> AutoTuner:
-        key_fn = args[1] if len(args) > 1 else kwargs.get("key_fn")
-        best: dict[Any, dict[str, Any]] = {}
-        box: list[AutoTuner] = []
-        self = super().__new__(cls, _hot_path(fn, key_fn, best, box))
-        box.append(self)
-        self._best = best
-        return self
+    __slots__ = ("fn", "key_fn", "_best", "_reserved", "__dict__", "__weakref__")
 
     def __init__(
         self,
@@ -158,6 +119,7 @@ class AutoTuner(functools.partial[Any]):
         self._positional = positional_names(fn)
         self._flights: dict[Any, Flight] = {}
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
+        self._best: dict[Any, dict[str, Any]] = {}
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
         self._source_hash: str | None = None
@@ -178,13 +140,27 @@ class AutoTuner(functools.partial[Any]):
             self._source_hash = source_hash(self.fn)
         return self._source_hash
 
-    # The calls with keywords (``_hot_path`` takes the calls without). The call controls are
-    # popped from **kwargs instead of being keyword-only parameters, and business keywords that
-    # are no control and no config field skip every other check. A miss and an unhashable key
-    # both raise in the lookup (try is free when nothing raises) and are told apart in _miss,
-    # which runs after the except block: an error of the first call then has no "During
-    # handling of the above exception" KeyError attached (issue 17).
-    def _call_with_keywords(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+    # The hot path: key_fn, one dict lookup, one call. No settings, logging or inspect here.
+    # The call controls are popped from **kwargs instead of being keyword-only parameters, and
+    # a call without keywords (the common case) skips every keyword check: the hit then costs
+    # little more than a bare wrapper function (benchmarks/p1_hot_path.py, issue 8). A miss
+    # and an unhashable key both raise in the lookup (try is free when nothing raises) and
+    # are told apart in _miss, which runs after the except block: an error of the first call
+    # then has no "During handling of the above exception" KeyError attached (issue 17).
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            try:  # free on 3.11+ while nothing raises
+                key = self.key_fn(*args)
+            except TypeError as exc:
+                self._key_failed(exc, args, kwargs)
+                raise
+            try:
+                best = self._best[key]
+            except (KeyError, TypeError):
+                best = None
+            if best is None:  # outside the handler: first-call errors carry no KeyError context
+                best = self._miss(key, args, kwargs, False, False, None)
+            return self.fn(*args, **best)
         if self._reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
             try:
                 key = self.key_fn(*args, **kwargs)
