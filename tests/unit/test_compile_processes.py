@@ -180,3 +180,30 @@ def test_a_compile_error_does_not_leave_the_threads_mode_active(monkeypatch) -> 
             with pytest.raises(RuntimeError, match="compile error"), forked.deferred(executor, recorded.append):
                 pass
     assert _async_compile.active_mode.get() is None and len(recorded) == 2
+
+
+def test_a_fork_waits_for_the_prewarm_thread(monkeypatch) -> None:
+    """A fork while the prewarm thread imports would leave the child on that import's lock."""
+    import threading
+    import time
+
+    from triton_dist import _triton_prewarm
+    from triton_dist._measure import forked
+
+    order: list[str] = []
+    prewarm = threading.Thread(target=lambda: (time.sleep(0.5), order.append("prewarm done")))
+    prewarm.start()
+    monkeypatch.setattr(_triton_prewarm, "_thread", prewarm)
+    real_fork = os.fork
+
+    def fork() -> int:
+        order.append("fork")
+        return real_fork()
+
+    monkeypatch.setattr(os, "fork", fork)
+    compiler = forked.ForkCompiler(1, timeout_s=60)
+    try:
+        assert compiler.submit(lambda: 42).result(timeout=60) == 42  # the parent's own call, after the child's
+    finally:
+        compiler.shutdown()
+    assert order == ["prewarm done", "fork"] and compiler.children == 1 and not compiler.fallbacks

@@ -44,6 +44,8 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from triton_dist import _triton_prewarm
+
 __all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "compiler", "deferred", "unavailable", "where"]
 
 CHILD_TIMEOUT_S = 300.0
@@ -52,6 +54,9 @@ Generous: the biggest kernels compile for a minute or two; only a child hung on 
 inherited (another thread of the parent held it at fork time) should ever get here."""
 
 _fork_lock = threading.Lock()
+
+PREWARM_WAIT_S = 60.0
+"""How long a fork waits for the prewarm thread (:mod:`triton_dist._triton_prewarm`) to finish."""
 
 
 def unavailable() -> str | None:
@@ -101,6 +106,11 @@ def _fork(fn: Callable[[], Any]) -> tuple[int, int] | str:
     for stream in (sys.stdout, sys.stderr):  # the child must not flush the parent's pending output
         with contextlib.suppress(Exception):
             stream.flush()
+    # Triton's start-up work in its own thread (_triton_prewarm) imports modules: a fork in the
+    # middle of an import leaves the child waiting on that module's lock forever (seen under
+    # load: a child hung until its time-out). A miss waits for it at most WAIT_S; a fork waits
+    # longer, a hung child costing more.
+    _triton_prewarm.wait(PREWARM_WAIT_S)
     with _fork_lock:
         read_end, write_end = os.pipe()
         with warnings.catch_warnings():
