@@ -1,4 +1,4 @@
-"""P6 adaptive measurement, and the rerun stability of the noise-aware pick.
+"""P6 adaptive measurement, and the rerun stability of the pick (and of the former noise tie).
 
 1. Adaptive vs full schedule, for every key (workload x size) and ``--trials`` trials:
    - *same measurements*: the full 5 + 10 schedule runs and records every config's timed runs;

@@ -219,7 +219,7 @@ class CudaBackend(Backend, kind="cuda"):
         return pool[0:2 * n:2], pool[1:2 * n:2]
 
     def time_runs(self, fn: Callable[[], Any], n: int) -> list[float]:
-        # One event pair per run: per-run times give the statistics that noise-aware selection
+        # One event pair per run: per-run times give the statistics that the standard errors
         # and adaptive measurement need (a single pair around n runs hides the spread). No
         # synchronisation before: events are ordered on the stream after the queued work, and
         # a drained queue would make the first run time its own launch.
