@@ -87,16 +87,13 @@ def test_driver_killed_mid_campaign_then_rerun_loses_nothing_and_redoes_nothing(
     assert {name: after[name] for name in before} == before  # finished ones untouched
     assert not (cache / "slow_host" / "history").exists()  # and not re-written
     # the second run resumed from the results stream: a case finished before the kill keeps the
-    # first run's row (tuned, run 1; or cached, run 1, when a retry of the case in run 1 found
-    # the entry its first attempt had written: a gang slowed down by a loaded machine), or, if
-    # the kill fell between its entry and its row, is found in the cache (cached, run 2); only
-    # the others were tuned, by run 2
+    # first run's row (tuned, run 1), or, if the kill fell between its entry and its row, is
+    # found in the cache (cached, run 2); only the others were tuned, by run 2
     rows = report_rows(tmp_path, "killed")
     assert len(rows) == len(cases)
     for row in rows.values():
         done_before = Path(row["path"]).name in before
-        allowed = {("tuned", 1), ("cached", 2)} | ({("cached", 1)} if row["attempts"] > 1 else set())
-        assert (row["status"], row["run"]) in (allowed if done_before else {("tuned", 2)}), row
+        assert (row["status"], row["run"]) in ({("tuned", 1), ("cached", 2)} if done_before else {("tuned", 2)}), row
     if any(row["run"] == 1 for row in rows.values()):
         assert "finished by an earlier run" in err
 
