@@ -136,8 +136,8 @@ def measure_adaptive(
         # A dropped candidate keeps its screened figures: its screened mean must be above the
         # reference's as well, so that pick_best (the lowest mean) can never prefer it to a
         # finished one (the same MAX-reduced figures reach pick_best on every rank).
-        m = margin
-        if clearly_slower(fastest[index], ref_median, ref_sd, m, z) and means[index] > (1.0 + m) * ref_mean:
+        if (clearly_slower(fastest[index], ref_median, ref_sd, margin, z)
+                and means[index] > (1.0 + margin) * ref_mean):
             say(f"config {index}: dropped after {screen_runs} timed runs (fastest {fastest[index]:.4f} ms, "
                 f"clearly slower than config {ref}: median {ref_median:.4f} ms, sd {ref_sd:.4f} ms)")
         else:
