@@ -272,6 +272,8 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
                "regret_warm": regret(warm, index), "regret_warm_before": regret(before, index),
                "regret_cold": regret(cold, index),
                "first_call_ideal_ms": ideal,
+               # every config's oracle time (ms; None: pruned or failed), to judge any other pick later
+               "oracle_ms": {"warm": warm, "warm_before": before, "cold": cold},
                "first_call_ratio": wall * 1e3 / ideal if ideal else None,
                "first_call_ratio_measured": wall * 1e3 / own if own else None,
                "measured_ms": ({str(i): v for i, v in entry["contextual_ms"].items()}
