@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import types
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from triton_dist import _triton_prewarm, _tuning
 from triton_dist._flights import Flight, positional_names, single_flight
@@ -72,15 +73,27 @@ def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str,
     return list(config_space)
 
 
-class AutoTuner:
-    """A host function with function-level autotuning. Call it like the function itself, plus
-    the keyword-only call controls ``autotune``, ``autotune_verbose``,
-    ``autotune_allow_arg_overwrite`` and ``autotune_pg``."""
+class _TunerType(type):
+    """``isinstance(tuned, AutoTuner)`` holds for what ``autotune`` returns: a plain function (its
+    hot path, see :func:`_hot_path`) whose ``tuner`` attribute is the AutoTuner."""
 
-    # What the hot path reads lives in slots: a slot read stays fast even after something (like
-    # functools.update_wrapper) materialises the instance __dict__, which in CPython makes every
-    # plain attribute read slower (benchmarks/p1_hot_path.py).
-    __slots__ = ("fn", "key_fn", "_best", "_reserved", "__dict__", "__weakref__")
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return type.__instancecheck__(cls, obj) or (
+            type(obj) is types.FunctionType and type.__instancecheck__(cls, obj.__dict__.get("tuner")))
+
+
+class AutoTuner(metaclass=_TunerType):
+    """The tuner of a host function: its configs, in-memory decisions and methods.
+
+    ``autotune(...)(fn)`` returns the tuner's *face*: a plain Python function that calls like
+    ``fn`` plus the keyword-only call controls ``autotune``, ``autotune_verbose``,
+    ``autotune_allow_arg_overwrite`` and ``autotune_pg``, and carries the tuner's public
+    attributes (``tuner``, ``fn``, ``key_fn``, ``prune_fn``, ``config_space``, ``target``,
+    ``tune``, ``best_config``, ``clear``); ``isinstance(face, AutoTuner)`` is true. A function,
+    not an instance with ``__call__``: CPython runs a call of a Python function inside the
+    caller's interpreter loop, while an instance's ``__call__`` goes through the C slot and a new
+    one, which costs the cached call ~0.1 µs and ~1 µs when the caches are cold (issue 16, P1;
+    ``scripts/device/hot_call.py``). Calling the AutoTuner itself does the same as its face."""
 
     def __init__(
         self,
@@ -133,6 +146,11 @@ class AutoTuner:
             compile_workers=compile_workers,
         )
         functools.update_wrapper(self, fn)
+        self.face = _hot_path(self)
+        functools.update_wrapper(self.face, fn)
+        self.face.__dict__.update(
+            tuner=self, fn=fn, key_fn=key_fn, prune_fn=prune_fn, config_space=self.config_space,
+            target=self.target, tune=self.tune, best_config=self.best_config, clear=self.clear)
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
     def _get_source_hash(self) -> str:
@@ -140,40 +158,11 @@ class AutoTuner:
             self._source_hash = source_hash(self.fn)
         return self._source_hash
 
-    # The hot path: key_fn, one dict lookup, one call. No settings, logging or inspect here.
-    # The call controls are popped from **kwargs instead of being keyword-only parameters, and
-    # a call without keywords (the common case) skips every keyword check: the hit then costs
-    # little more than a bare wrapper function (benchmarks/p1_hot_path.py, issue 8). A miss
-    # and an unhashable key both raise in the lookup (try is free when nothing raises) and
-    # are told apart in _miss, which runs after the except block: an error of the first call
-    # then has no "During handling of the above exception" KeyError attached (issue 17).
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
-            try:  # free on 3.11+ while nothing raises
-                key = self.key_fn(*args)
-            except TypeError as exc:
-                self._key_failed(exc, args, kwargs)
-                raise
-            try:
-                best = self._best[key]
-            except (KeyError, TypeError):
-                best = None
-            if best is None:  # outside the handler: first-call errors carry no KeyError context
-                best = self._miss(key, args, kwargs, False, False, None)
-            return self.fn(*args, **best)
-        if self._reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
-            try:
-                key = self.key_fn(*args, **kwargs)
-            except TypeError as exc:
-                self._key_failed(exc, args, kwargs)
-                raise
-            try:
-                best = self._best[key]
-            except (KeyError, TypeError):
-                best = None
-            if best is None:  # outside the handler: first-call errors carry no KeyError context
-                best = self._miss(key, args, kwargs, False, False, None)
-            return self.fn(*args, **kwargs, **best)
+        return self.face(*args, **kwargs)
+
+    def _controlled(self, args: tuple, kwargs: dict) -> Any:
+        """A call with a control keyword or a keyword that is also a config field."""
         autotune = kwargs.pop("autotune", True)
         verbose = kwargs.pop("autotune_verbose", False)
         overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)
@@ -314,15 +303,60 @@ class AutoTuner:
     def __get__(self, instance: Any, owner: Any = None) -> Any:
         if instance is None:
             return self
-        return functools.partial(self.__call__, instance)
+        return types.MethodType(self.face, instance)
 
     def __repr__(self) -> str:
         return f"<AutoTuner {self.target.qualname} ({len(self.config_space)} configs)>"
 
-    def __reduce__(self) -> str:
-        # pickled by reference, as a function is: the module's tuner (a spawned process, a Ray
+    def __reduce__(self) -> tuple[Any, tuple[Any, str]]:
+        # by reference, as its face (a function) is: the module's tuner (a spawned process, a Ray
         # task), with its own in-memory decisions and disk cache there
-        return str(self.fn.__qualname__)
+        return getattr, (self.face, "tuner")
+
+
+def _hot_path(tuner: AutoTuner) -> Callable[..., Any]:
+    """The tuner's face: key_fn, one dict lookup, one call; nothing else on a hit.
+
+    No settings, logging or inspect here. The call controls are popped from ``**kwargs`` on the
+    slow path instead of being keyword-only parameters, and a call without keywords (the common
+    case) skips every keyword check: the hit then costs little more than a bare wrapper
+    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are the closure's cells, not
+    attributes. A miss and an unhashable key both raise in the lookup (try is free when nothing
+    raises) and are told apart in ``_miss``, which runs after the except block: an error of the
+    first call then has no "During handling of the above exception" KeyError attached (issue 17).
+    """
+    key_fn, fn, decided, reserved = tuner.key_fn, tuner.fn, tuner._best, tuner._reserved
+
+    def tuned(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            try:  # free on 3.11+ while nothing raises
+                key = key_fn(*args)
+            except TypeError as exc:
+                tuner._key_failed(exc, args, kwargs)
+                raise
+            try:
+                best = decided[key]
+            except (KeyError, TypeError):
+                best = None
+            if best is None:  # outside the handler: first-call errors carry no KeyError context
+                best = tuner._miss(key, args, kwargs, False, False, None)
+            return fn(*args, **best)
+        if reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
+            try:
+                key = key_fn(*args, **kwargs)
+            except TypeError as exc:
+                tuner._key_failed(exc, args, kwargs)
+                raise
+            try:
+                best = decided[key]
+            except (KeyError, TypeError):
+                best = None
+            if best is None:
+                best = tuner._miss(key, args, kwargs, False, False, None)
+            return fn(*args, **kwargs, **best)
+        return tuner._controlled(args, kwargs)
+
+    return tuned
 
 
 def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
@@ -377,9 +411,10 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             compiles at its first launch. Skipped for a tuning with a process group.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
-        return AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
-                         do_bench=do_bench, check_correctness=check_correctness,
-                         restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs,
-                         flush_l2=flush_l2, compile_workers=compile_workers)
+        tuner = AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
+                          do_bench=do_bench, check_correctness=check_correctness,
+                          restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs,
+                          flush_l2=flush_l2, compile_workers=compile_workers)
+        return cast(AutoTuner, tuner.face)  # a function: isinstance(face, AutoTuner) holds
 
     return decorator

@@ -12,6 +12,8 @@
 #               since 2026-12-02 06:30 UTC P7 measures its warm oracle again after the trials and
 #               P1 times its statements call by call too (~7 minutes).
 #   PART=p1:    hot_call.py, P1 and P2 (~3 minutes).
+#   PART=final6: the face a plain function (2026-12-02 15:00 UTC): GPU graph tests and the tune flow's,
+#               hot_call.py (warm and cold), P7 (3 trials), P2, P1 (~7 minutes).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
@@ -121,6 +123,15 @@ case "${PART:-first}" in
     { timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; timeout 60 python3 scripts/device/host_steps.py layer_norm
       python3 scripts/device/hot_call.py; } >"$OUT/steps.log" 2>&1
     grep -E "wall median|hot_call|python|over host" "$OUT/steps.log" | head -12
+    p7_p2_p1
+    ;;
+  final6)  # after the tuner's face became a plain function: GPU tests, hot_call.py, P7 (3 trials), P2, P1
+    timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_spare_time.py \
+      tests/unit/test_tune_flow.py >"$OUT/pytest.txt" 2>&1
+    tail -3 "$OUT/pytest.txt"
+    timeout 90 python3 scripts/device/hot_call.py --cold-calls "${COLD_CALLS:-2000}" >"$OUT/steps.log" 2>&1
+    cat "$OUT/steps.log"
     p7_p2_p1
     ;;
   p1)  # after the tuner became a functools.partial of its hot-path closure: hot_call.py, P1, P2

@@ -191,6 +191,43 @@ def test_a_tuner_pickles_by_reference_and_calls_like_the_function(cache_dir):
 
     assert scaled(5) == 10 and scaled(x=5) == 10  # without and with keywords
     assert pickle.loads(pickle.dumps(scaled)) is scaled  # a spawned process gets its own module's tuner
+    assert pickle.loads(pickle.dumps(scaled.tuner)) is scaled.tuner
     local = autotune([{"c": 2}], key_fn=lambda x: (x,))(lambda x, c: x)
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(local)  # not importable: an error, never a copy that lost its decisions
+
+
+class _Layer:
+    def __init__(self, factor):
+        self.factor = factor
+
+    @autotune([{"c": 2}, {"c": 3}], key_fn=lambda self, x, *a, **k: (x,), do_bench=lambda fn, w, r: [1.0] * r)
+    def forward(self, x, c):
+        return self.factor * x * c
+
+
+def test_the_face_is_a_plain_function_that_is_an_autotuner(cache_dir):
+    """What autotune returns is a Python function (its call stays in the caller's interpreter
+    loop: issue 16, P1), and an AutoTuner for isinstance, with the tuner's public attributes."""
+    import types
+
+    from triton_dist.tune import AutoTuner
+
+    def host(x, c, d=0):
+        return x, c, d
+
+    tuned = autotune([{"c": 2}, {"c": 3}], key_fn=lambda x, *a, **k: (x,),
+                     do_bench=lambda fn, w, r: [1.0] * r)(host)
+    assert type(tuned) is types.FunctionType and isinstance(tuned, AutoTuner)
+    assert isinstance(tuned.tuner, AutoTuner) and tuned.tuner.face is tuned
+    assert not isinstance(host, AutoTuner) and not isinstance(lambda: None, AutoTuner)
+    assert tuned.fn is host and tuned.target is tuned.tuner.target and tuned.key_fn(4) == (4,)
+    assert tuned.best_config(4) is None
+    assert tuned(4) == (4, 2, 0) and tuned.best_config(4) == {"c": 2}
+    assert tuned.tuner(4) == (4, 2, 0)  # the AutoTuner itself calls like its face
+    assert tuned.tuner._best == {(4,): {"c": 2}}
+    tuned.clear()  # the face's methods act on the tuner the face reads
+    assert tuned.best_config(4) is None and tuned(4, autotune=False) == (4, 2, 0)
+    assert tuned.tune(4, write_cache=False)["best"]["index"] == 0 and (4,) in tuned.tuner._best
+    layer = _Layer(10)  # a decorated method binds like a function
+    assert layer.forward(2) == 40 and _Layer.forward(layer, 1) == 20
