@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 import warnings
 from collections.abc import Callable, Sequence
@@ -124,6 +125,10 @@ class AutoTuner(metaclass=_TunerType):
                                             or compile_workers < 1):
             raise ConfigSpaceError(f"compile_workers of {fn.__qualname__} must be an int >= 1 (1: no "
                                    f"compile pass) or None (TRITON_DIST_COMPILE_WORKERS), got {compile_workers!r}")
+        self._options = {"n_warmup": n_warmup, "n_repeat": n_repeat, "do_bench": do_bench,
+                         "check_correctness": check_correctness, "restore_inplace": restore_inplace,
+                         "adaptive": adaptive, "graphs": graphs, "flush_l2": flush_l2,
+                         "compile_workers": compile_workers}  # what a copy by value is built with
         self.fn = fn
         self.config_space = _validate_space(fn, config_space)
         self.key_fn = key_fn
@@ -146,12 +151,16 @@ class AutoTuner(metaclass=_TunerType):
             compile_workers=compile_workers,
         )
         functools.update_wrapper(self, fn)
-        self.face = _hot_path(self)
-        functools.update_wrapper(self.face, fn)
-        self.face.__dict__.update(
-            tuner=self, fn=fn, key_fn=key_fn, prune_fn=prune_fn, config_space=self.config_space,
-            target=self.target, tune=self.tune, best_config=self.best_config, clear=self.clear)
+        self.face = self._make_face()
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
+
+    def _make_face(self) -> Callable[..., Any]:
+        face = _hot_path(self)
+        functools.update_wrapper(face, self.fn)
+        face.__dict__.update(
+            tuner=self, fn=self.fn, key_fn=self.key_fn, prune_fn=self.prune_fn, config_space=self.config_space,
+            target=self.target, tune=self.tune, best_config=self.best_config, clear=self.clear)
+        return face
 
     def _get_source_hash(self) -> str:
         if self._source_hash is None:
@@ -308,10 +317,38 @@ class AutoTuner(metaclass=_TunerType):
     def __repr__(self) -> str:
         return f"<AutoTuner {self.target.qualname} ({len(self.config_space)} configs)>"
 
-    def __reduce__(self) -> tuple[Any, tuple[Any, str]]:
-        # by reference, as its face (a function) is: the module's tuner (a spawned process, a Ray
-        # task), with its own in-memory decisions and disk cache there
-        return getattr, (self.face, "tuner")
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # By reference where the face can be imported, as a function is: the module's tuner (a
+        # spawned process, a Ray task), with its own in-memory decisions and disk cache there.
+        # Elsewhere (a script's __main__, a closure: what cloudpickle copies by value) a copy: a
+        # tuner of the same function, configs and options with the decisions made so far. The
+        # objects its face reads (the decisions' dict, key_fn, the function) are the ones pickled
+        # here, so a copy of the face by value reads the copy's (pickle's memo).
+        if _importable(self.face):
+            return getattr, (self.face, "tuner")
+        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, self._options, self._best)
+
+
+def _importable(face: Callable[..., Any]) -> bool:
+    """Whether pickle finds ``face`` itself by its module and qualified name (not in __main__,
+    which another process does not share)."""
+    module = sys.modules.get(getattr(face, "__module__", None) or "")
+    if module is None or module.__name__ == "__main__":
+        return False
+    obj: Any = module
+    for part in face.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is face
+
+
+def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn: Callable[..., Any],
+             prune_fn: Callable[..., Any] | None, options: dict[str, Any],
+             decided: dict[Any, dict[str, Any]]) -> AutoTuner:
+    """A copy of a tuner by value (``AutoTuner.__reduce__``), its decisions the dict given."""
+    tuner = AutoTuner(fn, config_space, key_fn, prune_fn, **options)
+    tuner._best = decided
+    tuner.face = tuner._make_face()
+    return tuner
 
 
 def _hot_path(tuner: AutoTuner) -> Callable[..., Any]:
@@ -320,8 +357,8 @@ def _hot_path(tuner: AutoTuner) -> Callable[..., Any]:
     No settings, logging or inspect here. The call controls are popped from ``**kwargs`` on the
     slow path instead of being keyword-only parameters, and a call without keywords (the common
     case) skips every keyword check: the hit then costs little more than a bare wrapper
-    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are the closure's cells, not
-    attributes. A miss and an unhashable key both raise in the lookup (try is free when nothing
+    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are closure cells (no
+    attribute, no type check). A miss and an unhashable key both raise in the lookup (try is free when nothing
     raises) and are told apart in ``_miss``, which runs after the except block: an error of the
     first call then has no "During handling of the above exception" KeyError attached (issue 17).
     """

@@ -231,3 +231,27 @@ def test_the_face_is_a_plain_function_that_is_an_autotuner(cache_dir):
     assert tuned.tune(4, write_cache=False)["best"]["index"] == 0 and (4,) in tuned.tuner._best
     layer = _Layer(10)  # a decorated method binds like a function
     assert layer.forward(2) == 40 and _Layer.forward(layer, 1) == 20
+
+
+def test_a_face_copied_by_value_reads_its_own_tuner_with_the_decisions_made(cache_dir):
+    """cloudpickle copies a function it cannot import (a script's __main__, a closure) by value,
+    as Ray does for a task's globals: the copy's face and tuner then share one dict of decisions,
+    the ones made so far, and new decisions reach the face (nothing stays on the slow path)."""
+    import pickle
+
+    from ray import cloudpickle
+
+    def host(x, c):
+        return x * c
+
+    tuned = autotune([{"c": 2}, {"c": 3}], key_fn=lambda x, *a, **k: (x,),
+                     do_bench=lambda fn, w, r: [1.0] * r)(host)
+    assert tuned(5) == 10
+    copy = cloudpickle.loads(cloudpickle.dumps(tuned))
+    assert copy is not tuned and copy.tuner is not tuned.tuner and copy.tuner.face is not tuned
+    assert copy.best_config(5) == {"c": 2} and copy(5) == 10  # the decision came along
+    assert copy(7) == 14 and copy.tuner._best is copy.__closure__[  # a new decision: the face's dict
+        copy.__code__.co_freevars.index("decided")].cell_contents
+    assert (7,) in copy.tuner._best and (7,) not in tuned.tuner._best
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        pickle.dumps(tuned)  # the standard pickle imports functions: a local one is an error
