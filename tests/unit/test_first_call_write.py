@@ -78,3 +78,18 @@ def test_the_sync_thread_outlives_a_path_that_fails_and_a_fork(tmp_path, monkeyp
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_name_replaced_by_a_fifo_before_its_sync_does_not_stall_the_thread(tmp_path, monkeypatch):
+    """The entry's name may be replaced by a FIFO between its write and its background fsync (as
+    tests/reliability/test_bad_cache_files.py does right after a tuning): a blocking open would
+    wait for a writer forever, and every path queued after it with it."""
+    seen = record_fsyncs(monkeypatch)
+    fifo, good = tmp_path / "pipe.json", tmp_path / "good.json"
+    os.mkfifo(fifo)
+    good.write_text("{}")
+    background_sync.sync_later(fifo)
+    background_sync.sync_later(good)
+    assert background_sync.wait_idle(timeout_s=30)
+    synced = [target for _, target in seen]
+    assert str(good) in synced and str(fifo) not in synced

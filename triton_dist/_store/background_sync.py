@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 from collections import deque
 from pathlib import Path
@@ -86,12 +87,15 @@ def _worker(syncer: _Syncer) -> None:
 
 
 def _sync(path: Path) -> None:
+    # O_NONBLOCK: the name may have been replaced by a FIFO meanwhile, whose blocking open would
+    # wait for a writer forever (and every later path with it); only a regular file is synced
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
     except OSError:  # replaced or removed meanwhile: whoever did that synced their own
         return
     try:
-        os.fsync(fd)
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.fsync(fd)
     finally:
         os.close(fd)
 
