@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 import types
 import warnings
 from collections.abc import Callable, Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from triton_dist import _triton_prewarm, _tuning
+from triton_dist._face import hot_path, importable
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
@@ -76,7 +76,7 @@ def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str,
 
 class _TunerType(type):
     """``isinstance(tuned, AutoTuner)`` holds for what ``autotune`` returns: a plain function (its
-    hot path, see :func:`_hot_path`) whose ``tuner`` attribute is the AutoTuner."""
+    hot path, see :func:`triton_dist._face.hot_path`) whose ``tuner`` attribute is the AutoTuner."""
 
     def __instancecheck__(cls, obj: Any) -> bool:
         return type.__instancecheck__(cls, obj) or (
@@ -90,11 +90,8 @@ class AutoTuner(metaclass=_TunerType):
     ``fn`` plus the keyword-only call controls ``autotune``, ``autotune_verbose``,
     ``autotune_allow_arg_overwrite`` and ``autotune_pg``, and carries the tuner's public
     attributes (``tuner``, ``fn``, ``key_fn``, ``prune_fn``, ``config_space``, ``target``,
-    ``tune``, ``best_config``, ``clear``); ``isinstance(face, AutoTuner)`` is true. A function,
-    not an instance with ``__call__``: CPython runs a call of a Python function inside the
-    caller's interpreter loop, while an instance's ``__call__`` goes through the C slot and a new
-    one, which costs the cached call ~0.1 µs and ~1 µs when the caches are cold (issue 16, P1;
-    ``scripts/device/hot_call.py``). Calling the AutoTuner itself does the same as its face."""
+    ``tune``, ``best_config``, ``clear``); ``isinstance(face, AutoTuner)`` is true. Why a
+    function: :mod:`triton_dist._face`. Calling the AutoTuner itself does the same as its face."""
 
     def __init__(
         self,
@@ -125,10 +122,6 @@ class AutoTuner(metaclass=_TunerType):
                                             or compile_workers < 1):
             raise ConfigSpaceError(f"compile_workers of {fn.__qualname__} must be an int >= 1 (1: no "
                                    f"compile pass) or None (TRITON_DIST_COMPILE_WORKERS), got {compile_workers!r}")
-        self._options = {"n_warmup": n_warmup, "n_repeat": n_repeat, "do_bench": do_bench,
-                         "check_correctness": check_correctness, "restore_inplace": restore_inplace,
-                         "adaptive": adaptive, "graphs": graphs, "flush_l2": flush_l2,
-                         "compile_workers": compile_workers}  # what a copy by value is built with
         self.fn = fn
         self.config_space = _validate_space(fn, config_space)
         self.key_fn = key_fn
@@ -155,7 +148,7 @@ class AutoTuner(metaclass=_TunerType):
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
     def _make_face(self) -> Callable[..., Any]:
-        face = _hot_path(self)
+        face = hot_path(self)
         functools.update_wrapper(face, self.fn)
         face.__dict__.update(
             tuner=self, fn=self.fn, key_fn=self.key_fn, prune_fn=self.prune_fn, config_space=self.config_space,
@@ -324,21 +317,14 @@ class AutoTuner(metaclass=_TunerType):
         # tuner of the same function, configs and options with the decisions made so far. The
         # objects its face reads (the decisions' dict, key_fn, the function) are the ones pickled
         # here, so a copy of the face by value reads the copy's (pickle's memo).
-        if _importable(self.face):
+        if importable(self.face):
             return getattr, (self.face, "tuner")
-        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, self._options, self._best)
-
-
-def _importable(face: Callable[..., Any]) -> bool:
-    """Whether pickle finds ``face`` itself by its module and qualified name (not in __main__,
-    which another process does not share)."""
-    module = sys.modules.get(getattr(face, "__module__", None) or "")
-    if module is None or module.__name__ == "__main__":
-        return False
-    obj: Any = module
-    for part in face.__qualname__.split("."):
-        obj = getattr(obj, part, None)
-    return obj is face
+        t = self.target
+        options = {"n_warmup": t.n_warmup, "n_repeat": t.n_repeat, "do_bench": t.do_bench,
+                   "check_correctness": t.check_correctness, "restore_inplace": t.restore_inplace,
+                   "adaptive": t.adaptive, "graphs": t.graphs, "flush_l2": t.flush_l2,
+                   "compile_workers": t.compile_workers}
+        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best)
 
 
 def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn: Callable[..., Any],
@@ -349,51 +335,6 @@ def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn:
     tuner._best = decided
     tuner.face = tuner._make_face()
     return tuner
-
-
-def _hot_path(tuner: AutoTuner) -> Callable[..., Any]:
-    """The tuner's face: key_fn, one dict lookup, one call; nothing else on a hit.
-
-    No settings, logging or inspect here. The call controls are popped from ``**kwargs`` on the
-    slow path instead of being keyword-only parameters, and a call without keywords (the common
-    case) skips every keyword check: the hit then costs little more than a bare wrapper
-    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are closure cells (no
-    attribute, no type check). A miss and an unhashable key both raise in the lookup (try is free when nothing
-    raises) and are told apart in ``_miss``, which runs after the except block: an error of the
-    first call then has no "During handling of the above exception" KeyError attached (issue 17).
-    """
-    key_fn, fn, decided, reserved = tuner.key_fn, tuner.fn, tuner._best, tuner._reserved
-
-    def tuned(*args: Any, **kwargs: Any) -> Any:
-        if not kwargs:
-            try:  # free on 3.11+ while nothing raises
-                key = key_fn(*args)
-            except TypeError as exc:
-                tuner._key_failed(exc, args, kwargs)
-                raise
-            try:
-                best = decided[key]
-            except (KeyError, TypeError):
-                best = None
-            if best is None:  # outside the handler: first-call errors carry no KeyError context
-                best = tuner._miss(key, args, kwargs, False, False, None)
-            return fn(*args, **best)
-        if reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
-            try:
-                key = key_fn(*args, **kwargs)
-            except TypeError as exc:
-                tuner._key_failed(exc, args, kwargs)
-                raise
-            try:
-                best = decided[key]
-            except (KeyError, TypeError):
-                best = None
-            if best is None:
-                best = tuner._miss(key, args, kwargs, False, False, None)
-            return fn(*args, **kwargs, **best)
-        return tuner._controlled(args, kwargs)
-
-    return tuned
 
 
 def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],

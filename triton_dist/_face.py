@@ -1,0 +1,75 @@
+"""The tuner's face: what ``triton_dist.tune.autotune`` returns, a plain Python function whose
+call on a hit is ``key_fn``, one dict lookup and the host function (issue 16, P1).
+
+A function, not the ``AutoTuner`` instance: CPython calls an instance's ``__call__`` through the
+type's C slot, which enters a new interpreter loop, while the call of a Python function stays in
+the caller's (``scripts/device/hot_call.py``: ~0.1 µs a call warm, up to ~1 µs with cold caches).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from triton_dist.tune import AutoTuner
+
+__all__ = ["hot_path", "importable"]
+
+
+def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
+    """The tuner's face: key_fn, one dict lookup, one call; nothing else on a hit.
+
+    No settings, logging or inspect here. The call controls are popped from ``**kwargs`` on the
+    slow path instead of being keyword-only parameters, and a call without keywords (the common
+    case) skips every keyword check: the hit then costs little more than a bare wrapper
+    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are closure cells (no
+    attribute, no type check). A miss and an unhashable key both raise in the lookup (try is free when nothing
+    raises) and are told apart in ``_miss``, which runs after the except block: an error of the
+    first call then has no "During handling of the above exception" KeyError attached (issue 17).
+    """
+    key_fn, fn, decided, reserved = tuner.key_fn, tuner.fn, tuner._best, tuner._reserved
+
+    def tuned(*args: Any, **kwargs: Any) -> Any:
+        if not kwargs:
+            try:  # free on 3.11+ while nothing raises
+                key = key_fn(*args)
+            except TypeError as exc:
+                tuner._key_failed(exc, args, kwargs)
+                raise
+            try:
+                best = decided[key]
+            except (KeyError, TypeError):
+                best = None
+            if best is None:  # outside the handler: first-call errors carry no KeyError context
+                best = tuner._miss(key, args, kwargs, False, False, None)
+            return fn(*args, **best)
+        if reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
+            try:
+                key = key_fn(*args, **kwargs)
+            except TypeError as exc:
+                tuner._key_failed(exc, args, kwargs)
+                raise
+            try:
+                best = decided[key]
+            except (KeyError, TypeError):
+                best = None
+            if best is None:
+                best = tuner._miss(key, args, kwargs, False, False, None)
+            return fn(*args, **kwargs, **best)
+        return tuner._controlled(args, kwargs)
+
+    return tuned
+
+
+def importable(face: Callable[..., Any]) -> bool:
+    """Whether pickle finds ``face`` itself by its module and qualified name (not in __main__,
+    which another process does not share)."""
+    module = sys.modules.get(getattr(face, "__module__", None) or "")
+    if module is None or module.__name__ == "__main__":
+        return False
+    obj: Any = module
+    for part in face.__qualname__.split("."):
+        obj = getattr(obj, part, None)
+    return obj is face
