@@ -1,13 +1,18 @@
 """P1 cached-call overhead: what a tuned call costs once the key's best config is known.
 
-Measured in one run, two ways: in blocks of calls taking turns (``common.interleaved_ns``: a
+Measured in one run, three ways: in blocks of calls taking turns (``common.interleaved_ns``: a
 round runs each statement ``number`` times in a row, its figure the mean), and call by call
 (``common.alternating_ns(typical=True)``: every iteration runs each statement once, each timed on
 its own, a round's figure the median of its calls). The headline "over the host function" is the
 call-by-call figure: the H200 lease's host moves by ~5 µs per call between rounds on a ~19 µs
 host call (rare stalls of milliseconds inside a round, another tenant's), so the difference of
 two rounds' means is mostly that noise; the typical call of each, microseconds from the other's,
-is not (issue 16). The statements:
+is not (issue 16). A third way, call by call again, runs an untimed ``other()`` (other code of a
+step: a torch op's launch on the GPU) before every timed call, so that each statement starts from
+the same state: without it each starts from what its predecessor left, and on the H200 host the
+order moved a statement by ~1 µs (2026-12-02: in the reverse rounds, where the host call follows
+the tuner's, even ``key_fn`` + host read 1.16 µs over the host; in the forward rounds 0.56 µs
+under it). The statements:
 
 - ``host``: the host function called directly with the best config;
 - ``key_fn+host``: ``key_fn`` and then the host function, inline (what any tuner must do);
@@ -51,7 +56,9 @@ def cpu_case() -> tuple[dict[str, str], dict[str, Any]]:
         key = key_fn(*a, **k)  # noqa: F841 - the minimal wrapper computes the key
         return host(*a, **k, **cfg)
 
-    ns = {"host": host, "key_fn": key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned}
+    junk = list(range(64))
+    ns = {"host": host, "key_fn": key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned,
+          "other": lambda: sum(junk)}
     stmts = {
         "host": "host(3, 4, **cfg)",
         "autotuner": "tuned(3, 4)",
@@ -101,7 +108,8 @@ def gpu_case(backend: Any) -> tuple[dict[str, str], dict[str, Any]]:
         return host(*a, **k, **cfg)
 
     ns = {"host": host, "key_fn": scale.key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned, "x": x,
-          "at_host": at_host, "at_direct": at_direct, "sync": backend.synchronize}
+          "at_host": at_host, "at_direct": at_direct, "sync": backend.synchronize,
+          "other": lambda: x.mul(2.0)}  # other code of the step: a torch op's launch
     stmts = {
         "host": "host(x, 2.5, **cfg)",
         "autotuner": "tuned(x, 2.5)",
@@ -135,11 +143,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     number = min(number, 2000) if args.quick else number
     per_round = common.interleaved_ns(stmts, ns, number=number, rounds=rounds, setup=setup)
     per_call = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True)
+    # every call right after the same other code (an untimed ``other()``): each statement starts
+    # from the same state, where without it each starts from what its predecessor left (order
+    # effects of ~1 µs on the H200 host, in both directions)
+    after_other = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True,
+                                        interlude="other()")
     ns_per_call = {name: min(values) for name, values in per_round.items()}
     # minima and medians over rounds (issue 16 asks for both); differences are taken round by
     # round: of the typical calls in ``per_call`` (each "autotuner" call right after a "host"
     # call), of the blocks in ``per_round`` ("autotuner" right after "host", before it in odd rounds)
     over_host = [a - h for a, h in zip(per_call["autotuner"], per_call["host"], strict=True)]
+    after_over_host = [a - h for a, h in zip(after_other["autotuner"], after_other["host"], strict=True)]
+    after_over_wrapper = [a - w for a, w in zip(after_other["autotuner"], after_other["wrapper"], strict=True)]
+    after_over_key_fn_host = [a - b for a, b in zip(after_other["autotuner"], after_other["key_fn+host"],
+                                                    strict=True)]
     over_wrapper = [a - w for a, w in zip(per_call["autotuner"], per_call["wrapper"], strict=True)]
     blocks_over_host = [a - h for a, h in zip(per_round["autotuner"], per_round["host"], strict=True)]
     blocks_over_wrapper = [a - w for a, w in zip(per_round["autotuner"], per_round["wrapper"], strict=True)]
@@ -151,8 +168,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "overhead_over_host_ns": mine - ns_per_call["host"],
         "overhead_over_host_median_ns": statistics.median(over_host),
         "overhead_over_host_min_round_ns": min(over_host),
+        # the order's share: even rounds run the statements forward (the tuner right after the
+        # host call), odd ones in reverse (the tuner right after the minimal wrapper)
+        "overhead_over_host_median_by_order_ns": {"forward": statistics.median(over_host[0::2]),
+                                                  "reverse": statistics.median(over_host[1::2] or over_host)},
         "overhead_over_key_fn_host_median_ns": statistics.median(
             a - b for a, b in zip(per_call["autotuner"], per_call["key_fn+host"], strict=True)),
+        "after_other_over_host_median_ns": statistics.median(after_over_host),
+        "after_other_over_host_min_round_ns": min(after_over_host),
+        "after_other_over_key_fn_host_median_ns": statistics.median(after_over_key_fn_host),
+        "after_other_tuner_over_wrapper_median_ns": statistics.median(after_over_wrapper),
         "blocks_overhead_over_host_median_ns": statistics.median(blocks_over_host),
         "blocks_overhead_over_host_min_round_ns": min(blocks_over_host),
         "host_call_spread_ns": {"blocks": statistics.pstdev(per_round["host"]),
@@ -170,6 +195,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           [[k, v, v - base] for k, v in ns_per_call.items()]))
     print(common.md_table(["call", "ns per call, the typical call (median over rounds)"],
                           [[k, statistics.median(v)] for k, v in per_call.items()]))
+    print(common.md_table(["call", "ns per call after other code, the typical call (median over rounds)"],
+                          [[k, statistics.median(v)] for k, v in after_other.items()]))
+    print(f"\nover the host function, every call after the same other code: {min(after_over_host):.0f} ns "
+          f"(minimum round), {statistics.median(after_over_host):.0f} ns (median over rounds); over "
+          f"key_fn+host {statistics.median(after_over_key_fn_host):.0f} ns; over the minimal wrapper "
+          f"{statistics.median(after_over_wrapper):.0f} ns")
     print(f"\nover the host function, the typical call: {min(over_host):.0f} ns (minimum round), "
           f"{statistics.median(over_host):.0f} ns (median over rounds); in blocks: "
           f"{min(blocks_over_host):.0f} / {statistics.median(blocks_over_host):.0f} ns; over the minimal "
@@ -181,7 +212,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"autotuner / wrapper = {mine / wrap:.3f}")
     common.write_result("p1_hot_path", args, {"rounds": rounds, "number": number, "statements": stmts},
                         {"ns_per_call": ns_per_call, "ns_per_round": per_round,
-                         "ns_per_round_typical_call": per_call}, summary, backend)
+                         "ns_per_round_typical_call": per_call,
+                         "ns_per_round_typical_call_after_other": after_other}, summary, backend)
     return summary
 
 

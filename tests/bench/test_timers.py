@@ -36,3 +36,18 @@ def test_the_typical_call_ignores_a_stall_in_one_call() -> None:
     mean = common.alternating_ns({"plain": "sum(work)", "stalls": stall}, ns, number=40, rounds=2)
     assert min(mean["stalls"]) > 300_000 + max(mean["plain"])  # ns
     assert max(typical["stalls"]) < 3 * min(typical["plain"]) + 2_000
+
+
+def test_an_interlude_runs_untimed_before_every_statement() -> None:
+    ns = {"seen": [], "work": list(range(20000))}
+    common.alternating_ns({"a": "seen.append('a')", "b": "seen.append('b')"}, ns, number=1, rounds=2,
+                          interlude="seen.append('-')")
+    # before every statement, the clock's empty one included, in both orders
+    assert ns["seen"] == ["-", "a", "-", "b", "-", "-", "-", "b", "-", "a"]
+    # a heavy interlude is not in any statement's time
+    timed = common.alternating_ns({"small": "sum(work[:100])"}, ns, number=30, rounds=2, typical=True,
+                                  interlude="sorted(work, reverse=True)")
+    alone = common.alternating_ns({"small": "sum(work[:100])"}, ns, number=30, rounds=2, typical=True)
+    heavy = common.alternating_ns({"heavy": "sorted(work, reverse=True)"}, ns, number=30, rounds=2, typical=True)
+    assert max(timed["small"]) < 0.5 * min(heavy["heavy"])
+    assert max(alone["small"]) < 0.5 * min(heavy["heavy"])
