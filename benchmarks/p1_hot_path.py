@@ -18,6 +18,8 @@ under it). The statements:
 - ``key_fn+host``: ``key_fn`` and then the host function, inline (what any tuner must do);
 - ``wrapper``: the minimal Python wrapper
   ``def w(*a, **k): key = key_fn(*a, **k); return fn(*a, **k, **cfg)``;
+- ``lookup_wrapper``: the same with the key's dict lookup, the least any tuner keyed by ``key_fn``
+  does (``return fn(*a, **k, **table[key_fn(*a, **k)])``);
 - ``autotuner``: the ``triton_dist.tune.autotune`` tuner, cached (and ``autotuner_kw``: the same
   call with a business keyword argument);
 - on a GPU, ``triton.autotune``: the same kernel under plain ``triton.autotune``, cached, and
@@ -56,13 +58,19 @@ def cpu_case() -> tuple[dict[str, str], dict[str, Any]]:
         key = key_fn(*a, **k)  # noqa: F841 - the minimal wrapper computes the key
         return host(*a, **k, **cfg)
 
+    table = {key_fn(3, 4): cfg}
+
+    def lookup_wrapper(*a: Any, **k: Any) -> Any:  # the least any tuner keyed by key_fn does
+        return host(*a, **k, **table[key_fn(*a, **k)])
+
     junk = list(range(64))
     ns = {"host": host, "key_fn": key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned,
-          "other": lambda: sum(junk)}
+          "lookup_wrapper": lookup_wrapper, "other": lambda: sum(junk)}
     stmts = {
         "host": "host(3, 4, **cfg)",
         "autotuner": "tuned(3, 4)",
         "wrapper": "wrapper(3, 4)",
+        "lookup_wrapper": "lookup_wrapper(3, 4)",
         "key_fn+host": "key_fn(3, 4); host(3, 4, **cfg)",
         "wrapper_kw": "wrapper(3, y=4)",
         "autotuner_kw": "tuned(3, y=4)",
@@ -107,13 +115,20 @@ def gpu_case(backend: Any) -> tuple[dict[str, str], dict[str, Any]]:
         key = scale.key_fn(*a, **k)  # noqa: F841
         return host(*a, **k, **cfg)
 
+    table, key_fn = {scale.key_fn(x, 2.5): cfg}, scale.key_fn
+
+    def lookup_wrapper(*a: Any, **k: Any) -> Any:  # the least any tuner keyed by key_fn does
+        return host(*a, **k, **table[key_fn(*a, **k)])
+
     ns = {"host": host, "key_fn": scale.key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned, "x": x,
           "at_host": at_host, "at_direct": at_direct, "sync": backend.synchronize,
+          "lookup_wrapper": lookup_wrapper,
           "other": lambda: x.mul(2.0)}  # other code of the step: a torch op's launch
     stmts = {
         "host": "host(x, 2.5, **cfg)",
         "autotuner": "tuned(x, 2.5)",
         "wrapper": "wrapper(x, 2.5)",
+        "lookup_wrapper": "lookup_wrapper(x, 2.5)",
         "key_fn+host": "key_fn(x, 2.5); host(x, 2.5, **cfg)",
         "wrapper_kw": "wrapper(x, alpha=2.5)",
         "autotuner_kw": "tuned(x, alpha=2.5)",
@@ -155,6 +170,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     over_host = [a - h for a, h in zip(per_call["autotuner"], per_call["host"], strict=True)]
     after_over_host = [a - h for a, h in zip(after_other["autotuner"], after_other["host"], strict=True)]
     after_over_wrapper = [a - w for a, w in zip(after_other["autotuner"], after_other["wrapper"], strict=True)]
+    after_over_lookup = [a - w for a, w in zip(after_other["autotuner"], after_other["lookup_wrapper"],
+                                               strict=True)]
+    lookup_over_host = [w - h for w, h in zip(after_other["lookup_wrapper"], after_other["host"], strict=True)]
     after_over_key_fn_host = [a - b for a, b in zip(after_other["autotuner"], after_other["key_fn+host"],
                                                     strict=True)]
     over_wrapper = [a - w for a, w in zip(per_call["autotuner"], per_call["wrapper"], strict=True)]
@@ -178,6 +196,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "after_other_over_host_min_round_ns": min(after_over_host),
         "after_other_over_key_fn_host_median_ns": statistics.median(after_over_key_fn_host),
         "after_other_tuner_over_wrapper_median_ns": statistics.median(after_over_wrapper),
+        # the floor of any tuner keyed by key_fn: the minimal wrapper with the key's dict lookup
+        "after_other_tuner_over_lookup_wrapper_median_ns": statistics.median(after_over_lookup),
+        "after_other_lookup_wrapper_over_host_median_ns": statistics.median(lookup_over_host),
         "blocks_overhead_over_host_median_ns": statistics.median(blocks_over_host),
         "blocks_overhead_over_host_min_round_ns": min(blocks_over_host),
         "host_call_spread_ns": {"blocks": statistics.pstdev(per_round["host"]),
@@ -200,7 +221,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(f"\nover the host function, every call after the same other code: {min(after_over_host):.0f} ns "
           f"(minimum round), {statistics.median(after_over_host):.0f} ns (median over rounds); over "
           f"key_fn+host {statistics.median(after_over_key_fn_host):.0f} ns; over the minimal wrapper "
-          f"{statistics.median(after_over_wrapper):.0f} ns")
+          f"{statistics.median(after_over_wrapper):.0f} ns; over the minimal wrapper with the key's lookup "
+          f"{statistics.median(after_over_lookup):.0f} ns (which is itself "
+          f"{statistics.median(lookup_over_host):.0f} ns over the host)")
     print(f"\nover the host function, the typical call: {min(over_host):.0f} ns (minimum round), "
           f"{statistics.median(over_host):.0f} ns (median over rounds); in blocks: "
           f"{min(blocks_over_host):.0f} / {statistics.median(blocks_over_host):.0f} ns; over the minimal "

@@ -14,7 +14,8 @@
 #   PART=p1:    hot_call.py, P1 and P2 (~3 minutes).
 #   PART=final6: the face a plain function (2026-12-02 15:00 UTC): GPU graph tests and the tune flow's,
 #               hot_call.py (warm and cold), P7 (3 trials), P2, P1 (~7 minutes); since 2026-12-02 17:10
-#               UTC P1 also times every call right after the same other code (a torch op).
+#               UTC P1 also times every call right after the same other code (a torch op); TAIL=1 adds
+#               tail_anatomy.py (both ends of layer norm's first call).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
@@ -131,7 +132,8 @@ case "${PART:-first}" in
       tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_spare_time.py \
       tests/unit/test_tune_flow.py >"$OUT/pytest.txt" 2>&1
     tail -3 "$OUT/pytest.txt"
-    timeout 90 python3 scripts/device/hot_call.py --cold-calls "${COLD_CALLS:-2000}" >"$OUT/steps.log" 2>&1
+    { timeout 90 python3 scripts/device/hot_call.py --cold-calls "${COLD_CALLS:-2000}"
+      [ -n "${TAIL:-}" ] && timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; } >"$OUT/steps.log" 2>&1
     cat "$OUT/steps.log"
     p7_p2_p1
     ;;
