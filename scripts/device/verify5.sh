@@ -37,7 +37,7 @@ p7_p2_p1() {
   timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
   grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
   grep -E "warm oracle again" "$OUT/p7.log" | cut -c3-100
-  timeout 220 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
+  timeout 220 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "${P1_OUT:-$OUT/p1}" >"$OUT/p1.log" 2>&1
   grep -E "over the host|overhead" "$OUT/p1.log"
 }
 case "${PART:-first}" in
@@ -128,14 +128,15 @@ case "${PART:-first}" in
     p7_p2_p1
     ;;
   final6)  # after the tuner's face became a plain function: GPU tests, hot_call.py, P7 (3 trials), P2, P1
+           # (at most 8 files come back: the tests' output goes into steps.log, P1's json into $OUT)
     timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
       tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_spare_time.py \
-      tests/unit/test_tune_flow.py >"$OUT/pytest.txt" 2>&1
-    tail -3 "$OUT/pytest.txt"
+      tests/unit/test_tune_flow.py tests/unit/test_cuda_warm_up.py >"$OUT/steps.log" 2>&1
+    tail -3 "$OUT/steps.log"
     { timeout 90 python3 scripts/device/hot_call.py --cold-calls "${COLD_CALLS:-2000}"
-      [ -n "${TAIL:-}" ] && timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; } >"$OUT/steps.log" 2>&1
-    cat "$OUT/steps.log"
-    p7_p2_p1
+      [ -n "${TAIL:-}" ] && timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; } >>"$OUT/steps.log" 2>&1
+    grep -A40 "^python 3" "$OUT/steps.log"
+    P1_OUT="$OUT" p7_p2_p1
     ;;
   p1)  # after the tuner became a functools.partial of its hot-path closure: hot_call.py, P1, P2
     python3 scripts/device/hot_call.py >"$OUT/steps.log" 2>&1
