@@ -2,8 +2,8 @@
 tutorial kernel's first call (a fresh tuner and cache each time, as P7 runs it) right after 0.3 s of
 the job's own kernels, synchronised through torch, not through the tuner's backend (whose
 ``synchronize`` marks the GPU busy and skips the warm-up, as P7's and P2's timing does). Two modes
-take turns: ``settled`` (the warm-up checks the rate an earlier warm-up settled on with one short
-calibration) and ``fresh`` (that rate forgotten: calibrations until two agree, the code before
+take turns: ``settled`` (the warm-up checks the rate the backend settled on last with one short
+calibration, as in a job) and ``fresh`` (that rate forgotten: calibrations until two agree, the code before
 2026-12-02 17:00 UTC). Prints the first call's wall and the warm-up's own time, medians.
 
 Run on the GPU machine: python3 scripts/device/warm_up_ab.py [layer_norm] [--calls N]"""
@@ -54,6 +54,7 @@ def main() -> None:
     walls: dict[str, list[float]] = {"settled": [], "fresh": []}
     warms: dict[str, list[float]] = {"settled": [], "fresh": []}
     settled = backend._settled_per_ms
+    rates: dict[str, list[float]] = {"settled": [], "fresh": []}
     for i in range(args.calls):
         for mode in (("settled", "fresh") if i % 2 == 0 else ("fresh", "settled")):
             deadline = time.perf_counter() + 0.3  # the job's own work keeps the GPU hot
@@ -61,7 +62,9 @@ def main() -> None:
                 for _ in range(20):
                     busy.mul_(1.0000001)
                 torch.cuda.synchronize()
-            backend._settled_per_ms = settled if mode == "settled" else None
+            kept = backend._settled_per_ms  # what the backend settled on last (a job's state)
+            if mode == "fresh":
+                backend._settled_per_ms = None
             runner.fresh_dir()
             tuner = autotune(tut.space, tut.key_fn, tut.prune_fn)(runner.host)
             warm_s.clear()
@@ -70,12 +73,15 @@ def main() -> None:
             torch.cuda.synchronize()
             walls[mode].append((time.perf_counter() - start) * 1e3)
             warms[mode].append(sum(warm_s) * 1e3)
-    backend._settled_per_ms = settled
+            rates[mode].append(backend._cycles_per_ms or 0.0)
+            if mode == "fresh":
+                backend._settled_per_ms = kept
     print(f"{tut.name} {SHAPES[args.kernel]}: first calls after 0.3 s of the job's kernels, {args.calls} each, "
           f"settled rate {settled:.0f} cycles/ms" if settled else "no settled rate")
     for mode in walls:
         print(f"  {mode:8s} first call {statistics.median(walls[mode]):8.2f} ms (median; "
-              f"{min(walls[mode]):.2f}-{max(walls[mode]):.2f}), warm-up {statistics.median(warms[mode]):6.3f} ms")
+              f"{min(walls[mode]):.2f}-{max(walls[mode]):.2f}), warm-up {statistics.median(warms[mode]):6.3f} ms; "
+              f"rates (cycles/ms) {[round(r) for r in rates[mode]]}")
     print(f"  saving: {statistics.median(walls['fresh']) - statistics.median(walls['settled']):+.2f} ms of the wall, "
           f"{statistics.median(warms['fresh']) - statistics.median(warms['settled']):+.3f} ms of warm-up")
     os.environ.pop("TRITON_DIST_AUTOTUNE_DIR", None)

@@ -19,12 +19,12 @@ class FakeGpu:
     """A device whose sleep kernels run at a clock that ramps up while it works."""
 
     def __init__(self, rate: float) -> None:
-        self.rate, self.t_ms, self.sleeps = rate, 0.0, []
+        self.rate, self.t_ms, self.sleeps, self.cap = rate, 0.0, [], FULL_RATE
 
     def _sleep(self, cycles: int) -> None:
         self.sleeps.append(cycles)
         self.t_ms += cycles / self.rate
-        self.rate = min(FULL_RATE, self.rate * 1.8)  # clocks ramp up under load
+        self.rate = min(self.cap, self.rate * 1.8)  # clocks ramp up under load
 
     def Event(self, enable_timing: bool = False) -> object:
         gpu = self
@@ -98,3 +98,18 @@ def test_every_calibration_is_timed_behind_a_lead_sleep(gpu: FakeGpu) -> None:
     backend = CudaBackend()
     backend.warm_up()
     assert gpu.sleeps[0::2] == [cuda_mod.LEAD_CYCLES] * (len(gpu.sleeps) // 2)
+
+
+def test_clocks_steady_at_another_rate_take_the_short_sample_and_one_long_one(gpu: FakeGpu) -> None:
+    backend = CudaBackend()
+    backend.warm_up()
+    gpu.sleeps.clear()
+    gpu.rate = gpu.cap = 0.93 * FULL_RATE  # another workload's steady state (power, heat)
+    backend._last_busy = -float("inf")
+    backend.warm_up()
+    assert timed_sleeps(gpu) == [cuda_mod.QUICK_CALIBRATION_CYCLES, cuda_mod.CALIBRATION_CYCLES]
+    assert backend._settled_per_ms == pytest.approx(0.93 * FULL_RATE)  # the next check compares with it
+    gpu.sleeps.clear()
+    backend._last_busy = -float("inf")
+    backend.warm_up()
+    assert timed_sleeps(gpu) == [cuda_mod.QUICK_CALIBRATION_CYCLES]

@@ -200,6 +200,7 @@ class CudaBackend(Backend, kind="cuda"):
                     self._cycles_per_ms = settled
                     self._last_busy = time.monotonic()
                     return
+                previous = rate  # the clocks moved (another workload's steady state): one sample already
             while True:
                 rate = calibrate(CALIBRATION_CYCLES)
                 self._cycles_per_ms = rate
