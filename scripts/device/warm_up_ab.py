@@ -2,8 +2,8 @@
 tutorial kernel's first call (a fresh tuner and cache each time, as P7 runs it) right after 0.3 s of
 the job's own kernels, synchronised through torch, not through the tuner's backend (whose
 ``synchronize`` marks the GPU busy and skips the warm-up, as P7's and P2's timing does). Two modes
-take turns: ``settled`` (the warm-up checks the rate the backend settled on last with one short
-calibration, as in a job) and ``fresh`` (that rate forgotten: calibrations until two agree, the code before
+take turns: ``settled`` (the warm-up's first calibration compared with the rate the backend settled on
+last, as in a job) and ``fresh`` (that rate forgotten: calibrations until two agree, the code before
 2026-12-02 17:00 UTC). Prints the first call's wall and the warm-up's own time, medians.
 
 Run on the GPU machine: python3 scripts/device/warm_up_ab.py [layer_norm] [--calls N]"""

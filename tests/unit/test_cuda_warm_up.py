@@ -1,6 +1,6 @@
 """The CUDA backend's device warm-up, on a scripted device clock (no GPU here): an idle GPU is
-spun until two calibrations agree; a GPU still at the rate an earlier warm-up settled on costs
-one short calibration (issue 16, P2); one that has cooled down gets the full warm-up again."""
+spun until two calibrations agree; a GPU still at the rate the last warm-up settled on costs one
+calibration (issue 16, P2); one that has cooled down gets the full warm-up again."""
 
 from __future__ import annotations
 
@@ -70,14 +70,13 @@ def test_an_idle_gpu_is_spun_until_two_calibrations_agree(gpu: FakeGpu) -> None:
     assert gpu.sleeps == []
 
 
-def test_a_gpu_still_at_the_settled_rate_costs_one_short_calibration(gpu: FakeGpu) -> None:
+def test_a_gpu_still_at_the_settled_rate_costs_one_calibration(gpu: FakeGpu) -> None:
     backend = CudaBackend()
     backend.warm_up()
     gpu.sleeps.clear()
     backend._last_busy = -float("inf")  # a later key's first call, the job kept the GPU busy
     backend.warm_up()
-    assert timed_sleeps(gpu) == [cuda_mod.QUICK_CALIBRATION_CYCLES]
-    assert cuda_mod.QUICK_CALIBRATION_CYCLES < cuda_mod.CALIBRATION_CYCLES
+    assert timed_sleeps(gpu) == [cuda_mod.CALIBRATION_CYCLES]  # two before
     assert backend._cycles_per_ms == pytest.approx(FULL_RATE)
 
 
@@ -89,8 +88,7 @@ def test_a_gpu_that_cooled_down_gets_the_full_warm_up_again(gpu: FakeGpu) -> Non
     backend._last_busy = -float("inf")
     backend.warm_up()
     sleeps = timed_sleeps(gpu)
-    assert sleeps[0] == cuda_mod.QUICK_CALIBRATION_CYCLES  # the check, which disagreed
-    assert len(sleeps) >= 3 and set(sleeps[1:]) == {cuda_mod.CALIBRATION_CYCLES}
+    assert len(sleeps) >= 3 and set(sleeps) == {cuda_mod.CALIBRATION_CYCLES}  # the first disagreed
     assert backend._cycles_per_ms == pytest.approx(FULL_RATE)  # measured at full clocks again
 
 
@@ -100,16 +98,16 @@ def test_every_calibration_is_timed_behind_a_lead_sleep(gpu: FakeGpu) -> None:
     assert gpu.sleeps[0::2] == [cuda_mod.LEAD_CYCLES] * (len(gpu.sleeps) // 2)
 
 
-def test_clocks_steady_at_another_rate_take_the_short_sample_and_one_long_one(gpu: FakeGpu) -> None:
+def test_clocks_steady_at_another_rate_take_two_calibrations_then_one(gpu: FakeGpu) -> None:
     backend = CudaBackend()
     backend.warm_up()
     gpu.sleeps.clear()
     gpu.rate = gpu.cap = 0.93 * FULL_RATE  # another workload's steady state (power, heat)
     backend._last_busy = -float("inf")
     backend.warm_up()
-    assert timed_sleeps(gpu) == [cuda_mod.QUICK_CALIBRATION_CYCLES, cuda_mod.CALIBRATION_CYCLES]
+    assert timed_sleeps(gpu) == [cuda_mod.CALIBRATION_CYCLES] * 2  # as without the settled rate
     assert backend._settled_per_ms == pytest.approx(0.93 * FULL_RATE)  # the next check compares with it
     gpu.sleeps.clear()
     backend._last_busy = -float("inf")
     backend.warm_up()
-    assert timed_sleeps(gpu) == [cuda_mod.QUICK_CALIBRATION_CYCLES]
+    assert timed_sleeps(gpu) == [cuda_mod.CALIBRATION_CYCLES]

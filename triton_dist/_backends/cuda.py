@@ -36,10 +36,6 @@ CALIBRATION_CYCLES = 1_000_000
 WARM_TOLERANCE = 0.02
 WARM_BUDGET_S = 50e-3
 WARM_GAP_S = 0.2
-#: once the clocks have settled in this process, a later warm-up first checks with one sleep of
-#: this many cycles (~0.25 ms at 1.98 GHz; its event pair's ~2 µs are < 1 % of it) whether they
-#: still run at that rate: a GPU kept busy by the job then costs one short sleep, not two long ones
-QUICK_CALIBRATION_CYCLES = 500_000
 #: queued before a calibration's event pair (~20 µs at full clocks), so that it times no launch gap
 LEAD_CYCLES = 40_000
 #: the L2 flush buffer: at least 4x the L2 size reported, and at least this
@@ -172,9 +168,9 @@ class CudaBackend(Backend, kind="cuda"):
         # the clocks ramp up (and the keep-ahead sleep, counted in clock cycles, calibrated at
         # idle clocks would be several times too short). Spin the GPU with calibration sleeps
         # until two consecutive ones agree: the clocks have settled and the calibration is right.
-        # A GPU the job keeps busy is still at the rate an earlier warm-up settled on: one short
-        # sleep tells (the first call of every new key pays the warm-up; 1 ms of two long sleeps
-        # was ~0.6 % of a 41 µs kernel's first call, P2).
+        # A GPU the job keeps busy is still at the rate the last warm-up settled on: one
+        # calibration tells (the first call of every new key pays the warm-up; two calibrations,
+        # ~1 ms, were ~0.6 % of a 41 µs kernel's first call, P2).
         if not self._keep_ahead_ok or time.monotonic() - self._last_busy < WARM_GAP_S:
             return
         try:
@@ -192,15 +188,10 @@ class CudaBackend(Backend, kind="cuda"):
                 return cycles / max(start.elapsed_time(end), 1e-3)
 
             deadline = time.perf_counter() + WARM_BUDGET_S
-            settled = self._settled_per_ms
-            previous = None
-            if settled is not None:
-                rate = calibrate(QUICK_CALIBRATION_CYCLES)
-                if abs(rate - settled) <= WARM_TOLERANCE * settled:
-                    self._cycles_per_ms = settled
-                    self._last_busy = time.monotonic()
-                    return
-                previous = rate  # the clocks moved (another workload's steady state): one sample already
+            # the first calibration is compared with the rate the last warm-up settled on: a GPU
+            # still there needs no second one; one that moved (idle, or another workload's steady
+            # state) continues as before, so this is never more calibrations than without it
+            previous = self._settled_per_ms
             while True:
                 rate = calibrate(CALIBRATION_CYCLES)
                 self._cycles_per_ms = rate
