@@ -45,6 +45,8 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
             if best is None:  # outside the handler: first-call errors carry no KeyError context
                 best = tuner._miss(key, args, kwargs, False, False, None)
             return fn(*args, **best)
+        # the same steps with the keywords: kept as a near-copy on purpose, since one branch for
+        # both would put a ``**kwargs`` merge (or a helper's call) on the common call's path
         if reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
             try:
                 key = key_fn(*args, **kwargs)
