@@ -135,12 +135,9 @@ def test_short_kernels_are_timed_in_samples_of_several_runs():
     guess = _rounds.runs_per_sample(0.0010 + 0.05)  # this eager first run also timed its launch
     assert bug is None and k == _rounds.MAX_RUNS_PER_SAMPLE == 64 and guess == 20
     assert [r.runs_per_sample for r in results] == [k] * 3
-    # eager, capture of the guess, of k; an eager prime before each of the 10 samples (the graph
-    # holds k runs and no one-run graph: each sample's first run then follows its own config)
-    assert counts == {i: 1 + guess + k + 10 for i in range(3)}
+    assert counts == {i: 1 + guess + k for i in range(3)}  # eager, capture of the guess, of k
     # eager, one replay of the guess (>= 4 warm-up runs), one untimed replay of k, 10 samples
-    # of k, each after its one-run prime
-    assert [r.runs for r in results] == [1 + guess + k + 10 * k + 10] * 3
+    assert [r.runs for r in results] == [1 + guess + k + 10 * k] * 3
     assert results[1].time_ms < results[0].time_ms
     for r in results:
         assert r.time_ms == pytest.approx(costs[r.index], rel=0.03)
@@ -309,53 +306,22 @@ def test_keep_ahead_counts_the_host_time_of_the_last_round_timer_included():
     assert all(h >= 2 * 0.002 for h in asked[1:])  # then the measured round, sleeps included
 
 
-class Context(GraphDevice):
-    """A device where a kernel's run right after another config's costs ``after_other[index]``
-    times its cost (the cache state the previous kernel left: slower or faster)."""
-
-    def __init__(self, costs: dict[int, float], after_other: dict[int, float], **kwargs: Any) -> None:
-        super().__init__(costs, **kwargs)
-        self.after_other, self.last = after_other, None
-
-    def kernel(self, index: int) -> None:
-        super().kernel(index)
-        if self.last is not None and self.last != index:
-            self.clock += (self.after_other[index] - 1.0) * self.costs[index]
-        self.last = index
-
-
 def test_with_one_run_per_sample_each_timed_replay_follows_its_own_config():
     # A device where a kernel runs 5% slower after a different config than after itself (the
     # cache left by the previous kernel): interleaved samples must not depend on the neighbour.
-    device = Context({0: 2.0, 1: 2.04, 2: 1.98}, {0: 1.05, 1: 1.05, 2: 1.05})  # >= 1 ms: one run per sample
+    class Context(GraphDevice):
+        last: int | None = None
+
+        def kernel(self, index: int) -> None:
+            super().kernel(index)
+            if self.last is not None and self.last != index:
+                self.clock += 0.05 * self.costs[index]
+            self.last = index
+
+    device = Context({0: 2.0, 1: 2.04, 2: 1.98})  # >= 1 ms: one run per sample
     results, _ = measure_candidates(host_calls(device)[0], [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert [r.runs_per_sample for r in results] == [1, 1, 1]
     assert [r.time_ms for r in results] == pytest.approx([2.0, 2.04, 1.98])
-
-
-@pytest.mark.parametrize("composing", [False, True])
-def test_with_several_runs_per_sample_the_first_run_follows_its_own_config_too(composing: bool):
-    # The H200's softmax 8192 x 8192 (k = 7): a config measured 1.1 % faster in the rounds than
-    # after itself, the best's neighbour picked in 3 of 3 trials. Here the 143 us config 1 runs
-    # 8 % faster right after config 0 and config 2 8 % slower after config 1: diluted over k
-    # runs, still enough to pick 1 over the faster 2, unless every sample's first run follows a
-    # run of its own config (the prime: a replay of the one-run capture where the backend keeps
-    # one, CUDA's composition, else an eager run).
-    from tests.unit.test_graph_recompose import ComposingDevice
-
-    class Device(Context, ComposingDevice):
-        pass
-
-    costs, after_other = {0: 0.160, 1: 0.1440, 2: 0.1430}, {0: 1.0, 1: 0.92, 2: 1.08}
-    device = (Device if composing else Context)(costs, after_other)
-    make_call, counts = host_calls(device)
-    results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=3, n_repeat=10, graphs=True)
-    k = results[0].runs_per_sample
-    assert bug is None and [r.runs_per_sample for r in results] == [k] * 3 and 5 <= k <= 8
-    assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
-    assert min(results, key=lambda r: r.time_ms).index == 2
-    # the prime calls the host function only where no one-run graph is kept
-    assert all(n < 10 for n in counts.values()) if composing else all(n >= 10 for n in counts.values())
 
 
 def test_a_first_guess_close_to_the_probes_is_kept_without_capturing_again():
@@ -364,8 +330,7 @@ def test_a_first_guess_close_to_the_probes_is_kept_without_capturing_again():
     device = GraphDevice({0: 0.030, 1: 0.031}, gap=0.005)
     make_call, counts = host_calls(device)
     results, _ = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
-    # one eager run, one capture of 29, ten eager primes (one before each sample)
-    assert [r.runs_per_sample for r in results] == [29, 29] and counts == {0: 40, 1: 40}
+    assert [r.runs_per_sample for r in results] == [29, 29] and counts == {0: 30, 1: 30}
     assert [e for e in device.log if e[0] == "capture"] == [("capture", 29)] * 2
     assert [r.time_ms for r in results] == pytest.approx([0.030, 0.031])
 
@@ -384,11 +349,9 @@ def test_the_first_runs_checks_come_after_its_event_pair_and_before_the_capture(
     results, bug = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True,
                                       after_first=after_first)
     assert bug is None and [r.runs_per_sample for r in results] == [34, 34]
-    steps = [e for e in device.log if e[0] in ("run", "checked", "capture")]
-    assert steps[:6] == [
+    assert [e for e in device.log if e[0] in ("run", "checked", "capture")] == [
         ("run", 0), ("checked", 0), ("run", 1), ("checked", 1), ("capture", 34), ("capture", 34)]
-    assert sorted(steps[6:]) == [("run", 0)] * 10 + [("run", 1)] * 10  # the samples' eager primes
-    assert counts == {0: 45, 1: 45}  # one eager run, one capture (no second), ten primes
+    assert counts == {0: 35, 1: 35}  # one eager run, one capture: no second capture
     # eager rounds: right after each candidate's first warm-up run, once
     device = GraphDevice({0: 0.030, 1: 0.031})
     checked: list[int] = []

@@ -35,10 +35,6 @@ class ComposingDevice(GraphDevice):
         self.log.append(("recompose", runs))
         return None if self.refuse else SimGraph(self, graph.ops[:1] * runs)
 
-    def one_run(self, graph: SimGraph) -> SimGraph | None:
-        """As CUDA's: the one-run capture a composed graph holds (none where it cannot compose)."""
-        return None if self.refuse else SimGraph(self, graph.ops[:1])
-
 
 def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
     costs = {0: 0.030, 1: 0.031, 2: 0.045}
@@ -65,9 +61,8 @@ def test_short_kernels_capture_one_run_and_build_their_samples_from_it():
     assert not any(e[0] == "keep_ahead" for e in device.log[:device.log.index(("capture", k))])
     assert [r.runs_per_sample for r in results] == [k] * 3
     # the first: eager, two probes of one run, one untimed replay of k, 10 samples of k; the
-    # others: eager, one probe of k (>= n_warmup - 1 runs), 10 samples of k; every sample after
-    # a replay of the one-run capture (the prime), which calls no host function
-    assert [r.runs for r in results] == [1 + 2 + k + 10 * k + 10] + [1 + k + 10 * k + 10] * 2
+    # others: eager, one probe of k (>= n_warmup - 1 runs), 10 samples of k
+    assert [r.runs for r in results] == [1 + 2 + k + 10 * k] + [1 + k + 10 * k] * 2
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
     # nothing to read after the untimed first runs: synchronisations for the first candidate's
     # probes (k, once the second is captured), after every candidate's probes (the check of k)
@@ -93,8 +88,7 @@ def test_a_graph_the_backend_cannot_recompose_is_captured_again():
     # the second candidate was captured with one run before k was known: captured again at k
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
         ("capture", 1), ("capture", 1), ("recompose", k), ("capture", k), ("recompose", k), ("capture", k)]
-    # no one-run graph to prime with: an eager run before each of the 5 samples
-    assert counts == {0: 2 + k + 5, 1: 2 + k + 5} and [r.runs_per_sample for r in results] == [k, k]
+    assert counts == {0: 2 + k, 1: 2 + k} and [r.runs_per_sample for r in results] == [k, k]
     assert [r.time_ms for r in results] == pytest.approx([0.030, 0.040])
 
 
@@ -115,7 +109,7 @@ def test_the_samples_get_the_fastest_candidates_k():
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
         ("capture", 1), ("capture", 1), ("recompose", k0), ("recompose", k0), ("recompose", k), ("recompose", k)]
     assert counts == {0: 2, 1: 2} and [r.runs_per_sample for r in results] == [k, k]
-    assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k + 5, 1 + k0 + k + 5 * k + 5]  # + 5 primes
+    assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k, 1 + k0 + k + 5 * k]
     assert [r.time_ms for r in results] == pytest.approx([0.042, 0.030])
 
 
@@ -152,7 +146,7 @@ def test_a_candidate_failing_in_its_graph_is_recorded_and_the_others_measured():
     assert "illegal memory access" in results[1].error
     assert [r.time_ms for r in results if r.ok] == pytest.approx([0.030, 0.050])
     k = _rounds.runs_per_sample(0.030)
-    assert [r.runs for r in results if r.ok] == [1 + 2 + k + 5 * k + 5, 1 + k + 5 * k + 5]  # + 5 primes
+    assert [r.runs for r in results if r.ok] == [1 + 2 + k + 5 * k, 1 + k + 5 * k]
 
 
 def test_a_graph_captured_before_a_later_config_showed_a_mutation_is_captured_again(monkeypatch):

@@ -224,12 +224,6 @@ class Backend(abc.ABC):
         backend cannot (the caller captures ``runs`` calls instead)."""
         return None
 
-    def one_run(self, graph: Any) -> Any:
-        """A replayable graph of the one run that ``graph`` (of several runs, from :meth:`capture`
-        or :meth:`recompose`) was built from, where the backend keeps it; None elsewhere (the
-        caller runs the host function eagerly instead)."""
-        return None
-
     def flush_cache(self) -> None:
         """Queue a flush of the device's L2 cache on the current stream (cold-cache timings,
         ``autotune(..., flush_l2=True)``): backends with ``interleaved`` measurement."""

@@ -147,9 +147,6 @@ class CudaBackend(Backend, kind="cuda"):
             log.info("graph mode captures every run of a sample: %s", exc)
             return None
 
-    def one_run(self, graph: Any) -> Any:
-        return getattr(graph, "captured", None)  # a composed graph's one-run capture (cuda_compose)
-
     def run_timer(self) -> EventRunTimer:
         timer = self._timers.setdefault(torch.cuda.current_device(), _CudaRunTimer(self))
         if not timer.pair_s:  # what the timer's own event records cost, before the first round

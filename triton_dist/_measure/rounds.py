@@ -32,17 +32,14 @@ every later run is a replay of that graph (a few µs of host time):
    capture (or, where the backend cannot, captured again when the probes call for more than
    1.5x the runs of the first guess) and replayed once untimed;
 3. ``n_repeat`` rounds of one replay per candidate between an event pair; a run's time is the
-   sample's over ``k``. Each timed replay follows an untimed run of the same candidate (the
-   prime: a replay of its one-run graph, ``Backend.one_run``, else an eager run): a sample then
-   never depends on which candidate ran before it. An H200 measured a 256 MB elementwise kernel
-   ~0.7 % apart after a sibling config than after itself, enough to reverse two configs; with
-   ``k > 1`` the sample's own runs dilute the first run's context but do not remove it: softmax
-   8192 x 8192 (k = 7) picked a config 1.1 % slower than the best in 3 of 3 trials, measured
-   1.1 % faster after its predecessor in the rounds than after itself (2026-12-02 22:10 UTC).
-   Graph mode therefore costs 1 + (``n_warmup`` - 1) + 2 ``n_repeat`` runs per candidate for
-   kernels of 1 ms and more, and about ``n_repeat`` ms (plus one run a sample) of device time per
-   candidate below (at most ``n_repeat`` x 65 runs): several times the eager schedule's for
-   kernels of 15 µs to 1 ms, which ``adaptive=True`` cuts by stopping configs that are clearly slower.
+   sample's over ``k``. With ``k = 1`` each timed replay follows an untimed replay of the same
+   candidate: a sample then never depends on which candidate ran before it (an H200 measured
+   a 256 MB elementwise kernel ~0.7 % apart after a sibling config than after itself, enough to
+   reverse two configs; with ``k > 1`` the sample's own runs provide that context). Graph mode
+   therefore costs 1 + (``n_warmup`` - 1) + 2 ``n_repeat`` runs per candidate for kernels of
+   1 ms and more, and about ``n_repeat`` ms of device time per candidate below (at most
+   ``n_repeat`` x 64 runs): several times the eager schedule's for kernels of 15 µs to 1 ms,
+   which ``adaptive=True`` cuts by stopping configs that are clearly slower.
 
 ``flush`` (``autotune(..., flush_l2=True)``): ``Backend.flush_cache()`` before every timed
 sample, outside its event pair (as ``triton.testing.do_bench``); graph samples then hold one run.
@@ -178,7 +175,7 @@ class _Rounds(GraphSetUp):
         """Step 3: ``n_repeat`` rounds of one timed sample per candidate, queued without a
         synchronisation; the starting candidate rotates so that none is always first after a pause."""
         self.marks.append(("settle + recapture", self.clock()))
-        prime = bool(self.graph_of)  # every timed replay's first run follows its own config
+        prime = bool(self.graph_of) and self.k == 1
         # no warm-up run (eager, n_warmup = 0): the first run's checks follow the first timed run
         late_checks = self.after_first if not self.use_graphs and self.n_warmup == 0 else None
         self.tokens = {i: [] for i in self.calls}
@@ -191,8 +188,8 @@ class _Rounds(GraphSetUp):
             live = live[shift:] + live[:shift]
             # the device must stay busy for as long as the host takes to queue the whole round; the
             # runs' own host times come from the warm-ups, the timer's from the last round
-            expected = sum(self.per_replay.get(i, 0.0) + (self.prime_cost(i) if prime else 0.0)
-                           if i in self.graph_of else self.per_run.get(i, 0.0) for i in live)
+            expected = sum(self.per_replay.get(i, 0.0) * (1 + prime) if i in self.graph_of
+                           else self.per_run.get(i, 0.0) for i in live)
             self.timer.keep_ahead(max(expected, per_sample * len(live)), len(live))
             round_start = self.clock()
             for index in live:
@@ -207,7 +204,7 @@ class _Rounds(GraphSetUp):
         token = None
         try:
             if prime and index in self.graph_of:  # untimed: the timed replay follows its own config
-                self.prime(index)
+                self.replay(index)
             if self.flush:  # cold cache: outside the pair
                 self.backend.flush_cache()
             token = self.timer.start()

@@ -81,29 +81,6 @@ class CandidateRuns:
         self.per_replay[index] = min(self.per_replay.get(index, math.inf), took)
         self.runs[index] += self.graph_runs[index]
 
-    def prime(self, index: int) -> None:
-        """One untimed run of the candidate right before its timed sample, so that the sample's
-        first run follows its own config: its graph's replay when that holds one run, else the
-        one-run graph a composed graph was built from (``Backend.one_run``), else an eager run."""
-        if self.graph_runs[index] == 1:
-            self.replay(index)
-            return
-        single = self.backend.one_run(self.graph_of[index])
-        if single is None:
-            self.run(index)
-            return
-        self._check_time(index)
-        start = self.clock()
-        single.replay()
-        self.spent[index] += self.clock() - start
-        self.runs[index] += 1
-
-    def prime_cost(self, index: int) -> float:
-        """What :meth:`prime` costs the host (the keep-ahead sleeps)."""
-        if self.graph_runs.get(index) == 1 or self.backend.one_run(self.graph_of[index]) is not None:
-            return self.per_replay.get(index, 0.0)
-        return self.per_run.get(index, 0.0)
-
     def _check_time(self, index: int) -> None:
         if self.timeout_s is not None and self.spent[index] > self.timeout_s:
             raise CandidateTimeoutError(f"timed out after {self.timeout_s:g}s")
