@@ -18,6 +18,8 @@
 #               tail_anatomy.py (both ends of layer norm's first call).
 #   PART=gaps:  pool_probe.py (graph pools across measurements), gap_anatomy.py (device idle time
 #               charged to the host's steps).
+#   PART=load:  probe_load.py (softmax 8192 x 8192, layer norm 8192 x 4096: samples back to back
+#               against synchronised ones, with the SM clock and power; ~3 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -161,5 +163,9 @@ case "${PART:-first}" in
     timeout 150 python3 scripts/device/gap_anatomy.py ${GAP_CASES:-layer_norm attention} >"$OUT/gaps.log" 2>&1
     cat "$OUT/gaps.log" | head -120
     ;;
-  *) echo "PART must be first, p7, probe, final, profile or gaps" >&2; exit 2 ;;
+  load)  # the default's per-config offset from the oracle under back-to-back vs synchronised samples
+    timeout 240 python3 scripts/device/probe_load.py ${LOAD_CASES:-softmax layer_norm} >"$OUT/load.log" 2>&1
+    cat "$OUT/load.log"
+    ;;
+  *) echo "PART must be first, p7, probe, final, profile, gaps or load" >&2; exit 2 ;;
 esac
