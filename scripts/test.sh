@@ -17,7 +17,7 @@ if [ -z "${KUBERAY_CRD_DIR:-}" ] && [ -d ../shared/kuberay-crd ]; then
   KUBERAY_CRD_DIR=$(cd ../shared/kuberay-crd && pwd)
   export KUBERAY_CRD_DIR
 fi
-.venv/bin/python -m ruff check triton_dist ray_runner tests benchmarks examples
+.venv/bin/python -m ruff check triton_dist ray_runner tests benchmarks examples scripts
 .venv/bin/lint-imports --no-cache   # the import contracts in pyproject.toml (layers, no cycles)
 .venv/bin/python -m mypy           # the core's types ([tool.mypy] in pyproject.toml)
 rc=0

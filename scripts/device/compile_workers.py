@@ -11,7 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import p8_compile  # noqa: E402
+import p8_compile
 
 
 def main() -> None:

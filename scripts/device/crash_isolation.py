@@ -154,7 +154,8 @@ def phase_ray(work: Path, env: dict, dry_run: bool) -> dict:
     report = json.loads(reports[0].read_text()) if reports else {}
     case = (report.get("cases") or [{}])[0] if isinstance(report.get("cases"), list) else {}
     hit = _child("_hit", str(work / "ray-hit.json"), env={**env, "TRITON_DIST_AUTOTUNE_DIR": str(root)})
-    entries = [json.loads(p.read_text()) for p in (root / "crash_copy").glob("*.json")] if (root / "crash_copy").exists() else []
+    copies = root / "crash_copy"
+    entries = [json.loads(p.read_text()) for p in copies.glob("*.json")] if copies.exists() else []
     bad = entries[0]["candidates"][1] if entries else {}
     result = {"exit": proc.returncode, "seconds": round(time.monotonic() - start, 1), "case": case,
               "candidate1": bad, "hit": hit, "log_tail": (proc.stdout + proc.stderr)[-2000:]}

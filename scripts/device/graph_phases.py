@@ -1,6 +1,6 @@
 """Where the wall of one tuning goes (P2), eager and graphs=True, for examples/scale.py's kernel at
-2^24 and 2^26 elements (and with ``--gemm`` examples/gemm.py at 2048^2): the measurement's phases (triton_dist._measure.rounds debug line) and the whole
-``tune()`` around it. Prints lines; run on the GPU machine."""
+2^24 and 2^26 elements (and with ``--gemm`` examples/gemm.py at 2048^2): the measurement's phases
+(triton_dist._measure.rounds debug line) and the whole ``tune()`` around it. Prints lines; run on the GPU machine."""
 
 from __future__ import annotations
 

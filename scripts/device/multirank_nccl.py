@@ -21,10 +21,10 @@ import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import triton  # noqa: E402
+import triton
 
-from examples.scale import scale_kernel as _scale_kernel  # noqa: E402
-from triton_dist.tune import autotune  # noqa: E402
+from examples.scale import scale_kernel as _scale_kernel
+from triton_dist.tune import autotune
 
 # launches per (rank, config): alone rank 0 picks 0, rank 1 picks 2; MAX over the group picks 1.
 # A run also has a fixed cost (allocation, first launch) of a few launches' worth, the same for
@@ -129,7 +129,8 @@ def main() -> int:
             f = out / f"{scenario}.rank{r}.json"
             ranks.append(json.loads(f.read_text()) if f.exists() else {"missing": True})
         summary["scenarios"][scenario] = {"wall_s": round(time.time() - t0, 2), "hung": hung, "ranks": ranks}
-        print(f"{scenario}: wall {time.time() - t0:.1f}s hung={hung} ranks={[{k: v for k, v in r.items() if k != 'tb'} for r in ranks]}")
+        shown = [{k: v for k, v in r.items() if k != "tb"} for r in ranks]
+        print(f"{scenario}: wall {time.time() - t0:.1f}s hung={hung} ranks={shown}")
     cache_files = sorted(str(p.relative_to(os.environ["TRITON_DIST_AUTOTUNE_DIR"]))
                          for p in Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]).rglob("*") if p.is_file())
     summary["cache_files"] = cache_files

@@ -17,10 +17,10 @@ os.environ["TRITON_DIST_AUTOTUNE_DIR"] = tempfile.mkdtemp(prefix="anat_td_")
 os.environ.setdefault("TRITON_DIST_COMPILE_WORKERS", "16")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import compile_kernels as ck  # noqa: E402
-import torch  # noqa: E402
+import compile_kernels as ck
+import torch
 
-from triton_dist._measure import forked  # noqa: E402
+from triton_dist._measure import forked
 
 
 def main() -> None:

@@ -18,11 +18,11 @@ import torch
 import triton
 
 sys.path.insert(0, "benchmarks")
-import workloads as wl  # noqa: E402
+import workloads as wl
 
-from examples import gemm, scale  # noqa: E402
-from triton_dist._backends import get_backend  # noqa: E402
-from triton_dist.tune import autotune  # noqa: E402
+from examples import gemm, scale
+from triton_dist._backends import get_backend
+from triton_dist.tune import autotune
 
 
 def scheme(backend, host, space, keep, args, oracle, sample_us: float, primer: bool, rounds: int = 10) -> list[float]:
@@ -90,7 +90,8 @@ def case(backend, label: str, host, space, prune_fn, args) -> None:
 
 def main() -> None:
     backend = get_backend()
-    ew_space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)} for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]
+    ew_space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)}
+                for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]
     for n in (2**24, 2**26):
         x = torch.randn(n, device="cuda")
         case(backend, f"scale 2^{n.bit_length() - 1}", scale.scale.fn, ew_space, None, (x, 2.5))

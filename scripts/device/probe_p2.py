@@ -211,7 +211,8 @@ def main() -> None:
     micro()
     labelled()
     logging.getLogger("triton_dist._measure.rounds").setLevel(logging.DEBUG)
-    ew_space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)} for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]
+    ew_space = [{"cfg": triton.Config({"BLOCK": b}, num_warps=w)}
+                for b in (256, 512, 1024, 2048, 4096) for w in (2, 4, 8)]
     for n in (2**24, 2**26):
         x = torch.randn(n, device="cuda")
         profile_case(f"scale 2^{n.bit_length() - 1}", scale.scale.fn, ew_space, scale.key_fn, scale.prune_fn,

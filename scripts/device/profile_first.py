@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
-import p8_compile  # noqa: E402
+import p8_compile
 
 
 def main() -> None:
@@ -28,7 +28,8 @@ def main() -> None:
             os.environ["P8_PROFILE"] = str(out / f"first_{label}.prof.txt")
             first = p8_compile._spawn("first", name, False, cache, dirs["td"], 16)
             print(label, json.dumps(first)[:1500])
-        print("shipped cache files:", sorted(str(p.relative_to(dirs["tc_shipped"])) for p in dirs["tc_shipped"].rglob("*"))[:80])
+        shipped = dirs["tc_shipped"]
+        print("shipped cache files:", sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*"))[:80])
 
 
 if __name__ == "__main__":

@@ -17,9 +17,9 @@ import triton
 
 os.environ.setdefault("TRITON_DIST_AUTOTUNE_DIR", tempfile.mkdtemp(prefix="p2prof_"))
 
-from examples.scale import key_fn  # noqa: E402
-from scripts.device.graph_phases import host  # noqa: E402 - the same host function as graph_phases
-from triton_dist.tune import autotune  # noqa: E402
+from examples.scale import key_fn
+from scripts.device.graph_phases import host
+from triton_dist.tune import autotune
 
 
 def main() -> None:

@@ -24,10 +24,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
-from triton_dist._store import files as _cache  # noqa: E402
-from triton_dist.tune import autotune  # noqa: E402
+from triton_dist._store import files as _cache
+from triton_dist.tune import autotune
 
 SPACE = [{"block": b} for b in (1, 2, 4, 8)]
 SHARED_KEYS = 4

@@ -30,9 +30,9 @@ import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
-from triton_dist._store import files as _cache  # noqa: E402
+from triton_dist._store import files as _cache
 
 KEYS = 3
 POINTS = ("locked", "history-linked", "temp-partial", "before-fsync", "before-replace", "after-replace")

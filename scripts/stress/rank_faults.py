@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import _common  # noqa: E402
+import _common
 
 CASE = os.environ.get("TD_FAULT_CASE", "agree")
 RANK = int(os.environ.get("RANK", "0"))
@@ -123,7 +123,7 @@ def run_job(case: str, world: int, agree_timeout: float, work: Path) -> dict:
                                 TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S=str(agree_timeout))
         procs.append(_common.spawn(Path(__file__).resolve(), "_rank", world, port,
                                    work / f"rank{rank}.json", agree_timeout, env=env,
-                                   stderr=open(work / f"rank{rank}.err", "w")))  # noqa: SIM115
+                                   stderr=open(work / f"rank{rank}.err", "w")))
     # startup (torch import, rendezvous) + the bound, twice over: anything later is a hang
     hard = 60.0 + 3 * agree_timeout
     deadline = time.monotonic() + hard
