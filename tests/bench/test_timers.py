@@ -20,7 +20,7 @@ def test_call_by_call_times_each_statement_and_removes_the_clock() -> None:
     # nothing), and the quietest round of each statement: CI once read 2.93 with round means
     empty, one, two = (min(rounds[k]) for k in ("empty", "sum", "two"))
     assert abs(empty) < 0.2 * one  # the clock's own cost is taken out
-    assert 1.4 < two / one < 2.8  # a statement twice the work reads about twice the time
+    assert 1.5 < two / one < 2.6  # a statement twice the work reads about twice the time
 
 
 def test_multiline_statements_and_both_orders_run() -> None:
