@@ -20,6 +20,8 @@
 #               charged to the host's steps).
 #   PART=load:  probe_load.py (softmax 8192 x 8192, layer norm 8192 x 4096: samples back to back
 #               against synchronised ones, with the SM clock and power; ~3 minutes).
+#   PART=place: probe_place.py (layer norm and softmax configs timed in six placements of their
+#               tensors, the oracle's way; ~15 s).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -167,5 +169,9 @@ case "${PART:-first}" in
     timeout 240 python3 scripts/device/probe_load.py ${LOAD_CASES:-softmax layer_norm} >"$OUT/load.log" 2>&1
     cat "$OUT/load.log"
     ;;
-  *) echo "PART must be first, p7, probe, final, profile, gaps or load" >&2; exit 2 ;;
+  place)  # how much where the tensors lie moves each config's time (the oracle's graphs, new pools)
+    timeout 120 python3 scripts/device/probe_place.py >"$OUT/place.log" 2>&1
+    cat "$OUT/place.log"
+    ;;
+  *) echo "PART must be first, p7, probe, final, profile, gaps, load or place" >&2; exit 2 ;;
 esac
