@@ -12,7 +12,9 @@ timed one, configs taking turns, median of rounds) in several placements:
 
 - ``pool r``: graphs captured again, each in a new private pool (earlier ones kept alive, a
   scratch allocation of a random size between placements): the output's address changes;
-- ``x + off``: the input copied to an offset into a larger buffer (the output as in ``pool``).
+- ``x + off``: the input copied to an offset into a larger buffer (the output as in ``pool``);
+- ``shared r``: every config's graph captured into one pool shared by all of them (as the tuner's
+  graphs are: ``Backend.graph_pool``), a new shared pool each time.
 
 Printed per config: its figure in each placement over the fastest figure of the first placement,
 and its spread over placements; then how many placements rank each config first.
@@ -33,6 +35,7 @@ import tutorial_kernels as tk
 
 CASES = {"layer_norm": ((8192, 4096), [6, 8, 9, 10]), "softmax": ((8192, 8192), [6, 9, 14])}
 POOLS = 4
+SHARED = 2
 OFFSETS = [2 * 2**20 + 512, 5 * 2**20 + 4096]  # bytes
 ROUNDS = 7
 REP_MS = 3.0
@@ -56,8 +59,9 @@ def shifted(t: torch.Tensor, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
     return view, buf
 
 
-def measure(host, space, configs, args, keep: list) -> dict[int, float]:
+def measure(host, space, configs, args, keep: list, shared: bool = False) -> dict[int, float]:
     graphs = {}
+    pool = torch.cuda.graph_pool_handle() if shared else None
     stream = torch.cuda.Stream()
     with torch.cuda.stream(stream):
         for i in configs:
@@ -73,7 +77,7 @@ def measure(host, space, configs, args, keep: list) -> dict[int, float]:
             torch.cuda.synchronize()
             n = max(1, min(1000, int(REP_MS / max(start.elapsed_time(end) / 5, 1e-4))))
             graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
+            with torch.cuda.graph(graph, pool=pool):
                 for _ in range(n):
                     run()
             torch.cuda.synchronize()
@@ -116,6 +120,9 @@ def main(names: list[str]) -> None:
             x, buf = shifted(args[0], off)
             keep.append(buf)
             figures[f"x+{off}"] = measure(host, tut.space, configs, (x, *args[1:]), keep)
+        for r in range(SHARED):
+            keep.append(torch.empty(random.randint(1, 64) * 2**20, dtype=torch.uint8, device=device))
+            figures[f"shared {r}"] = measure(host, tut.space, configs, args, keep, shared=True)
         base = min(figures["pool 0"].values())
         cols = list(figures)
         print(f"{name} {shape}: per-run time over the fastest of 'pool 0' ({base * 1e3:.2f} us)")

@@ -20,8 +20,9 @@
 #               charged to the host's steps).
 #   PART=load:  probe_load.py (softmax 8192 x 8192, layer norm 8192 x 4096: samples back to back
 #               against synchronised ones, with the SM clock and power; ~3 minutes).
-#   PART=place: probe_place.py (layer norm and softmax configs timed in six placements of their
-#               tensors, the oracle's way; ~15 s).
+#   PART=place: probe_place.py (layer norm and softmax configs timed the oracle's way in eight
+#               placements of their tensors: private pools, the input moved, and pools shared by
+#               all configs as the tuner's are; ~20 s).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
