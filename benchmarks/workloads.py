@@ -195,7 +195,8 @@ def spin_workload(costs_us: Sequence[float], name: str = "spin") -> Workload:
 
 def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
                prune_fn: Callable[..., Any] | None, rep_ms: float,
-               rounds: int = 9) -> Callable[[int, tuple], list[float]]:
+               rounds: int = 9, shared_pool: bool = False,
+               keep: list[Any] | None = None) -> Callable[[int, tuple], list[float]]:
     """Each config's kernel time from CUDA-graph replays, interleaved: the configs take turns.
 
     The first GPU run measured the configs one after the other (``do_bench_cudagraph`` each):
@@ -204,7 +205,12 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
     every strategy including ``triton.testing.do_bench``. Now: spin the GPU to steady clocks
     first, capture one graph per config (about ``rep_ms`` of back-to-back runs), then replay the
     graphs in ``rounds`` rounds, the order rotating each round; a config's figure is the median
-    of its rounds (per run)."""
+    of its rounds (per run).
+
+    Each config's graph has a memory pool of its own (its outputs at an address of their own);
+    ``shared_pool``: one pool for every config, as the tuner's graphs share one
+    (``scripts/device/probe_place.py``). ``keep``: the graphs are appended to it, alive, so
+    that a later oracle's pools lie elsewhere."""
     import torch
 
     def warm(seconds: float) -> None:
@@ -216,6 +222,7 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
     def oracle(size: int, args: tuple) -> list[float]:
         graphs: dict[int, tuple[Any, int]] = {}
         stream = torch.cuda.Stream()
+        pool = torch.cuda.graph_pool_handle() if shared_pool else None
         warm(0.2)
         with torch.cuda.stream(stream):
             for i, config in enumerate(space):
@@ -234,7 +241,7 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
                     torch.cuda.synchronize()
                     n = max(1, min(1000, int(rep_ms / max(start.elapsed_time(end) / 5, 1e-4))))
                     graph = torch.cuda.CUDAGraph()
-                    with torch.cuda.graph(graph):
+                    with torch.cuda.graph(graph, pool=pool):
                         for _ in range(n):
                             run()
                     torch.cuda.synchronize()
@@ -255,6 +262,8 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
                     end.synchronize()
                     samples[i].append(start.elapsed_time(end) / n)
         torch.cuda.synchronize()
+        if keep is not None:
+            keep.append(graphs)
         return [statistics.median(samples[i]) if i in samples else math.inf for i in range(len(space))]
 
     return oracle

@@ -7,8 +7,9 @@ run and like it in the next (softmax configs 6/14, layer norm 8/9).
 
 The oracle (``workloads.gpu_oracle``) captures each config into a graph with a private memory
 pool of its own, so each config's output lands at its own address; the tuner's graphs share one
-pool. Here each config is measured like the oracle (a ~3 ms graph, an untimed replay before each
-timed one, configs taking turns, median of rounds) in several placements:
+pool. Here the oracle itself (``gpu_oracle`` over the chosen configs: a ~3 ms graph each, an
+untimed replay before each timed one, configs taking turns, median of 7 rounds) times them in
+several placements:
 
 - ``pool r``: graphs captured again, each in a new private pool (earlier ones kept alive, a
   scratch allocation of a random size between placements): the output's address changes;
@@ -17,14 +18,13 @@ timed one, configs taking turns, median of rounds) in several placements:
   graphs are: ``Backend.graph_pool``), a new shared pool each time.
 
 Printed per config: its figure in each placement over the fastest figure of the first placement,
-and its spread over placements; then how many placements rank each config first.
+and its spread over placements; then the fastest config of each placement.
 
 Run on the GPU machine: python3 scripts/device/probe_place.py"""
 
 from __future__ import annotations
 
 import random
-import statistics
 import sys
 from pathlib import Path
 
@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import torch
 import tutorial_kernels as tk
+import workloads as wl
 
 CASES = {"layer_norm": ((8192, 4096), [6, 8, 9, 10]), "softmax": ((8192, 8192), [6, 9, 14])}
 POOLS = 4
@@ -39,15 +40,6 @@ SHARED = 2
 OFFSETS = [2 * 2**20 + 512, 5 * 2**20 + 4096]  # bytes
 ROUNDS = 7
 REP_MS = 3.0
-
-
-def warm(seconds: float) -> None:
-    import time
-
-    deadline = time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        torch.cuda._sleep(1_000_000)
-        torch.cuda.synchronize()
 
 
 def shifted(t: torch.Tensor, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -60,48 +52,19 @@ def shifted(t: torch.Tensor, offset: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def measure(host, space, configs, args, keep: list, shared: bool = False) -> dict[int, float]:
-    graphs = {}
-    pool = torch.cuda.graph_pool_handle() if shared else None
-    stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        for i in configs:
-            def run(c=space[i]):
-                return host(*args, **c)
+    """The P7 oracle (``workloads.gpu_oracle``) over ``configs`` only, its graphs kept alive."""
+    chosen = [space[i] for i in configs]
 
-            run()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(5):
-                run()
-            end.record()
-            torch.cuda.synchronize()
-            n = max(1, min(1000, int(REP_MS / max(start.elapsed_time(end) / 5, 1e-4))))
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph, pool=pool):
-                for _ in range(n):
-                    run()
-            torch.cuda.synchronize()
-            graphs[i] = (graph, n)
-        samples = {i: [] for i in configs}
-        for r in range(ROUNDS):
-            order = configs[r % len(configs):] + configs[:r % len(configs)]
-            for i in order:
-                graph, n = graphs[i]
-                graph.replay()
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                start.record()
-                graph.replay()
-                end.record()
-                end.synchronize()
-                samples[i].append(start.elapsed_time(end) / n)
-    keep.append(graphs)  # alive: the next placement's pools get other addresses
-    return {i: statistics.median(s) for i, s in samples.items()}
+    def only(config, *a, **k):
+        return any(config is c for c in chosen)
+
+    figures = wl.gpu_oracle(host, space, only, REP_MS, rounds=ROUNDS, shared_pool=shared, keep=keep)(0, args)
+    return {i: figures[i] for i in configs}
 
 
 def main(names: list[str]) -> None:
     random.seed(0)
     device = torch.device("cuda")
-    warm(0.3)
     for name in names:
         shape, configs = CASES[name]
         tut = next(t for t in tk.tutorials(device) if t.name == name)
