@@ -269,6 +269,43 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
     return oracle
 
 
+def gpu_oracle_placed(host: Callable[..., Any], space: list[dict[str, Any]],
+                      prune_fn: Callable[..., Any] | None, rep_ms: float, placements: int,
+                      rounds: int = 5, seed: int = 0) -> Callable[[Any, tuple], list[list[float]]]:
+    """``gpu_oracle`` in ``placements`` memory placements: one figure per config per placement.
+
+    A memory-bound kernel's time depends on where its tensors lie: on an H200, layer norm
+    8192 x 4096 and softmax 8192^2 configs moved by up to 2 % from one set of private graph
+    pools to the next, not all together, so a pair of configs < 1 % apart swapped places from
+    one placement to another (``scripts/device/probe_place.py``, 2026-12-03). A user's step puts
+    its tensors wherever its allocator does, so a config's time is a distribution over
+    placements; one placement is one draw. Here each placement captures every config anew while
+    the earlier placements' graphs stay alive, after a scratch allocation of a random size (from
+    ``seed``): its outputs lie elsewhere. The caller averages (or compares) the placements."""
+    import torch
+
+    def oracle(size: Any, args: tuple) -> list[list[float]]:
+        rng = random.Random(seed)
+        keep: list[Any] = []
+        figures = []
+        for p in range(placements):
+            if p:
+                keep.append(torch.empty(rng.randint(1, 64) * 2**20 + rng.randint(0, 4095) * 256,
+                                        dtype=torch.uint8, device=torch.cuda.current_device()))
+            figures.append(gpu_oracle(host, space, prune_fn, rep_ms, rounds=rounds, keep=keep)(size, args))
+        del keep
+        torch.cuda.synchronize()
+        return figures
+
+    return oracle
+
+
+def mean_placements(figures: list[list[float]]) -> list[float]:
+    """Each config's mean over placements (infinite where any placement could not time it)."""
+    return [statistics.fmean(column) if all(math.isfinite(v) for v in column) else math.inf
+            for column in zip(*figures, strict=True)]
+
+
 def gpu_workloads(device: Any, quick: bool = False, oracle_rep_ms: float = 5.0) -> list[Workload]:
     import torch
     import triton

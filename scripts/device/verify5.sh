@@ -36,7 +36,7 @@ unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
 } >"$OUT/env.txt" 2>&1
 # P7 (stock, default, contextual; 3 trials), P2 on the examples, P1: the end of PART=final4 and final5
 p7_p2_p1() {
-  timeout "${T_P7:-320}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
+  timeout "${T_P7:-380}" python3 benchmarks/p7_tutorials.py --trials "${P7_TRIALS:-3}" --rep-ms 3 --out "$OUT" \
     --methods stock default contextual >"$OUT/p7.log" 2>&1
   tail -14 "$OUT/p7.log"
   timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
