@@ -34,7 +34,8 @@ import torch
 import tutorial_kernels as tk
 import workloads as wl
 
-CASES = {"layer_norm": ((8192, 4096), [6, 8, 9, 10]), "softmax": ((8192, 8192), [6, 9, 14])}
+CASES = {"layer_norm": ((8192, 4096), [6, 8, 9, 10]), "softmax": ((8192, 8192), [6, 9, 14]),
+         "matmul": ((2048, 2048, 2048), [0, 1, 2])}
 POOLS = 4
 SHARED = 2
 OFFSETS = [2 * 2**20 + 512, 5 * 2**20 + 4096]  # bytes

@@ -171,7 +171,7 @@ case "${PART:-first}" in
     cat "$OUT/load.log"
     ;;
   place)  # how much where the tensors lie moves each config's time (the oracle's graphs, new pools)
-    timeout 120 python3 scripts/device/probe_place.py >"$OUT/place.log" 2>&1
+    timeout 120 python3 scripts/device/probe_place.py ${PLACE_CASES:-} >"$OUT/place.log" 2>&1
     cat "$OUT/place.log"
     ;;
   *) echo "PART must be first, p7, probe, final, profile, gaps, load or place" >&2; exit 2 ;;
