@@ -22,7 +22,8 @@
 #               against synchronised ones, with the SM clock and power; ~3 minutes).
 #   PART=place: probe_place.py (layer norm and softmax configs timed the oracle's way in eight
 #               placements of their tensors: private pools, the input moved, and pools shared by
-#               all configs as the tuner's are; ~20 s).
+#               all configs as the tuner's are; ~20 s). PLACE_CASES / LOAD_CASES name the kernels
+#               of PART=place / PART=load (softmax, layer_norm, matmul: matmul 2048^3 configs 0-2).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
