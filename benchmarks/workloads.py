@@ -196,7 +196,7 @@ def spin_workload(costs_us: Sequence[float], name: str = "spin") -> Workload:
 def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
                prune_fn: Callable[..., Any] | None, rep_ms: float,
                rounds: int = 9, shared_pool: bool = False,
-               keep: list[Any] | None = None) -> Callable[[int, tuple], list[float]]:
+               keep: list[Any] | None = None, queued: bool = False) -> Callable[[int, tuple], list[float]]:
     """Each config's kernel time from CUDA-graph replays, interleaved: the configs take turns.
 
     The first GPU run measured the configs one after the other (``do_bench_cudagraph`` each):
@@ -210,7 +210,10 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
     Each config's graph has a memory pool of its own (its outputs at an address of their own);
     ``shared_pool``: one pool for every config, as the tuner's graphs share one
     (``scripts/device/probe_place.py``). ``keep``: the graphs are appended to it, alive, so
-    that a later oracle's pools lie elsewhere."""
+    that a later oracle's pools lie elsewhere. ``queued``: every round's replays queued back to
+    back with one synchronisation at the end, the device never idle (the tuner's own load), where
+    by default every sample is synchronised: a GEMM at the power cap reorders configs within ~1 %
+    with the load pattern (``scripts/device/probe_load.py matmul``, 2026-12-03)."""
     import torch
 
     def warm(seconds: float) -> None:
@@ -249,6 +252,7 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
                 except Exception:  # noqa: BLE001 - a config that cannot run here (resources)
                     torch.cuda.synchronize()
             samples: dict[int, list[float]] = {i: [] for i in graphs}
+            pending: list[tuple[int, Any, Any, int]] = []
             order = list(graphs)
             for r in range(rounds):
                 shift = r % max(len(order), 1)
@@ -259,9 +263,12 @@ def gpu_oracle(host: Callable[..., Any], space: list[dict[str, Any]],
                     start.record()
                     graph.replay()
                     end.record()
-                    end.synchronize()
-                    samples[i].append(start.elapsed_time(end) / n)
+                    pending.append((i, start, end, n))
+                    if not queued:
+                        end.synchronize()
         torch.cuda.synchronize()
+        for i, start, end, n in pending:
+            samples[i].append(start.elapsed_time(end) / n)
         if keep is not None:
             keep.append(graphs)
         return [statistics.median(samples[i]) if i in samples else math.inf for i in range(len(space))]
