@@ -25,10 +25,11 @@ against the first placement alone (one placement: the oracle until 2026-12-03, w
 oracles of 9 rounds in whatever placement each got). Regret = oracle time of the chosen config /
 the oracle's best - 1; reported beside it (not judged): ``regret_sustained``, against one
 placement timed under the tuner's own load (``gpu_oracle(queued=True)``: every round queued back
-to back, no synchronisation between samples). P2 on the real first call (the ``default`` method): wall / (sum of oracle
-time x runs + the call's own run). ``--block`` adds the cache-state decision (issue 16): a GEMM ->
-softmax -> GEMM block of 4 layers (distinct weights per layer, ``block_experiment``), whose kernels are tuned warm and
-cold on the block's own inputs and whose whole time is then measured with each mode's picks.
+to back, no synchronisation between samples). P2 on the real first call (the ``default`` method):
+wall / (sum of oracle time x runs + the call's own run). ``--block`` adds the cache-state decision
+(issue 16): a GEMM -> softmax -> GEMM block of 4 layers (distinct weights per layer,
+``block_experiment``), whose kernels are tuned warm and cold on the block's own inputs and whose
+whole time is then measured with each mode's picks.
 """
 
 from __future__ import annotations
