@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from triton_dist._kinds import KINDS
 from triton_dist.errors import SettingsError
 
 __all__ = ["DEVICE_KINDS", "ENV_VARS", "Settings", "get_settings", "override", "parse_bool"]
@@ -32,8 +33,8 @@ PREWARM = "TRITON_DIST_PREWARM"
 MAX_DEFAULT_COMPILE_WORKERS = 32
 
 #: the device kinds ``TRITON_DIST_DEVICE`` (and a campaign's ``device``) may name, in detection
-#: order; one backend each
-DEVICE_KINDS = ("npu", "cuda", "cpu")
+#: order; one backend each (``triton_dist._kinds``, the one table of them)
+DEVICE_KINDS = tuple(KINDS)
 
 #: name -> one-line documentation (the CLI and docs print this table)
 ENV_VARS: Mapping[str, str] = {

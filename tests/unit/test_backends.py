@@ -216,7 +216,7 @@ def test_the_kinds_are_known_without_importing_a_backend_or_torch():
             "from triton_dist._backends import BACKENDS\n"
             "facts = {k: (v.ray_resource, v.dist_backend, v.visible_devices_env) for k, v in BACKENDS.items()}\n"
             "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('triton_dist._backends.')"
-            " and m != 'triton_dist._backends.base' and m != 'triton_dist._backends.kinds')\n"
+            " and m != 'triton_dist._backends.base' and m != 'triton_dist._kinds')\n"
             "print(facts['cuda'], loaded)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "('GPU', 'nccl', 'CUDA_VISIBLE_DEVICES') []", out.stdout + out.stderr

@@ -4,14 +4,14 @@
 naming the variable.
 
 Loaded lazily: importing this package imports no backend module (nor torch). :data:`BACKENDS`
-holds each kind's launch facts (``kinds.py``: what a Ray driver reads); a backend's module is
+holds each kind's launch facts (``triton_dist._kinds``: what a Ray driver reads); a backend's module is
 imported when its kind is probed or used, and may import torch at its top (``cuda.py``).
 """
 
 from __future__ import annotations
 
 from triton_dist._backends.base import Backend
-from triton_dist._backends.kinds import KINDS, Kind
+from triton_dist._kinds import KINDS, Kind
 from triton_dist.errors import DeviceUnavailableError
 from triton_dist.settings import DEVICE, get_settings
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from triton_dist._backends.kinds import KINDS
+from triton_dist._kinds import KINDS
 
 __all__ = ["Backend", "EventRunTimer", "capture_graph"]
 
@@ -161,7 +161,7 @@ class Backend(abc.ABC):
 
     def __init_subclass__(cls, kind: str | None = None, **kwargs: Any) -> None:
         """``class CudaBackend(Backend, kind="cuda")``: the launch facts of a known kind come
-        from ``kinds.KINDS`` (one place, readable without importing the backend)."""
+        from ``triton_dist._kinds.KINDS`` (one place, readable without importing the backend)."""
         super().__init_subclass__(**kwargs)
         if kind is not None:
             facts = KINDS[kind]

@@ -1,5 +1,9 @@
 """The device kinds, as far as they are known without importing their backends (nor torch).
 
+One table for the whole core: ``settings`` validates ``TRITON_DIST_DEVICE`` against it and
+``_backends`` loads each kind's class from it. A leaf module (it imports no other module of the
+core) so that both can import it without a cycle.
+
 What a launcher needs of a kind (the Ray resource of one device, the variable that restricts the
 devices a process sees, the torch.distributed backend) lives here, so that a Ray driver reads it
 without importing torch; the backend class (``module:Class``) is imported when its kind is probed
@@ -10,10 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from triton_dist._backends.base import Backend
+from typing import Any
 
 __all__ = ["KINDS", "Kind"]
 
@@ -33,8 +34,9 @@ class Kind:
     implementation: str
     """``module:Class`` of the backend, under ``triton_dist._backends``."""
 
-    def load(self) -> type[Backend]:
-        """The backend class (imports its module: for CUDA, torch)."""
+    def load(self) -> Any:
+        """The backend class, a ``_backends.base.Backend`` (imports its module: for CUDA, torch;
+        by name, so that this table stays a leaf of the core)."""
         module, _, name = self.implementation.partition(":")
         return getattr(importlib.import_module(f"triton_dist._backends.{module}"), name)
 
@@ -43,7 +45,7 @@ class Kind:
         return self.load().probe()
 
 
-#: in detection order (``settings.DEVICE_KINDS``)
+#: in detection order (``settings.DEVICE_KINDS`` is its keys)
 KINDS: dict[str, Kind] = {
     "npu": Kind("npu", "hccl", "NPU", "ASCEND_RT_VISIBLE_DEVICES", "npu:NpuBackend"),
     "cuda": Kind("cuda", "nccl", "GPU", "CUDA_VISIBLE_DEVICES", "cuda:CudaBackend"),
