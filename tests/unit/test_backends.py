@@ -202,11 +202,14 @@ def test_a_broken_torch_npu_means_no_npu(monkeypatch):
     assert get_backend().kind != "npu"
 
 
-def test_every_device_kind_the_settings_accept_has_a_backend():
-    from triton_dist._backends import BACKENDS
-    from triton_dist.settings import DEVICE_KINDS
+def test_the_settings_accept_every_kind_of_the_table_in_ascend_first_order():
+    from triton_dist import settings
 
-    assert tuple(BACKENDS) == DEVICE_KINDS  # same kinds, same detection order
+    # one table (triton_dist._kinds): what TRITON_DIST_DEVICE may name is what has a backend
+    assert settings.DEVICE_KINDS == ("npu", "cuda", "cpu")  # detection: NPU > CUDA > CPU
+    for kind in settings.DEVICE_KINDS:
+        assert settings._parse({"TRITON_DIST_DEVICE": f" {kind.upper()} "}).device == kind
+        assert BACKENDS[kind].load().kind == kind
 
 
 def test_the_kinds_are_known_without_importing_a_backend_or_torch():
@@ -216,7 +219,7 @@ def test_the_kinds_are_known_without_importing_a_backend_or_torch():
             "from triton_dist._backends import BACKENDS\n"
             "facts = {k: (v.ray_resource, v.dist_backend, v.visible_devices_env) for k, v in BACKENDS.items()}\n"
             "loaded = sorted(m for m in sys.modules if m == 'torch' or m.startswith('triton_dist._backends.')"
-            " and m != 'triton_dist._backends.base' and m != 'triton_dist._kinds')\n"
+            " and m != 'triton_dist._backends.base')\n"
             "print(facts['cuda'], loaded)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "('GPU', 'nccl', 'CUDA_VISIBLE_DEVICES') []", out.stdout + out.stderr
