@@ -24,6 +24,8 @@
 #               placements of their tensors: private pools, the input moved, and pools shared by
 #               all configs as the tuner's are; ~20 s). PLACE_CASES / LOAD_CASES name the kernels
 #               of PART=place / PART=load (softmax, layer_norm, matmul: matmul 2048^3 configs 0-2).
+#   PART=tplace: probe_tuner_place.py (matmul 128 x 4096 x 4096: the default's measured order and pick
+#               in fresh processes, each with its memory placed elsewhere, beside the oracle; ~2 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -175,5 +177,9 @@ case "${PART:-first}" in
     timeout 120 python3 scripts/device/probe_place.py ${PLACE_CASES:-} >"$OUT/place.log" 2>&1
     cat "$OUT/place.log"
     ;;
-  *) echo "PART must be first, p7, probe, final, profile, gaps, load or place" >&2; exit 2 ;;
+  tplace)  # does the default's order on matmul 128 x 4096 x 4096 follow its process's placement? (~2 minutes)
+    timeout 200 python3 scripts/device/probe_tuner_place.py --procs "${TPLACE_PROCS:-6}" >"$OUT/tplace.log" 2>&1
+    cat "$OUT/tplace.log"
+    ;;
+  *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;
 esac
