@@ -8,8 +8,11 @@ mean over four placements (15 ahead in each of them), having measured configs 13
 
 Here each of ``--procs`` fresh processes (new physical memory) first allocates a scratch tensor
 of a random size (its inputs then lie elsewhere), times configs 13-15 the oracle's way in two
-placements, then tunes the default ``--trials`` times (fresh cache directories) and prints what
-the tuning measured for configs 13-15 against the oracle of the same process, and its pick.
+placements, then tunes the default ``--trials`` times (fresh cache directories), each tuning's
+graphs elsewhere in the tuner's pool (a kept graph of a random size between tunings), and prints
+what each tuning measured for configs 13-15 against the oracle of the same process and its pick,
+then the pick of a tuner that measured in two (and in all) of those placements: each config's
+mean over them, the change to try if the picks follow the placement.
 
 Run on the GPU machine: python3 scripts/device/probe_tuner_place.py [--procs 6]
 """
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve()
 ROOT = HERE.parents[2]
@@ -58,20 +62,35 @@ def child(seed: int, trials: int) -> None:
     space = [tut.space[i] for i in WATCH]
     oracle = wl.gpu_oracle_placed(runner.host, space, None, 3.0, 2, rounds=5, seed=seed)(SHAPE, args)
     runner.run("default", args)  # untimed, as P7 does
-    picks = []
-    for _ in range(trials):
+    picks, shifts = [], []
+    pool = backend.graph_pool()  # the tuner's pool: a tuning's graphs take their memory from it
+    for trial in range(trials):
+        if trial:  # the next tuning's outputs elsewhere in the pool: a kept graph holds a random size
+            shifts.append(shift(pool, rng.randint(1, 48) * 2**20 + rng.randint(0, 4095) * 256))
         index, wall, entry = runner.run("default", args)
         measured = p7.measured_times(entry, len(tut.space)) if entry else []
         picks.append({"chosen": index, "wall_ms": wall * 1e3,
-                      "measured_us": [measured[i] * 1e3 if measured else None for i in WATCH]})
-    del scratch
+                      "measured_us": [measured[i] * 1e3 if measured else None for i in WATCH],
+                      "all_us": [t * 1e3 if t != float("inf") else None for t in measured]})
+    del scratch, shifts
     print(json.dumps({"seed": seed, "oracle_us": [[t * 1e3 for t in p] for p in oracle], "tunings": picks}))
+
+
+def shift(pool: Any, size: int) -> tuple[Any, Any]:
+    """A graph that keeps ``size`` bytes of the tuner's pool (the next tuning's memory lies after)."""
+    import torch
+
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, stream=torch.cuda.Stream()):
+        held = torch.empty(size, dtype=torch.uint8, device="cuda")
+        held.zero_()
+    return graph, held
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--procs", type=int, default=6)
-    p.add_argument("--trials", type=int, default=2)
+    p.add_argument("--trials", type=int, default=4)
     p.add_argument("--child", type=int, default=None)
     a = p.parse_args()
     if a.child is not None:
@@ -92,6 +111,14 @@ def main() -> None:
         for t in r["tunings"]:
             m = " ".join(f"{x:6.2f}" if x is not None else "  -   " for x in t["measured_us"])
             print(f"    tuned {m}  -> config {t['chosen']:2d}, wall {t['wall_ms']:.0f} ms", flush=True)
+        # what a tuner measuring in two (all) of these placements would pick: the mean per config
+        for group in ([r["tunings"][i:i + 2] for i in range(0, len(r["tunings"]) - 1, 2)] + [r["tunings"]]):
+            rows = [t["all_us"] for t in group]
+            if not all(rows):
+                continue
+            means = [sum(col) / len(col) if all(v is not None for v in col) else float("inf")
+                     for col in zip(*rows, strict=True)]
+            print(f"    mean of {len(group)} placements -> config {means.index(min(means)):2d}", flush=True)
 
 
 if __name__ == "__main__":
