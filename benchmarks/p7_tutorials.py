@@ -313,9 +313,25 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
               f"sustained {row['regret_sustained'] * 100:6.2f} %), "
               f"wall {wall * 1e3:8.1f} ms"
               + (f", first call / ideal {row['first_call_ratio']:.3f}" if ideal else "")
-              + (f" (/ its own measured ideal {row['first_call_ratio_measured']:.3f})" if own else ""),
-              flush=True)
+              + (f" (/ its own measured ideal {row['first_call_ratio_measured']:.3f})" if own else "")
+              + misranked(row, warm, index), flush=True)
     return rows
+
+
+def misranked(row: dict[str, Any], warm: list[float], index: int) -> str:
+    """Where a pick is not the warm oracle's best: what the tuning itself measured for the two
+    configs against the oracle (a tuning whose figures sit apart from the oracle's tells a
+    placement or power state of its own from a close call; issue 16, run O)."""
+    finite = [t for t in warm if math.isfinite(t)]
+    measured = row.get("measured_ms") or {}
+    if not finite or row["regret_warm"] <= 0:
+        return ""
+    best = warm.index(min(finite))
+    mine, theirs = measured.get(str(index)), measured.get(str(best))
+    if mine is None or theirs is None:
+        return ""
+    return (f"; measured {index}: {mine * 1e3:.2f} µs, {best}: {theirs * 1e3:.2f} µs "
+            f"(oracle {warm[index] * 1e3:.2f} / {warm[best] * 1e3:.2f})")
 
 
 def summarize(rows: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
