@@ -14,7 +14,9 @@ first call timed: the tuning wall includes the cache write and the call itself):
 - ``eager``: ``graphs=False``, the seed's literal schedule (5 eager warm-ups + 10 timed runs);
 - ``adaptive``: ``adaptive=True``; ``flush``: ``flush_l2=True`` (cold-cache timings);
 - ``contextual``: ``contextual_autotune(n_repeat=5, n_warmup=3)`` around an outer function that
-  launches the stock-decorated kernel.
+  launches the stock-decorated kernel;
+- ``placed2`` (only when asked for, branch wip/two-placements): the default with every candidate
+  timed in two memory placements (``triton_dist._measure.rounds.PLACEMENTS = 2``).
 
 On a GPU the warm oracle is measured in two memory placements before the trials and two after
 (``workloads.gpu_oracle_placed``: each a new set of graph pools, 5 rounds), and the warm regret is
@@ -188,8 +190,17 @@ class Runner:
             timings = {_index(tut.configs, c): t for c, t in getattr(at, "configs_timings", {}).items()}
             return _index(tut.configs, chosen), wall, {"contextual_ms": timings}
         root = self.fresh_dir()
-        tuner = autotune(tut.space, tut.key_fn, tut.prune_fn, **OPTIONS[method])(self.host)
-        wall = self.timed(lambda: tuner(*args))
+        tuner = autotune(tut.space, tut.key_fn, tut.prune_fn, **OPTIONS.get(method, {}))(self.host)
+        if method == "placed2":  # the experiment of wip/two-placements: every candidate in two placements
+            from triton_dist._measure import rounds
+
+            rounds.PLACEMENTS = 2
+            try:
+                wall = self.timed(lambda: tuner(*args))
+            finally:
+                rounds.PLACEMENTS = 1
+        else:
+            wall = self.timed(lambda: tuner(*args))
         best = tuner.best_config(*args)
         entry = None
         files = [p for p in root.rglob("*.json") if "history" not in p.parts]

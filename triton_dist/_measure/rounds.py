@@ -70,7 +70,15 @@ from triton_dist._measure.result import (  # graph mode's sample size, named her
     summarize,
 )
 
-__all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "measure_rounds", "runs_per_sample"]
+__all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "PLACEMENTS", "measure_rounds", "runs_per_sample"]
+
+#: graph mode, alone: the memory placements each candidate is timed in. With 2, each candidate is
+#: captured once more when half the timed rounds are queued (its first graph kept alive, so that
+#: the new graph's outputs lie elsewhere) and the other half times the new graph: its figure is the
+#: mean over both. EXPERIMENT (wip/two-placements, not validated on a GPU): on an H200 a GEMM whose
+#: data fills half the L2 (matmul 128 x 4096 x 4096) had configs move 3-24 % between output
+#: placements, and one tuning's single placement mis-ranked two configs 4 % apart (run O, issue 16)
+PLACEMENTS = 1
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +188,14 @@ class _Rounds(GraphSetUp):
         late_checks = self.after_first if not self.use_graphs and self.n_warmup == 0 else None
         self.tokens = {i: [] for i in self.calls}
         per_sample = 0.0  # host time per sample of the last round, timer included (measured)
+        move_at = (self.n_repeat // 2 if PLACEMENTS > 1 and self.use_graphs and self.graph_of and self.agree is None
+                   and not self.flush and self.n_repeat >= 2 else None)
         for round_no in range(self.n_repeat):
             live = self.live()
             if not live:
                 break
+            if round_no == move_at:  # the device has the first half of the rounds to run meanwhile
+                self._move(live)
             shift = round_no % len(live)
             live = live[shift:] + live[:shift]
             # the device must stay busy for as long as the host takes to queue the whole round; the
@@ -197,6 +209,22 @@ class _Rounds(GraphSetUp):
                     late_checks(index)
             per_sample = (self.clock() - round_start) / len(live)
         self.marks.append(("rounds queued", self.clock()))
+
+    def _move(self, live: list[int]) -> None:
+        """A second placement (``PLACEMENTS``): each candidate with a graph captured again at the
+        runs it holds, its first graph kept alive so that the new one's memory lies elsewhere in
+        the pool, and replayed once untimed (the new graph's upload). A candidate whose second
+        capture fails keeps its first graph."""
+        for index in [i for i in live if i in self.graph_of]:
+            first, runs = self.graph_of[index], self.graph_runs[index]
+            try:
+                self.capture(index, runs)
+                self.replay(index)
+            except Exception as exc:  # noqa: BLE001 - the first placement's graph serves on
+                log.debug("candidate %d stays in one placement: %s", index, exc)
+                self.graph_of[index], self.graph_runs[index] = first, runs
+                continue
+            self.kept.append(first)
 
     def _timed_sample(self, index: int, prime: bool) -> bool:
         """One sample between an event pair: a replay of ``k`` runs, or an eager run. False when

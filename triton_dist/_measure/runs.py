@@ -43,6 +43,7 @@ class CandidateRuns:
         self.runs: dict[int, int] = {}  # runs executed per candidate (a replay of k runs counts k)
         self.graph_of: dict[int, Any] = {}  # each candidate's device graph (graph mode)
         self.graph_runs: dict[int, int] = {}  # runs per replay of each candidate's graph
+        self.kept: list[Any] = []  # graphs of an earlier placement, alive until the last replay is queued
         self.pool: Any = None  # the graphs' memory pool
         self.k = 1  # runs per graph (and per timed sample in graph mode)
         self.broken: str | None = None  # why the host function could not be captured
@@ -115,6 +116,7 @@ class CandidateRuns:
         """Release every graph (falling back to eager runs; after the last replay is queued)."""
         self.graph_of.clear()
         self.graph_runs.clear()
+        self.kept.clear()
 
     def try_capture(self, index: int, n_runs: int | None = None) -> None:
         """Graph mode, after the eager first run: capture ``n_runs`` runs (default ``k``; any
