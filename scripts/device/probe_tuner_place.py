@@ -9,7 +9,8 @@ mean over four placements (15 ahead in each of them), having measured configs 13
 Here each of ``--procs`` fresh processes (new physical memory) first allocates a scratch tensor
 of a random size (its inputs then lie elsewhere), times configs 13-15 the oracle's way in two
 placements, then tunes the default ``--trials`` times (fresh cache directories), each tuning's
-graphs elsewhere in the tuner's pool (a kept graph of a random size between tunings), and prints
+graphs in a new pool (the previous one kept alive, a scratch allocation of a random size between
+tunings), and prints
 what each tuning measured for configs 13-15 against the oracle of the same process and its pick,
 then the pick of a tuner that measured in two (and in all) of those placements: each config's
 mean over them, the change to try if the picks follow the placement.
@@ -62,29 +63,29 @@ def child(seed: int, trials: int) -> None:
     space = [tut.space[i] for i in WATCH]
     oracle = wl.gpu_oracle_placed(runner.host, space, None, 3.0, 2, rounds=5, seed=seed)(SHAPE, args)
     runner.run("default", args)  # untimed, as P7 does
-    picks, shifts = [], []
-    pool = backend.graph_pool()  # the tuner's pool: a tuning's graphs take their memory from it
+    picks, kept = [], []
     for trial in range(trials):
-        if trial:  # the next tuning's outputs elsewhere in the pool: a kept graph holds a random size
-            shifts.append(shift(pool, rng.randint(1, 48) * 2**20 + rng.randint(0, 4095) * 256))
+        if trial:  # the next tuning's graphs in other memory: a new pool (the old one kept alive)
+            kept.append(new_pool(torch, rng.randint(1, 48) * 2**20 + rng.randint(0, 4095) * 256))
         index, wall, entry = runner.run("default", args)
         measured = p7.measured_times(entry, len(tut.space)) if entry else []
         picks.append({"chosen": index, "wall_ms": wall * 1e3,
                       "measured_us": [measured[i] * 1e3 if measured else None for i in WATCH],
                       "all_us": [t * 1e3 if t != float("inf") else None for t in measured]})
-    del scratch, shifts
+    del scratch, kept
     print(json.dumps({"seed": seed, "oracle_us": [[t * 1e3 for t in p] for p in oracle], "tunings": picks}))
 
 
-def shift(pool: Any, size: int) -> tuple[Any, Any]:
-    """A graph that keeps ``size`` bytes of the tuner's pool (the next tuning's memory lies after)."""
-    import torch
+def new_pool(torch: Any, size: int) -> tuple[Any, Any]:
+    """The tuner's graph pool retired (kept alive, with its memory) and a scratch allocation of
+    ``size`` bytes made, so that the next tuning's pool takes new memory elsewhere. Within one
+    pool a tuning's outputs are freed after each capture and reused by the next capture (torch's
+    pool sharing), so a tuning's graphs all lie where the pool's first blocks do, tuning after
+    tuning: only a new pool moves them."""
+    from triton_dist._backends import cuda as cuda_backend
 
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool, stream=torch.cuda.Stream()):
-        held = torch.empty(size, dtype=torch.uint8, device="cuda")
-        held.zero_()
-    return graph, held
+    old = cuda_backend._POOLS.pop(torch.cuda.current_device(), None)
+    return old, torch.empty(size, dtype=torch.uint8, device="cuda")
 
 
 def main() -> None:
