@@ -60,7 +60,7 @@ class GraphDevice(SimDevice):
 
         return Timer(lambda: QuantizedEvent(device))
 
-    def graph_pool(self) -> Any:
+    def graph_pool(self, placement: int = 0) -> Any:
         self.pools += 1
         return ("pool", self.pools)
 

@@ -34,6 +34,11 @@ class PlacedDevice(GraphDevice):
     def __init__(self, costs: dict[int, float], factors: dict[int, list[float]]) -> None:
         super().__init__(costs)
         self.factors, self.captures = factors, Counter()
+        self.asked: list[int] = []  # the placement of every pool asked for
+
+    def graph_pool(self, placement: int = 0) -> Any:
+        self.asked.append(placement)
+        return super().graph_pool(placement)
 
     def capture(self, fn: Any, runs: int, pool: Any) -> SimGraph:
         graph = super().capture(fn, runs, pool)
@@ -64,6 +69,7 @@ def test_two_placements_time_half_the_rounds_in_a_second_capture_and_average():
     results, bug = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None
     assert device.captures == {0: 2, 1: 2}
+    assert device.asked == [0, 1]  # the second captures into a pool of their own
     assert counts == {0: 3, 1: 3}  # one eager run, two captured calls
     # five samples in each placement: 0 is (5 x 1.0 + 5 x 1.1) / 10, slower than 1 on the mean
     assert results[0].time_ms == pytest.approx(1.05)
@@ -126,3 +132,17 @@ def test_the_recompose_schedule_captures_the_second_placement_at_k_with_one_host
     # as with one placement, plus the second graph's untimed replay of k runs
     assert [r.runs for r in results] == [1 + 2 + k + 11 * k] + [1 + k + 11 * k] * 2
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
+
+
+@pytest.mark.usefixtures("two_placements")
+def test_a_backend_without_a_second_pool_measures_in_one_placement():
+    class OnePool(PlacedDevice):
+        def graph_pool(self, placement: int = 0) -> Any:
+            if placement:
+                raise NotImplementedError("one pool here")
+            return super().graph_pool(placement)
+
+    device = OnePool({0: 1.0, 1: 1.02}, {0: [1.0, 1.1]})
+    results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
+    assert bug is None and device.captures == {0: 1, 1: 1}
+    assert [r.time_ms for r in results] == pytest.approx([1.0, 1.02])

@@ -200,9 +200,10 @@ class Backend(abc.ABC):
         """The per-run timer of interleaved measurement (backends with ``interleaved``)."""
         raise NotImplementedError(f"{self.kind} measures candidates one after the other")
 
-    def graph_pool(self) -> Any:
+    def graph_pool(self, placement: int = 0) -> Any:
         """A memory pool that the graphs of one measurement share (they never run concurrently
-        and their outputs are never read, so sharing is safe and bounds the memory)."""
+        and their outputs are never read, so sharing is safe and bounds the memory);
+        ``placement`` > 0 asks for another pool, whose memory lies elsewhere."""
         raise NotImplementedError(f"{self.kind} has no device graphs")
 
     def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:

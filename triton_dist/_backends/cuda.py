@@ -41,8 +41,9 @@ LEAD_CYCLES = 40_000
 #: the L2 flush buffer: at least 4x the L2 size reported, and at least this
 FLUSH_BYTES = 256 * 2**20
 
-#: per device: graph mode's memory pool, the anchor graph that keeps it alive, the anchor's tensor
-_POOLS: dict[int, tuple[Any, Any, Any]] = {}
+#: per device and placement: graph mode's memory pool, the anchor graph that keeps it alive, the
+#: anchor's tensor
+_POOLS: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
 #: pools retired after a failed capture, kept alive (see _after_failed_capture)
 _RETIRED: list[tuple[Any, Any, Any]] = []
 
@@ -81,16 +82,17 @@ class CudaBackend(Backend, kind="cuda"):
         self._capture_streams: dict[int, Any] = {}
         self._compose = True  # graphs of k runs from one captured call (cuda_compose)
 
-    def graph_pool(self) -> Any:
-        """One pool per device for the process, kept alive by an anchor graph. A pool whose last
+    def graph_pool(self, placement: int = 0) -> Any:
+        """One pool per device (and placement) for the process, kept alive by an anchor graph. A pool whose last
         graph dies is only marked freeable: it stays reserved until ``torch.cuda.empty_cache()``
         or an out-of-memory, and its id cannot be captured into again; a fresh pool per
         measurement left every tuning's outputs reserved (66 MiB more after each tuning of a
         layer norm 8192 x 4096 on an H200) and paid cudaMalloc again. Kept, the pool holds the
         largest working set a measurement's graphs needed, as torch.compile's CUDA graph trees
-        keep theirs."""
+        keep theirs. ``placement`` > 0: another pool of its own, whose graphs' memory lies
+        elsewhere (a pool reuses the blocks one capture's dropped outputs free for the next)."""
         device = torch.cuda.current_device()
-        kept = _POOLS.get(device)
+        kept = _POOLS.get((device, placement))
         if kept is None:
             handle = torch.cuda.graph_pool_handle()
             try:
@@ -100,7 +102,7 @@ class CudaBackend(Backend, kind="cuda"):
             except Exception as exc:  # noqa: BLE001 - a fresh pool per measurement, as before
                 log.info("graph mode uses a fresh memory pool per measurement: %s", exc)
                 return handle
-            kept = _POOLS.setdefault(device, (handle, anchor, marker))
+            kept = _POOLS.setdefault((device, placement), (handle, anchor, marker))
         return kept[0]
 
     def _capture_stream(self) -> Any:
@@ -328,9 +330,8 @@ def _after_failed_capture(pool: Any) -> None:
         torch._C._cuda_endAllocateToPool(device, pool)
     except Exception:  # noqa: BLE001 - not recording any more: capture_end ended it
         pass
-    kept = _POOLS.get(device)
-    if kept is not None and kept[0] == pool:
-        _RETIRED.append(_POOLS.pop(device))
+    for key in [key for key, kept in _POOLS.items() if key[0] == device and kept[0] == pool]:
+        _RETIRED.append(_POOLS.pop(key))
 
 
 class _CudaRunTimer(EventRunTimer):

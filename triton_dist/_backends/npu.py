@@ -46,8 +46,8 @@ class NpuBackend(Backend, kind="npu"):
     _capture_stream: Any = None
     _flush_buffer: Any = None
 
-    def graph_pool(self) -> Any:
-        return self._npu().graph_pool_handle()
+    def graph_pool(self, placement: int = 0) -> Any:
+        return self._npu().graph_pool_handle()  # a new pool on every call
 
     def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
         # torch_npu.npu.NPUGraph mirrors torch.cuda.CUDAGraph (capture_begin(pool,

@@ -212,9 +212,15 @@ class _Rounds(GraphSetUp):
 
     def _move(self, live: list[int]) -> None:
         """A second placement (``PLACEMENTS``): each candidate with a graph captured again at the
-        runs it holds, its first graph kept alive so that the new one's memory lies elsewhere in
-        the pool, and replayed once untimed (the new graph's upload). A candidate whose second
-        capture fails keeps its first graph."""
+        runs it holds into another pool (``Backend.graph_pool(1)``: within one pool every
+        capture reuses the blocks the previous one's dropped outputs freed, so the new graph
+        would write where the first does), its first graph kept alive, and replayed once untimed
+        (the new graph's upload). A candidate whose second capture fails keeps its first graph."""
+        try:
+            self.pool = self.backend.graph_pool(1)
+        except Exception as exc:  # noqa: BLE001 - one placement it is
+            log.debug("no second graph pool: %s", exc)
+            return
         for index in [i for i in live if i in self.graph_of]:
             first, runs = self.graph_of[index], self.graph_runs[index]
             try:
