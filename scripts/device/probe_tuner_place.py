@@ -84,7 +84,9 @@ def new_pool(torch: Any, size: int) -> tuple[Any, Any]:
     tuning: only a new pool moves them."""
     from triton_dist._backends import cuda as cuda_backend
 
-    old = cuda_backend._POOLS.pop(torch.cuda.current_device(), None)
+    pools: dict[Any, Any] = cuda_backend._POOLS  # keyed by device (main) or (device, placement)
+    device = torch.cuda.current_device()
+    old = [pools.pop(key) for key in list(pools) if key in (device, (device, 0))]
     return old, torch.empty(size, dtype=torch.uint8, device="cuda")
 
 
