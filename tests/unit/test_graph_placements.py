@@ -75,8 +75,9 @@ def test_two_placements_time_half_the_rounds_in_a_second_capture_and_average():
     assert results[0].time_ms == pytest.approx(1.05)
     assert results[1].time_ms == pytest.approx(1.02)
     assert sorted(results[0].times_ms) == pytest.approx([1.0] * 5 + [1.1] * 5)
-    # 1 eager + 4 replayed warm-ups + 10 x (primer + timed) + the second graph's untimed replay
-    assert [r.runs for r in results] == [26, 26]
+    # 1 eager + 4 replayed warm-ups + 10 x (primer + timed): with k = 1 the primer of the first
+    # sample in the second placement is its graph's upload, no replay added
+    assert [r.runs for r in results] == [25, 25]
     # the second captures come after the first half of the rounds is queued, before the second half
     captures_at = [i for i, e in enumerate(device.log) if e[0] == "capture"]
     assert len(captures_at) == 4
@@ -104,7 +105,7 @@ def test_a_second_capture_that_fails_keeps_the_first_placement():
     assert all(r.ok for r in results)
     assert [r.time_ms for r in results] == pytest.approx([1.0, 2.0])
     assert [len(r.times_ms) for r in results] == [10, 10]
-    assert [r.runs for r in results] == [26, 25]  # 1 has no second graph to upload
+    assert [r.runs for r in results] == [25, 25]
 
 
 @pytest.mark.usefixtures("two_placements")
@@ -129,9 +130,13 @@ def test_the_recompose_schedule_captures_the_second_placement_at_k_with_one_host
     assert counts == {0: 3, 1: 3, 2: 3}  # eager, the first capture, the second: one call each
     assert [e for e in device.log if e[0] == "capture"][-3:] == [("capture", k)] * 3
     assert [r.runs_per_sample for r in results] == [k] * 3
-    # as with one placement, plus the second graph's untimed replay of k runs
-    assert [r.runs for r in results] == [1 + 2 + k + 11 * k] + [1 + k + 11 * k] * 2
+    # the device time of one placement: the second graph's first replay (its upload) untimed in
+    # place of a sample, so nine samples of ten
+    assert [r.runs for r in results] == [1 + 2 + k + 10 * k] + [1 + k + 10 * k] * 2
+    assert [len(r.times_ms) for r in results] == [9] * 3
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in range(3)])
+    uploads_at = [i for i, e in enumerate(device.log) if e[0] == "capture"][-3:]
+    assert all(device.log[i + 1][0] != "replay" for i in uploads_at)  # nothing replayed at the capture
 
 
 @pytest.mark.usefixtures("two_placements")

@@ -74,10 +74,11 @@ __all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "PLACEMENTS", "measure_round
 
 #: graph mode, alone: the memory placements each candidate is timed in. With 2, each candidate is
 #: captured once more when half the timed rounds are queued (its first graph kept alive, so that
-#: the new graph's outputs lie elsewhere) and the other half times the new graph: its figure is the
-#: mean over both. EXPERIMENT (wip/two-placements, not validated on a GPU): on an H200 a GEMM whose
-#: data fills half the L2 (matmul 128 x 4096 x 4096) had configs move 3-24 % between output
-#: placements, and one tuning's single placement mis-ranked two configs 4 % apart (run O, issue 16)
+#: the new graph's outputs lie elsewhere, in a second pool) and the other half times the new graph:
+#: its figure is the mean over both, at the device time of one placement. EXPERIMENT (branch
+#: wip/two-placements, not validated on a GPU): on an H200 a GEMM whose data fills half the L2
+#: (matmul 128 x 4096 x 4096) had configs move 3-24 % between output placements, and one tuning's
+#: single placement mis-ranked two configs 4 % apart (run O, issue 16)
 PLACEMENTS = 1
 
 log = logging.getLogger(__name__)
@@ -138,6 +139,7 @@ class _Rounds(GraphSetUp):
         self.probe_runs: dict[int, int] = {}  # runs per probe (per replay of the graph probed)
         self.tokens: dict[int, list[Any]] = {}  # the timed samples' event pairs
         self.held, self.k0, self.stale = None, 0, set()  # the recompose schedule's state
+        self.uploading: set[int] = set()  # second placements whose first replay is still to come
 
     def warm_up(self, on_warm: Callable[[int], None] | None,
                 settle: Callable[[], bool] | None = None) -> BaseException | None:
@@ -195,7 +197,7 @@ class _Rounds(GraphSetUp):
             if not live:
                 break
             if round_no == move_at:  # the device has the first half of the rounds to run meanwhile
-                self._move(live)
+                self._move(live, prime)
             shift = round_no % len(live)
             live = live[shift:] + live[:shift]
             # the device must stay busy for as long as the host takes to queue the whole round; the
@@ -210,12 +212,14 @@ class _Rounds(GraphSetUp):
             per_sample = (self.clock() - round_start) / len(live)
         self.marks.append(("rounds queued", self.clock()))
 
-    def _move(self, live: list[int]) -> None:
+    def _move(self, live: list[int], prime: bool) -> None:
         """A second placement (``PLACEMENTS``): each candidate with a graph captured again at the
         runs it holds into another pool (``Backend.graph_pool(1)``: within one pool every
         capture reuses the blocks the previous one's dropped outputs freed, so the new graph
-        would write where the first does), its first graph kept alive, and replayed once untimed
-        (the new graph's upload). A candidate whose second capture fails keeps its first graph."""
+        would write where the first does), its first graph kept alive. The new graph's first
+        replay (its upload) is untimed: the primer of each sample where ``k`` = 1, else in place
+        of the candidate's next sample (no device time added). A candidate whose second capture
+        fails keeps its first graph."""
         try:
             self.pool = self.backend.graph_pool(1)
         except Exception as exc:  # noqa: BLE001 - one placement it is
@@ -225,18 +229,23 @@ class _Rounds(GraphSetUp):
             first, runs = self.graph_of[index], self.graph_runs[index]
             try:
                 self.capture(index, runs)
-                self.replay(index)
             except Exception as exc:  # noqa: BLE001 - the first placement's graph serves on
                 log.debug("candidate %d stays in one placement: %s", index, exc)
                 self.graph_of[index], self.graph_runs[index] = first, runs
                 continue
             self.kept.append(first)
+            if not prime:
+                self.uploading.add(index)
 
     def _timed_sample(self, index: int, prime: bool) -> bool:
         """One sample between an event pair: a replay of ``k`` runs, or an eager run. False when
         the candidate failed (recorded); what stops measuring ends it."""
         token = None
         try:
+            if index in self.uploading:  # a second placement's first replay: untimed, this round
+                self.uploading.discard(index)
+                self.replay(index)
+                return True
             if prime and index in self.graph_of:  # untimed: the timed replay follows its own config
                 self.replay(index)
             if self.flush:  # cold cache: outside the pair
