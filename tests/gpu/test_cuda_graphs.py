@@ -236,3 +236,42 @@ def test_the_guards_detection_passes_are_replayed_from_a_graph_after_the_first()
         for f in flags:
             f.zero_()
     assert passes._graph is not None  # (the passes of rounds 2 and 3 came from the graph)
+
+
+def test_a_pool_reuses_a_capture_s_freed_output_and_a_second_pool_does_not():
+    # why rounds.PLACEMENTS captures its second placement into graph_pool(1) (wip/two-placements)
+    from triton_dist._backends import get_backend
+
+    backend = get_backend()
+    x = torch.randn(1 << 20, device="cuda")
+    seen: list[int] = []
+
+    def host():
+        y = torch.empty_like(x)
+        y.copy_(x)
+        seen.append(y.data_ptr())
+        return y
+
+    host()
+    keep = [backend.capture(host, 1, backend.graph_pool()) for _ in range(2)]
+    keep.append(backend.capture(host, 1, backend.graph_pool(1)))
+    assert seen[1] == seen[2], "a pool hands the block a capture's dropped output freed to the next capture"
+    assert seen[3] != seen[1], "the second pool's capture writes elsewhere"
+
+
+def test_two_placements_measure_every_candidate_in_both_pools(scale_fn, monkeypatch):
+    from triton_dist._backends import cuda as cuda_backend
+    from triton_dist._measure import rounds
+
+    monkeypatch.setattr(rounds, "PLACEMENTS", 2)
+    x = torch.randn(2**22, device="cuda")
+    tuner = scale_fn(graphs=True)
+    entry = tuner.tune(x, 2.0, force=True, write_cache=False)
+    assert all(c["error"] is None for c in entry["candidates"])
+    assert (torch.cuda.current_device(), 1) in cuda_backend._POOLS  # the second placement's pool
+    monkeypatch.setattr(rounds, "PLACEMENTS", 1)
+    one = tuner.tune(x, 2.0, force=True, write_cache=False)
+    if all(c.get("runs_per_sample") == o.get("runs_per_sample")
+           for c, o in zip(entry["candidates"], one["candidates"], strict=True)):
+        # the same device time as one placement: the second graph's upload in place of a sample
+        assert [c["runs"] for c in entry["candidates"]] == [c["runs"] for c in one["candidates"]]
