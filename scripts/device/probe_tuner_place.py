@@ -79,9 +79,9 @@ def child(seed: int, trials: int) -> None:
 def new_pool(torch: Any, size: int) -> tuple[Any, Any]:
     """The tuner's graph pool retired (kept alive, with its memory) and a scratch allocation of
     ``size`` bytes made, so that the next tuning's pool takes new memory elsewhere. Within one
-    pool a tuning's outputs are freed after each capture and reused by the next capture (torch's
-    pool sharing), so a tuning's graphs all lie where the pool's first blocks do, tuning after
-    tuning: only a new pool moves them."""
+    pool a tuning's outputs, freed after each capture, should be handed to the next capture
+    (torch's pool sharing), so that a tuning's graphs all lie where the pool's first blocks do,
+    tuning after tuning: a new pool moves them either way."""
     from triton_dist._backends import cuda as cuda_backend
 
     pools: dict[Any, Any] = cuda_backend._POOLS  # keyed by device (main) or (device, placement)
