@@ -19,9 +19,10 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from types import FrameType
 from typing import Any
 
-__all__ = ["install", "on_interrupt", "reinstall", "uninstall"]
+__all__ = ["deferred", "install", "on_interrupt", "reinstall", "uninstall"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,43 @@ def on_interrupt(callback: Callable[[], None]) -> Iterator[None]:
         yield
     finally:
         _callbacks.remove(callback)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGTERM and SIGINT back while a block that must not be cut in two runs; a signal that
+    arrives meanwhile is handed to the handler that was in place as soon as the block ends.
+
+    The driver writes a case's entry and then records the case as tuned: an interrupt between
+    the two left an entry in the cache that the report called "not run" (CI, stop 38). Whatever
+    handler is in place is held back (ours, Python's Ctrl-C handler, a library user's own), in
+    the main thread only: signals reach no other thread. A handler that Python did not install
+    (``signal.getsignal`` is None: it cannot be put back) leaves the block unshielded."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.getsignal(signum) for signum in SIGNALS}
+    if any(handler is None for handler in previous.values()):
+        yield
+        return
+    caught: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        caught.append(signum)
+
+    try:
+        for signum in SIGNALS:
+            signal.signal(signum, hold)
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(caught):
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, None)  # ours raises KeyboardInterrupt here, after the block
+            elif handler != signal.SIG_IGN:
+                signal.raise_signal(signum)  # the default action, as it would have been
 
 
 #: SIGINT too: Ctrl-C in a terminal reaches the embedded Ray's processes as well (the group)

@@ -22,6 +22,7 @@ from triton_dist.settings import get_settings
 
 from . import scheduler as sch
 from ._ray import cluster_capacity, import_ray
+from ._signals import deferred
 from .binaries import Shipper
 from .claims import Claims
 from .errors import CampaignError, CaseTimeoutError, describe_failure
@@ -264,30 +265,34 @@ class Executor:
         # entry's fsync'ed write, its log), which then overlaps the next case instead of delaying it.
         live.works.remove(work)
         self._assign()
-        try:
-            path = _cache.write_entry(self.root, entry, durable=False)  # fsync in the background, off the loop
-            lines = [line for o in outs for line in o.get("log", [])]
-            if lines:
-                with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
-                    f.write("\n".join(lines) + "\n")
-        except OSError as exc:
-            # the driver's disk, not the ranks: they stay (and already run their next case)
-            text, retry = describe_failure(exc)
-            if self.queue.fail(run, f"writing the entry: {text}", retry=retry, seconds=seconds):
-                self.progress.retried("%s: attempt %d failed, retrying: %s", spec.label(), run.attempts, text)
-            else:
-                self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
-                                            spec.label(), run.attempts, text)
-            return
-        self.shipper.store(entry, outs, spec.label())  # the winner's compiled binaries (issue 23)
-        run.overhead_s = max(0.0, seconds - work.actor_s)
-        self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
-        best = entry["best"]
-        self.progress.finished_case("tuned", "%s: best config %d (%.4f ms; default %s) in %.1fs on gang %d ranks %s",
-                                    spec.label(), best["index"], best["time_ms"],
-                                    "failed" if entry.get("default_time_ms") is None
-                                    else f"{entry['default_time_ms']:.4f} ms", seconds, live.gang.id,
-                                    list(work.ranks))
+        # the entry and the row that says so go together: an interrupt in between would leave an
+        # entry in the cache that the report calls "not run" (_signals.deferred delivers it after)
+        with deferred():
+            try:
+                path = _cache.write_entry(self.root, entry, durable=False)  # fsync in the background, off the loop
+                lines = [line for o in outs for line in o.get("log", [])]
+                if lines:
+                    with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
+                        f.write("\n".join(lines) + "\n")
+            except OSError as exc:
+                # the driver's disk, not the ranks: they stay (and already run their next case)
+                text, retry = describe_failure(exc)
+                if self.queue.fail(run, f"writing the entry: {text}", retry=retry, seconds=seconds):
+                    self.progress.retried("%s: attempt %d failed, retrying: %s", spec.label(), run.attempts, text)
+                else:
+                    self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
+                                                spec.label(), run.attempts, text)
+                return
+            self.shipper.store(entry, outs, spec.label())  # the winner's compiled binaries (issue 23)
+            run.overhead_s = max(0.0, seconds - work.actor_s)
+            self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
+            best = entry["best"]
+            self.progress.finished_case("tuned",
+                                        "%s: best config %d (%.4f ms; default %s) in %.1fs on gang %d ranks %s",
+                                        spec.label(), best["index"], best["time_ms"],
+                                        "failed" if entry.get("default_time_ms") is None
+                                        else f"{entry['default_time_ms']:.4f} ms", seconds, live.gang.id,
+                                        list(work.ranks))
 
     def _identified(self, live: _Live, work: _Work) -> None:
         """The case's key is known (in its world): merge it, skip it (cached) or tune it."""

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ray_runner.campaign import RunOptions, run_campaign
 from tests.ray_local import RAY_ENV, local_ray
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
@@ -153,6 +154,42 @@ def test_sigterm_tears_the_gangs_down_writes_the_report_and_keeps_finished_entri
     while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert ray.available_resources().get("CPU", 0) == 2
+
+
+def test_a_sigterm_between_an_entry_and_its_row_waits_for_the_row(ray_address, tmp_path, monkeypatch):
+    """The test above sends SIGTERM as soon as the first entry appears: now and then it landed
+    after the entry's write and before the case was recorded as tuned, and the report called a
+    case "not run" whose entry was in the cache (CI, stop 38). Here the signal lands exactly
+    there, every time: the driver holds it until the row is recorded (_signals.deferred)."""
+    from ray_runner import _signals, executor
+    from ray_runner.spec import load_campaign
+
+    cache = tmp_path / "cache"
+    campaign = load_campaign(write_campaign(tmp_path, "window", "slow_host", [{"n": n} for n in range(31, 37)]))
+    write_entry, written = executor._cache.write_entry, []
+
+    def write_then_signal(*args, **kwargs):
+        path = write_entry(*args, **kwargs)
+        written.append(path)
+        if len(written) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # the handler runs between bytecodes: it would have by now
+        return path
+
+    monkeypatch.setattr(executor._cache, "write_entry", write_then_signal)
+    monkeypatch.chdir(REPO)
+    _signals.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_campaign(campaign, RunOptions(cache_dir=str(cache), progress=False))
+    finally:
+        _signals.uninstall()
+    assert len(written) == 1
+    report = json.loads((tmp_path / "reports" / "window.json").read_text())
+    assert report["interrupted"] is True
+    rows = {row["path"]: row["status"] for row in report["cases"] if row.get("path")}
+    assert rows == {str(written[0]): "tuned"}, report["cases"]
+    assert set(entries(cache, "slow_host")) == {written[0].name}
 
 
 @pytest.mark.timeout(240)
