@@ -167,7 +167,11 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             stream.close()
         result = result_now(interrupted)
         if not interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
-            result.seeded = _seed(campaign, options, fleet, stream, plan, root, ship)
+            try:  # every case is done: an interrupt now still gets its report (a re-run only seeds)
+                with on_interrupt(early_report):
+                    result.seeded = _seed(campaign, options, fleet, stream, plan, root, ship)
+            except KeyboardInterrupt:
+                interrupted = result.interrupted = True
     if options.write_report:
         started = time.monotonic()
         result.report_paths = write_report(result, options.report_dir)

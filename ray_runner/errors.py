@@ -7,7 +7,7 @@ import re
 from triton_dist.errors import CampaignError, RayNotInstalledError, TritonDistError
 
 __all__ = ["CampaignError", "CaseTimeoutError", "GangStartError", "InfrastructureError",
-           "RayNotInstalledError", "describe_failure"]
+           "RayNotInstalledError", "describe_failure", "root_cause"]
 
 
 class InfrastructureError(TritonDistError, RuntimeError):
@@ -51,3 +51,22 @@ def describe_failure(exc: BaseException) -> tuple[str, bool]:
         first = text.splitlines()[0] if text else name
         return f"actor died ({name}: {first})"[:2000], True
     return f"{name}: {text}"[:2000], True
+
+
+def root_cause(errors: list[BaseException], known_failures: dict[int, str]) -> BaseException:
+    """Which of the ranks' ``errors`` explains a failed attempt (the first one seen comes first).
+
+    A candidate that left its device unusable (``DeviceStateError``: its index and reason go
+    into ``known_failures``, so that the retry records it as failed without running it, issue 7
+    R4), then a dead actor or a rank's own error, over the peers' "another rank failed"
+    (``RankFailureError``)."""
+    causes = [(getattr(e, "cause", None) or e, e) for e in errors]
+    for cause, error in causes:
+        details = getattr(cause, "details", None) or {}
+        if type(cause).__name__ == "DeviceStateError" and isinstance(details.get("index"), int):
+            known_failures[details["index"]] = str(details.get("reason") or cause)
+            return error
+    for cause, error in causes:
+        if type(cause).__name__ != "RankFailureError":
+            return error
+    return errors[0]

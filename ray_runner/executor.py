@@ -25,7 +25,7 @@ from ._ray import cluster_capacity, import_ray
 from ._signals import deferred
 from .binaries import Shipper
 from .claims import Claims
-from .errors import CampaignError, CaseTimeoutError, describe_failure
+from .errors import CampaignError, CaseTimeoutError, describe_failure, root_cause
 from .gang import Gang, GangOptions
 from .merge import merge_entries
 from .progress import Progress
@@ -245,7 +245,7 @@ class Executor:
                 self._work_failed(live, work, exc)
 
     def _phase_done(self, live: _Live, work: _Work) -> None:
-        run, spec = work.run, work.run.spec
+        spec = work.run.spec
         if work.phase in ("port", "form"):
             if work.phase == "port":
                 work.phase, work.refs = "form", live.gang.form(work.ranks, int(work.results[0]))
@@ -265,34 +265,37 @@ class Executor:
         # entry's fsync'ed write, its log), which then overlaps the next case instead of delaying it.
         live.works.remove(work)
         self._assign()
-        # the entry and the row that says so go together: an interrupt in between would leave an
-        # entry in the cache that the report calls "not run" (_signals.deferred delivers it after)
+        # the entry and the row that says so go together: an interrupt between the two would leave
+        # an entry that the report calls "not run" (deferred hands the signal on afterwards)
         with deferred():
-            try:
-                path = _cache.write_entry(self.root, entry, durable=False)  # fsync in the background, off the loop
-                lines = [line for o in outs for line in o.get("log", [])]
-                if lines:
-                    with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
-                        f.write("\n".join(lines) + "\n")
-            except OSError as exc:
-                # the driver's disk, not the ranks: they stay (and already run their next case)
-                text, retry = describe_failure(exc)
-                if self.queue.fail(run, f"writing the entry: {text}", retry=retry, seconds=seconds):
-                    self.progress.retried("%s: attempt %d failed, retrying: %s", spec.label(), run.attempts, text)
-                else:
-                    self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
-                                                spec.label(), run.attempts, text)
-                return
-            self.shipper.store(entry, outs, spec.label())  # the winner's compiled binaries (issue 23)
-            run.overhead_s = max(0.0, seconds - work.actor_s)
-            self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
-            best = entry["best"]
-            self.progress.finished_case("tuned",
-                                        "%s: best config %d (%.4f ms; default %s) in %.1fs on gang %d ranks %s",
-                                        spec.label(), best["index"], best["time_ms"],
-                                        "failed" if entry.get("default_time_ms") is None
-                                        else f"{entry['default_time_ms']:.4f} ms", seconds, live.gang.id,
-                                        list(work.ranks))
+            self._record_tuned(live, work, entry, outs, seconds)
+
+    def _record_tuned(self, live: _Live, work: _Work, entry: dict[str, Any], outs: list[Any], seconds: float) -> None:
+        """Write the case's merged entry (and its ranks' log lines), then record the case as tuned."""
+        run, spec = work.run, work.run.spec
+        try:
+            path = _cache.write_entry(self.root, entry, durable=False)  # fsync in the background, off the loop
+            lines = [line for o in outs for line in o.get("log", [])]
+            if lines:
+                with open(path.with_suffix(".log"), "a", encoding="utf-8") as f:
+                    f.write("\n".join(lines) + "\n")
+        except OSError as exc:
+            # the driver's disk, not the ranks: they stay (and already run their next case)
+            text, retry = describe_failure(exc)
+            if self.queue.fail(run, f"writing the entry: {text}", retry=retry, seconds=seconds):
+                self.progress.retried("%s: attempt %d failed, retrying: %s", spec.label(), run.attempts, text)
+            else:
+                self.progress.finished_case("failed", "%s: failed after %d attempt(s): %s",
+                                            spec.label(), run.attempts, text)
+            return
+        self.shipper.store(entry, outs, spec.label())  # the winner's compiled binaries (issue 23)
+        run.overhead_s = max(0.0, seconds - work.actor_s)
+        self.queue.succeed(run, sch.TUNED, entry=entry, seconds=seconds, path=str(path))
+        best, default = entry["best"], entry.get("default_time_ms")
+        self.progress.finished_case("tuned", "%s: best config %d (%.4f ms; default %s) in %.1fs on gang %d ranks %s",
+                                    spec.label(), best["index"], best["time_ms"],
+                                    "failed" if default is None else f"{default:.4f} ms", seconds, live.gang.id,
+                                    list(work.ranks))
 
     def _identified(self, live: _Live, work: _Work) -> None:
         """The case's key is known (in its world): merge it, skip it (cached) or tune it."""
@@ -333,14 +336,10 @@ class Executor:
         return (verdict.entry, verdict.path) if verdict.hit and verdict.entry is not None else None
 
     def _root_cause(self, work: _Work, exc: BaseException) -> BaseException:
-        """The error that explains a failed attempt, looking at every rank of its block.
-
-        When one rank dies or raises, the others fail a moment later with a ``RankFailureError``
-        (the core tells them), and they may report first: wait briefly for every rank and prefer
-        a candidate that left its device unusable (``DeviceStateError``: remembered, so that the
-        retry records it as failed without running it, issue 7 R4), then a dead actor or the
-        rank's own error, over the peers' "another rank failed".
-        """
+        """The error that explains a failed attempt (:func:`~ray_runner.errors.root_cause`),
+        looking at every rank of its block: when one rank dies or raises, the others fail a moment
+        later with a ``RankFailureError`` (the core tells them) and may report first, so the
+        others get a brief wait."""
         errors = [exc]
         others = [ref for i, ref in enumerate(work.refs) if i not in work.results]
         if len(work.refs) > 1 and others:
@@ -350,16 +349,7 @@ class Executor:
                     self.ray.get(ref, timeout=0)
                 except Exception as other:  # noqa: BLE001 - only inspected
                     errors.append(other)
-        causes = [(getattr(e, "cause", None) or e, e) for e in errors]
-        for cause, error in causes:
-            details = getattr(cause, "details", None) or {}
-            if type(cause).__name__ == "DeviceStateError" and isinstance(details.get("index"), int):
-                work.run.known_failures[details["index"]] = str(details.get("reason") or cause)
-                return error
-        for cause, error in causes:
-            if type(cause).__name__ != "RankFailureError":
-                return error
-        return exc
+        return root_cause(errors, work.run.known_failures)
 
     def _work_failed(self, live: _Live, work: _Work, exc: BaseException) -> None:
         """A failed attempt: its ranks are killed at once (dead, hung or in an unknown state);

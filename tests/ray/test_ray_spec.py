@@ -13,11 +13,11 @@ import pytest
 
 from ray_runner import scheduler as sch
 from ray_runner.__main__ import main
-from ray_runner.errors import GangStartError, describe_failure
+from ray_runner.errors import GangStartError, describe_failure, root_cause
 from ray_runner.merge import merge_entries
 from ray_runner.report import config_text
 from ray_runner.spec import load_campaign, parse_campaign
-from triton_dist.errors import CampaignError, RankDisagreementError
+from triton_dist.errors import CampaignError, DeviceStateError, RankDisagreementError, RankFailureError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -169,6 +169,16 @@ def test_describe_failure_marks_configuration_errors_final() -> None:
     assert not retry and "no attribute" in text
     assert describe_failure(RuntimeError("flaky"))[1] is True
     assert describe_failure(GangStartError("no room", retry=True)) == ("no room", True)
+
+
+def test_root_cause_prefers_a_poisoned_device_then_a_rank_of_its_own_over_the_peers_echo() -> None:
+    echo, own = RankFailureError("another rank failed"), RuntimeError("rank 1: out of memory")
+    poisoned = DeviceStateError("illegal memory access", index=3, reason="illegal memory access")
+    known: dict[int, str] = {}
+    assert root_cause([echo, own], known) is own and known == {}  # the peer's echo reported first
+    assert root_cause([echo, own, poisoned], known) is poisoned
+    assert known == {3: "illegal memory access"}  # the retry records it failed without running it
+    assert root_cause([echo], {}) is echo  # nothing better: what was seen
 
 
 # ---------------------------------------------------------------------- merging

@@ -192,6 +192,44 @@ def test_a_sigterm_between_an_entry_and_its_row_waits_for_the_row(ray_address, t
     assert set(entries(cache, "slow_host")) == {written[0].name}
 
 
+def test_a_sigterm_while_seeding_still_writes_the_report(ray_address, tmp_path, monkeypatch):
+    """Every case is done and the nodes are being seeded (Kubernetes' deadline can fall there):
+    the report is written, saying interrupted, with every case tuned; a re-run only seeds."""
+    from ray_runner import _signals
+    from ray_runner import campaign as campaign_module
+    from ray_runner.spec import load_campaign
+
+    cache = tmp_path / "cache"
+    cases = [{"n": n} for n in range(41, 44)]
+    campaign = load_campaign(write_campaign(tmp_path, "seeding", "slow_host", cases))
+    seed, calls = campaign_module._seed, []
+
+    def interrupted_seed(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises KeyboardInterrupt here
+        return seed(*args, **kwargs)
+
+    monkeypatch.setattr(campaign_module, "_seed", interrupted_seed)
+    monkeypatch.chdir(REPO)
+    options = RunOptions(cache_dir=str(cache), seed="shared", progress=False)
+    _signals.install()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_campaign(campaign, options)
+    finally:
+        _signals.uninstall()
+    report = json.loads((tmp_path / "reports" / "seeding.json").read_text())
+    assert report["interrupted"] is True and report["ok"] is False
+    assert [row["status"] for row in report["cases"]] == ["tuned"] * len(cases)
+    assert len(entries(cache, "slow_host")) == len(cases)
+
+    again = run_campaign(campaign, options)  # resumes: nothing to tune, then seeds
+    assert again.ok and again.resumed == len(cases) and len(calls) == 2
+    assert again.seeded and again.seeded[0]["written"] == len(cases)
+
+
 @pytest.mark.timeout(240)
 def test_sigterm_to_the_whole_process_group_with_an_embedded_ray_reports_and_exits(tmp_path):
     """`timeout`, systemd and `kill -TERM -PGID` signal the embedded Ray's GCS and raylet too: the
