@@ -1,0 +1,28 @@
+"""wip/two-placements: the runs, runs per sample and timed samples each candidate gets in one and
+in two placements (examples/scale.py on 2^22 elements, six configs), tuned in both orders."""
+
+from __future__ import annotations
+
+import torch
+import triton
+
+from examples.scale import key_fn, scale_kernel
+from triton_dist._measure import rounds
+from triton_dist.tune import autotune
+
+
+def host(x, alpha, *, BLOCK, num_warps):
+    y = torch.empty_like(x)
+    scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+    return y
+
+
+space = [{"BLOCK": b, "num_warps": w} for b in (256, 1024, 4096) for w in (4, 8)]
+tuner = autotune(space, key_fn)(host)
+x = torch.randn(2**22, device="cuda")
+for placements in (2, 1, 1, 2):
+    rounds.PLACEMENTS = placements
+    entry = tuner.tune(x, 2.0, force=True, write_cache=False)
+    rows = [(c.get("runs"), c.get("runs_per_sample"), round(c["time_ms"] * 1e3, 2))
+            for c in entry["candidates"]]
+    print(f"placements {placements}: (runs, runs/sample, us) {rows}")
