@@ -15,8 +15,8 @@ first call timed: the tuning wall includes the cache write and the call itself):
 - ``adaptive``: ``adaptive=True``; ``flush``: ``flush_l2=True`` (cold-cache timings);
 - ``contextual``: ``contextual_autotune(n_repeat=5, n_warmup=3)`` around an outer function that
   launches the stock-decorated kernel;
-- ``placed2`` (only when asked for, branch wip/two-placements): the default with every candidate
-  timed in two memory placements (``triton_dist._measure.rounds.PLACEMENTS = 2``).
+- ``placed1`` (only when asked for): the default as it was until 2026-12-03, every candidate timed
+  in one memory placement (``triton_dist._measure.rounds.PLACEMENTS = 1``; the default has 2).
 
 On a GPU the warm oracle is measured in two memory placements before the trials and two after
 (``workloads.gpu_oracle_placed``: each a new set of graph pools, 5 rounds), and the warm regret is
@@ -191,14 +191,14 @@ class Runner:
             return _index(tut.configs, chosen), wall, {"contextual_ms": timings}
         root = self.fresh_dir()
         tuner = autotune(tut.space, tut.key_fn, tut.prune_fn, **OPTIONS.get(method, {}))(self.host)
-        if method == "placed2":  # the experiment of wip/two-placements: every candidate in two placements
+        if method == "placed1":  # the default before 2026-12-03: every candidate in one placement
             from triton_dist._measure import rounds
 
-            rounds.PLACEMENTS = 2
+            kept, rounds.PLACEMENTS = rounds.PLACEMENTS, 1
             try:
                 wall = self.timed(lambda: tuner(*args))
             finally:
-                rounds.PLACEMENTS = 1
+                rounds.PLACEMENTS = kept
         else:
             wall = self.timed(lambda: tuner(*args))
         best = tuner.best_config(*args)

@@ -26,6 +26,13 @@ from triton_dist.errors import TritonDistWarning
 from triton_dist.tune import autotune
 
 
+@pytest.fixture(autouse=True)
+def one_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests count one placement's captures and runs; tests/unit/test_graph_placements.py
+    covers the second placement that graph mode adds by default (rounds.PLACEMENTS)."""
+    monkeypatch.setattr(_rounds, "PLACEMENTS", 1)
+
+
 class QuantizedEvent(SimEvent):
     def elapsed_time(self, end: SimEvent) -> float:
         res = self.device.resolution

@@ -75,11 +75,13 @@ __all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "PLACEMENTS", "measure_round
 #: graph mode, alone: the memory placements each candidate is timed in. With 2, each candidate is
 #: captured once more when half the timed rounds are queued (its first graph kept alive, so that
 #: the new graph's outputs lie elsewhere, in a second pool) and the other half times the new graph:
-#: its figure is the mean over both, at the device time of one placement. EXPERIMENT (branch
-#: wip/two-placements, not validated on a GPU): on an H200 a GEMM whose data fills half the L2
-#: (matmul 128 x 4096 x 4096) had configs move 3-24 % between output placements, and one tuning's
-#: single placement mis-ranked two configs 4 % apart (run O, issue 16)
-PLACEMENTS = 1
+#: its figure is the mean over both, at the device time of one placement. Why (issue 16, H200): the
+#: oracle's own configs move by 1-23 % between output placements (matmul 128 x 4096 x 4096 up to
+#: 23 %, layer norm 8192 x 4096 up to 9 %), so one placement per process mis-ranks configs whose
+#: gap is smaller; in runs P, Q and R (2026-12-03, three trials of 14 tutorial kernels each) two
+#: placements mis-picked by > 0.5 % on kernels >= 30 us 3 times in 63 against 8 for one, at the
+#: same median tuning wall (203-209 ms against 204-205 ms). 1 restores the single placement.
+PLACEMENTS = 2
 
 log = logging.getLogger(__name__)
 
