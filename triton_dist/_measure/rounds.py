@@ -78,9 +78,11 @@ __all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "PLACEMENTS", "measure_round
 #: its figure is the mean over both, at the device time of one placement. Why (issue 16, H200): the
 #: oracle's own configs move by 1-23 % between output placements (matmul 128 x 4096 x 4096 up to
 #: 23 %, layer norm 8192 x 4096 up to 9 %), so one placement per process mis-ranks configs whose
-#: gap is smaller; in runs P, Q and R (2026-12-03, three trials of 14 tutorial kernels each) two
-#: placements mis-picked by > 0.5 % on kernels >= 30 us 3 times in 63 against 8 for one, at the
-#: same median tuning wall (203-209 ms against 204-205 ms). 1 restores the single placement.
+#: gap is smaller; in runs P-S (2026-12-03, three H200 leases, three trials of 14 tutorial kernels
+#: each) two placements mis-picked by > 0.5 % on kernels >= 30 us 3 times in 84 against 8 for one,
+#: at the same median tuning wall (203-209 ms against 204-208 ms). The cost: one more captured
+#: call of the host function per candidate and a second graph pool per device, kept for the
+#: process like the first (CudaBackend.graph_pool). 1 restores the single placement.
 PLACEMENTS = 2
 
 log = logging.getLogger(__name__)
