@@ -16,7 +16,7 @@ first call timed: the tuning wall includes the cache write and the call itself):
 - ``contextual``: ``contextual_autotune(n_repeat=5, n_warmup=3)`` around an outer function that
   launches the stock-decorated kernel;
 - ``placed1`` (only when asked for): the default as it was until 2026-12-03, every candidate timed
-  in one memory placement (``triton_dist._measure.rounds.PLACEMENTS = 1``; the default has 2).
+  in one memory placement (``TRITON_DIST_GRAPH_PLACEMENTS=1``; the default has 2).
 
 On a GPU the warm oracle is measured in two memory placements before the trials and two after
 (``workloads.gpu_oracle_placed``: each a new set of graph pools, 5 rounds), and the warm regret is
@@ -192,13 +192,10 @@ class Runner:
         root = self.fresh_dir()
         tuner = autotune(tut.space, tut.key_fn, tut.prune_fn, **OPTIONS.get(method, {}))(self.host)
         if method == "placed1":  # the default before 2026-12-03: every candidate in one placement
-            from triton_dist._measure import rounds
+            from triton_dist.settings import override
 
-            kept, rounds.PLACEMENTS = rounds.PLACEMENTS, 1
-            try:
+            with override(TRITON_DIST_GRAPH_PLACEMENTS="1"):
                 wall = self.timed(lambda: tuner(*args))
-            finally:
-                rounds.PLACEMENTS = kept
         else:
             wall = self.timed(lambda: tuner(*args))
         best = tuner.best_config(*args)

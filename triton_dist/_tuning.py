@@ -148,7 +148,7 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
                 plan.reuse = _reuse.find_reusable(
                     root, target.name, target.encoded, plan.kept, plan.key_text, target.source_hash(),
                     body_hash(target.fn), call.digest, call.versions,
-                    measurement_info(target, backend), world=call.world or 1)
+                    measurement_info(target, backend, call.world or 1), world=call.world or 1)
     except (KeyFunctionError, PruneError, OSError) as exc:
         plan.error = exc
     return plan

@@ -28,6 +28,7 @@ AGREE_TIMEOUT = "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S"
 CANDIDATE_TIMEOUT = "TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S"
 COMPILE_WORKERS = "TRITON_DIST_COMPILE_WORKERS"
 PREWARM = "TRITON_DIST_PREWARM"
+GRAPH_PLACEMENTS = "TRITON_DIST_GRAPH_PLACEMENTS"
 
 #: the most compile threads the default (the CPU count) asks for
 MAX_DEFAULT_COMPILE_WORKERS = 32
@@ -52,6 +53,9 @@ ENV_VARS: Mapping[str, str] = {
                      "first launch)",
     PREWARM: "0 (false/off/no): do not compute Triton's start-up work (its installation hash) in a background "
              "thread when a function is decorated (default: on, except under TRITON_INTERPRET=1)",
+    GRAPH_PLACEMENTS: "graph mode (CUDA, NPU; a rank alone): the memory placements each config is timed in, 1 or 2 "
+                      "(default 2: each config captured again into a second graph pool halfway through its timed "
+                      "rounds, its figure the mean over both, at the same device time)",
 }
 
 
@@ -77,6 +81,11 @@ class Settings:
     """``TRITON_DIST_COMPILE_WORKERS``: bound on the threads of a miss's compile pass."""
     prewarm: bool = True
     """``TRITON_DIST_PREWARM``: Triton's start-up work in the background at decoration."""
+    graph_placements: int = 2
+    """``TRITON_DIST_GRAPH_PLACEMENTS``: the memory placements graph mode times each config in.
+    Two by default since issue 16: on an H200 a config's time moved by 1-23 % with where its
+    outputs lay, so one placement per process mis-ranked configs closer than that (docs/performance.md,
+    runs P-S: mis-picks > 0.5 % on tutorial kernels >= 30 us 8 in 84 with one, 3 with two)."""
 
 
 #: the spellings of a boolean value, case-insensitive: upstream Triton-distributed accepts
@@ -147,6 +156,16 @@ def _workers(env: Mapping[str, str], name: str) -> int:
     return int(raw)
 
 
+def _placements(env: Mapping[str, str]) -> int:
+    raw = env.get(GRAPH_PLACEMENTS, "").strip()
+    if not raw:
+        return 2
+    if raw not in ("1", "2"):
+        raise SettingsError(f"{GRAPH_PLACEMENTS}={raw!r} is not valid: give 1 (each config timed where its first "
+                            "graph's memory lies) or 2 (and in a second graph pool), or unset it for 2.")
+    return int(raw)
+
+
 def _parse(env: Mapping[str, str]) -> Settings:
     root = env.get(AUTOTUNE_DIR, "").strip()
     device = env.get(DEVICE, "").strip().lower() or None
@@ -172,6 +191,7 @@ def _parse(env: Mapping[str, str]) -> Settings:
         candidate_timeout_s=_positive_float(env, CANDIDATE_TIMEOUT, None),
         compile_workers=_workers(env, COMPILE_WORKERS),
         prewarm=_flag(env, PREWARM) if env.get(PREWARM, "").strip() else True,
+        graph_placements=_placements(env),
     )
 
 

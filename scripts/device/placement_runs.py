@@ -3,11 +3,12 @@ in two placements (examples/scale.py on 2^22 elements, six configs), tuned in bo
 
 from __future__ import annotations
 
+import os
+
 import torch
 import triton
 
 from examples.scale import key_fn, scale_kernel
-from triton_dist._measure import rounds
 from triton_dist.tune import autotune
 
 
@@ -21,7 +22,7 @@ space = [{"BLOCK": b, "num_warps": w} for b in (256, 1024, 4096) for w in (4, 8)
 tuner = autotune(space, key_fn)(host)
 x = torch.randn(2**22, device="cuda")
 for placements in (2, 1, 1, 2):
-    rounds.PLACEMENTS = placements
+    os.environ["TRITON_DIST_GRAPH_PLACEMENTS"] = str(placements)
     entry = tuner.tune(x, 2.0, force=True, write_cache=False)
     rows = [(c.get("runs"), c.get("runs_per_sample"), round(c["time_ms"] * 1e3, 2))
             for c in entry["candidates"]]

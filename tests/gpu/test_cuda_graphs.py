@@ -141,7 +141,7 @@ def test_a_config_that_writes_its_input_in_place_is_caught_without_a_synchronisa
     assert len(ok) == 3 and all(c["runs_per_sample"] > 1 for c in ok)
     # config 0 was captured before config 1's first run showed the write (the recompose schedule
     # captures each config right after its first run): captured again, with x's restore; then
-    # every config is captured once more, in the second memory placement (rounds.PLACEMENTS)
+    # every config is captured once more, in the second memory placement (TRITON_DIST_GRAPH_PLACEMENTS)
     assert [calls.count(c) for c in (2048, 2049, 8192)] == [4, 3, 3]
     # without the guard, config 2 would have started from what config 1 left
     sums.clear()
@@ -200,7 +200,7 @@ def test_each_config_is_captured_once_per_placement_and_its_samples_built_from_t
     tuner.tune(x, 2.0, force=True, write_cache=False)  # compiles
     calls.clear()
     entry = tuner.tune(x, 2.0, force=True, write_cache=False)
-    # the eager first run and one captured run in each of the two memory placements (rounds.PLACEMENTS)
+    # the eager first run and one captured run in each of the two memory placements (TRITON_DIST_GRAPH_PLACEMENTS)
     assert calls == {512: 3, 1024: 3, 2048: 3}
     assert all(c["runs_per_sample"] > 1 for c in entry["candidates"])
 
@@ -241,7 +241,7 @@ def test_the_guards_detection_passes_are_replayed_from_a_graph_after_the_first()
 
 
 def test_a_pool_reuses_a_capture_s_freed_output_and_a_second_pool_does_not():
-    # why rounds.PLACEMENTS captures its second placement into graph_pool(1)
+    # why the second placement (TRITON_DIST_GRAPH_PLACEMENTS) captures its second placement into graph_pool(1)
     from triton_dist._backends import get_backend
 
     backend = get_backend()
@@ -263,15 +263,14 @@ def test_a_pool_reuses_a_capture_s_freed_output_and_a_second_pool_does_not():
 
 def test_two_placements_measure_every_candidate_in_both_pools(scale_fn, monkeypatch):
     from triton_dist._backends import cuda as cuda_backend
-    from triton_dist._measure import rounds
 
-    monkeypatch.setattr(rounds, "PLACEMENTS", 2)
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "2")
     x = torch.randn(2**22, device="cuda")
     tuner = scale_fn(graphs=True)
     entry = tuner.tune(x, 2.0, force=True, write_cache=False)
     assert all(c["error"] is None for c in entry["candidates"])
     assert (torch.cuda.current_device(), 1) in cuda_backend._POOLS  # the second placement's pool
-    monkeypatch.setattr(rounds, "PLACEMENTS", 1)
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
     one = tuner.tune(x, 2.0, force=True, write_cache=False)
     if all(c.get("runs_per_sample") == o.get("runs_per_sample")
            for c, o in zip(entry["candidates"], one["candidates"], strict=True)):

@@ -47,16 +47,29 @@ def test_the_default_on_a_device_with_graphs_replays_graphs(monkeypatch):
     entry = tuner.tune(torch.zeros(4), force=True, write_cache=False)
     assert entry["measurement"]["graphs"] is True
     assert [c["time_ms"] for c in entry["candidates"]] == pytest.approx([3.0, 1.0, 2.0, 1.5])
-    # one eager run and one capture in each of the two memory placements (rounds.PLACEMENTS)
+    # one eager run and one capture in each of the two memory placements (TRITON_DIST_GRAPH_PLACEMENTS)
     assert calls == {0: 3, 1: 3, 2: 3, 3: 3}
     assert any(e[0] == "replay" for e in device.log)
+
+
+def test_the_entry_records_the_second_placement_and_the_setting_turns_it_off(monkeypatch):
+    device = GraphDevice(dict(COSTS), gap=5.0)
+    tuner, calls = tuner_on(device, monkeypatch)
+    monkeypatch.delenv("TRITON_DIST_GRAPH_PLACEMENTS", raising=False)
+    assert tuner.tune(torch.zeros(4), force=True, write_cache=False)["measurement"]["placements"] == 2
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
+    calls.clear()
+    entry = tuner.tune(torch.zeros(4), force=True, write_cache=False)
+    assert entry["measurement"]["graphs"] is True and "placements" not in entry["measurement"]
+    assert calls == {0: 2, 1: 2, 2: 2, 3: 2}  # one eager run and one capture each
+    assert [c["time_ms"] for c in entry["candidates"]] == pytest.approx([3.0, 1.0, 2.0, 1.5])
 
 
 def test_graphs_false_is_the_seeds_eager_schedule(monkeypatch):
     device = GraphDevice(dict(COSTS), gap=5.0)
     tuner, calls = tuner_on(device, monkeypatch, graphs=False)
     entry = tuner.tune(torch.zeros(4), force=True, write_cache=False)
-    assert "graphs" not in entry["measurement"]
+    assert "graphs" not in entry["measurement"] and "placements" not in entry["measurement"]
     assert calls == {0: 15, 1: 15, 2: 15, 3: 15}  # 5 warm-up + 10 timed runs, every one eager
     assert [c["runs"] for c in entry["candidates"]] == [15] * 4
     assert not any(e[0] in ("capture", "replay") for e in device.log)

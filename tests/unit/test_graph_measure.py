@@ -29,8 +29,8 @@ from triton_dist.tune import autotune
 @pytest.fixture(autouse=True)
 def one_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests count one placement's captures and runs; tests/unit/test_graph_placements.py
-    covers the second placement that graph mode adds by default (rounds.PLACEMENTS)."""
-    monkeypatch.setattr(_rounds, "PLACEMENTS", 1)
+    covers the second placement that graph mode adds by default (TRITON_DIST_GRAPH_PLACEMENTS)."""
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
 
 
 class QuantizedEvent(SimEvent):

@@ -1,4 +1,4 @@
-"""Graph mode in two memory placements (``rounds.PLACEMENTS = 2``, the default since issue 16): each
+"""Graph mode in two memory placements (``TRITON_DIST_GRAPH_PLACEMENTS=2``, the default since issue 16): each
 candidate captured once more when half the timed rounds are queued, its figure the mean over both
 graphs. Simulated device: a graph's kernels run at a factor of their cost that depends on which
 capture of the candidate it is (where its outputs lie)."""
@@ -51,10 +51,11 @@ class PlacedDevice(GraphDevice):
 
 @pytest.fixture
 def two_placements(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_rounds, "PLACEMENTS", 2)
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "2")
 
 
-def test_graph_mode_times_two_placements_by_default():
+def test_graph_mode_times_two_placements_by_default(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("TRITON_DIST_GRAPH_PLACEMENTS", raising=False)
     device = PlacedDevice({0: 1.0, 1: 1.02}, {0: [1.0, 1.1]})
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None
@@ -63,7 +64,7 @@ def test_graph_mode_times_two_placements_by_default():
 
 
 def test_one_placement_ranks_by_the_placement_it_drew(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(_rounds, "PLACEMENTS", 1)
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
     device = PlacedDevice({0: 1.0, 1: 1.02}, {0: [1.0, 1.1]})
     results, bug = measure_candidates(host_calls(device)[0], [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None

@@ -117,3 +117,17 @@ def test_override_is_scoped_and_checks_names(clean_env, tmp_path):
     assert settings._overrides == {}
     with pytest.raises(SettingsError, match="TRITON_DIST_NOPE"), override(TRITON_DIST_NOPE="1"):
         pass
+
+
+@pytest.mark.parametrize(("value", "expected"), [("", 2), ("2", 2), (" 1 ", 1)])
+def test_graph_placements_values(clean_env, value, expected):
+    clean_env.setenv("TRITON_DIST_GRAPH_PLACEMENTS", value)
+    assert get_settings().graph_placements == expected
+
+
+@pytest.mark.parametrize("value", ["0", "3", "two", "1.5", "-1"])
+def test_graph_placements_refuse_anything_but_one_or_two(clean_env, value):
+    clean_env.setenv("TRITON_DIST_GRAPH_PLACEMENTS", value)
+    with pytest.raises(SettingsError, match="TRITON_DIST_GRAPH_PLACEMENTS") as info:
+        get_settings()
+    assert repr(value) in str(info.value) and "give 1" in str(info.value) and "unset it" in str(info.value)

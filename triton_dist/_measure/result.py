@@ -19,6 +19,7 @@ from triton_dist.errors import (
     TritonDistError,
     WrongResultError,
 )
+from triton_dist.settings import get_settings
 
 if TYPE_CHECKING:
     from triton_dist._backends import Backend
@@ -37,6 +38,7 @@ __all__ = [
     "runs_per_sample",
     "summarize",
     "synchronize_after_failure",
+    "two_placements",
 ]
 
 #: ``do_bench(fn, n_warmup, n_repeat) -> per-run times in ms``
@@ -94,6 +96,14 @@ def summarize(index: int, times: Sequence[float]) -> CandidateResult:
     if not math.isfinite(mean) or mean < 0:
         return CandidateResult(index, math.inf, times_ms=times, error=f"invalid timing {mean!r}")
     return CandidateResult(index, mean, sem, times)
+
+
+def two_placements(*, alone: bool, flush: bool, n_repeat: int) -> bool:
+    """Whether graph mode times each candidate in a second memory placement too
+    (``TRITON_DIST_GRAPH_PLACEMENTS``, 2 by default; :mod:`triton_dist._measure.rounds`): a rank
+    alone (a group's ranks would all have to capture again, and agree when one cannot), warm-cache
+    timings (a flushed L2 holds nothing where the outputs lie) and two timed rounds at least."""
+    return alone and not flush and n_repeat >= 2 and get_settings().graph_placements == 2
 
 
 def runs_per_sample(run_ms: float) -> int:

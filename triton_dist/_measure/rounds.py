@@ -68,22 +68,11 @@ from triton_dist._measure.result import (  # graph mode's sample size, named her
     CandidateResult,
     runs_per_sample,
     summarize,
+    two_placements,
 )
 
-__all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "PLACEMENTS", "measure_rounds", "runs_per_sample"]
+__all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "measure_rounds", "runs_per_sample"]
 
-#: graph mode, alone: the memory placements each candidate is timed in. With 2, each candidate is
-#: captured once more when half the timed rounds are queued (its first graph kept alive, so that
-#: the new graph's outputs lie elsewhere, in a second pool) and the other half times the new graph:
-#: its figure is the mean over both, at the device time of one placement. Why (issue 16, H200): the
-#: oracle's own configs move by 1-23 % between output placements (matmul 128 x 4096 x 4096 up to
-#: 23 %, layer norm 8192 x 4096 up to 9 %), so one placement per process mis-ranks configs whose
-#: gap is smaller; in runs P-S (2026-12-03, three H200 leases, three trials of 14 tutorial kernels
-#: each) two placements mis-picked by > 0.5 % on kernels >= 30 us 3 times in 84 against 8 for one,
-#: at the same median tuning wall (203-209 ms against 204-208 ms). The cost: one more captured
-#: call of the host function per candidate and a second graph pool per device, kept for the
-#: process like the first (CudaBackend.graph_pool). 1 restores the single placement.
-PLACEMENTS = 2
 
 log = logging.getLogger(__name__)
 
@@ -194,8 +183,8 @@ class _Rounds(GraphSetUp):
         late_checks = self.after_first if not self.use_graphs and self.n_warmup == 0 else None
         self.tokens = {i: [] for i in self.calls}
         per_sample = 0.0  # host time per sample of the last round, timer included (measured)
-        move_at = (self.n_repeat // 2 if PLACEMENTS > 1 and self.use_graphs and self.graph_of and self.agree is None
-                   and not self.flush and self.n_repeat >= 2 else None)
+        move_at = (self.n_repeat // 2 if self.use_graphs and self.graph_of and two_placements(
+            alone=self.agree is None, flush=self.flush, n_repeat=self.n_repeat) else None)
         for round_no in range(self.n_repeat):
             live = self.live()
             if not live:
@@ -217,8 +206,9 @@ class _Rounds(GraphSetUp):
         self.marks.append(("rounds queued", self.clock()))
 
     def _move(self, live: list[int], prime: bool) -> None:
-        """A second placement (``PLACEMENTS``): each candidate with a graph captured again at the
-        runs it holds into another pool (``Backend.graph_pool(1)``: within one pool every
+        """A second placement (``TRITON_DIST_GRAPH_PLACEMENTS``, 2 by default; why: the field's
+        docstring in :mod:`triton_dist.settings`): each candidate with a graph captured again at
+        the runs it holds into another pool (``Backend.graph_pool(1)``: within one pool every
         capture reuses the blocks the previous one's dropped outputs freed, so the new graph
         would write where the first does), its first graph kept alive. The new graph's first
         replay (its upload) is untimed: the primer of each sample where ``k`` = 1, else in place

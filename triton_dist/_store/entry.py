@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_dist._backends import Backend
 from triton_dist._distributed import GroupView
-from triton_dist._measure.result import CandidateResult
+from triton_dist._measure.result import CandidateResult, two_placements
 from triton_dist._store import background_sync
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
@@ -41,12 +41,17 @@ def in_rounds(target: TuneTarget, backend: Backend) -> bool:
     return backend.interleaved and target.do_bench is None
 
 
-def measurement_info(target: TuneTarget, backend: Backend) -> dict[str, Any]:
-    """How the candidates were measured (timings measured otherwise are not reused)."""
+def measurement_info(target: TuneTarget, backend: Backend, world: int = 1) -> dict[str, Any]:
+    """How the candidates were measured (timings measured otherwise are not reused); ``world``:
+    the ranks that measure together."""
+    graphs = graph_mode(target, backend)
+    placed = graphs and in_rounds(target, backend) and two_placements(
+        alone=world == 1, flush=target.flush_l2, n_repeat=target.n_repeat)
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
             "timer": "custom" if target.do_bench else backend.kind,
             **({"adaptive": True} if target.adaptive else {}),
-            **({"graphs": True} if graph_mode(target, backend) else {}),
+            **({"graphs": True} if graphs else {}),
+            **({"placements": 2} if placed else {}),
             **({"flush_l2": True} if target.flush_l2 else {})}
 
 
@@ -65,7 +70,7 @@ def entry_head(target: TuneTarget, key_text: str, backend: Backend, view: GroupV
         "hardware": hw,
         "versions": software_versions(backend),
         "world_size": view.size if view else 1,
-        "measurement": measurement_info(target, backend),
+        "measurement": measurement_info(target, backend, view.size if view else 1),
     }
 
 
