@@ -181,3 +181,19 @@ def test_a_real_short_kernel_is_replayed_by_default_on_cuda(tmp_path, monkeypatc
     assert entry["measurement"]["graphs"] is True
     # a ~2 us kernel: samples of many replayed runs, far more runs than the eager 15
     assert all(c["runs"] > 15 and c.get("runs_per_sample", 1) > 1 for c in entry["candidates"])
+
+
+def test_flushed_timings_and_a_group_keep_one_placement(monkeypatch):
+    from triton_dist._store.entry import measurement_info
+
+    monkeypatch.delenv("TRITON_DIST_GRAPH_PLACEMENTS", raising=False)
+    device = FlushDevice(dict(COSTS))
+    tuner, calls = tuner_on(device, monkeypatch, flush_l2=True)
+    entry = tuner.tune(torch.zeros(4), force=True, write_cache=False)
+    measurement = entry["measurement"]
+    assert measurement["graphs"] is True and measurement["flush_l2"] is True and "placements" not in measurement
+    assert calls == {0: 2, 1: 2, 2: 2, 3: 2}  # one eager run and one capture each: no second placement
+    warm, _ = tuner_on(GraphDevice(dict(COSTS)), monkeypatch)
+    assert measurement_info(warm.target, device, 1)["placements"] == 2
+    # the ranks of a group measure in one placement (each would have to capture again, in step)
+    assert "placements" not in measurement_info(warm.target, device, 2)
