@@ -119,6 +119,30 @@ def test_a_second_capture_that_fails_keeps_the_first_placement():
 
 
 @pytest.mark.usefixtures("two_placements")
+def test_after_a_failed_second_capture_the_others_still_go_to_the_second_pool():
+    device = PlacedDevice({0: 1.0, 1: 2.0, 2: 3.0}, {1: [1.0, 1.5], 2: [1.0, 1.5]})
+    calls: Counter = Counter()
+
+    def make_call(index: int):
+        def call() -> None:
+            if device.capturing is not None:
+                calls[index] += 1
+                if index == 0 and calls[index] == 2:
+                    raise RuntimeError("CUDA error: out of memory")
+            device.run(index)
+
+        return call
+
+    results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
+    assert bug is None and all(r.ok for r in results)
+    # the first pool for the first captures, then the second pool for each second capture: asked
+    # again after candidate 0's failed (never the first pool, where they would lie as before)
+    assert device.asked == [0, 1, 1]
+    assert device.captures == {0: 1, 1: 2, 2: 2}
+    assert [r.time_ms for r in results] == pytest.approx([1.0, 2.5, 3.75])  # the mean over both
+
+
+@pytest.mark.usefixtures("two_placements")
 def test_two_placements_leave_eager_measurement_alone():
     device = PlacedDevice({0: 1.0, 1: 2.0}, {})
     make_call, counts = host_calls(device)

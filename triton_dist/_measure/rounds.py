@@ -213,11 +213,9 @@ class _Rounds(GraphSetUp):
         would write where the first does), its first graph kept alive. The new graph's first
         replay (its upload) is untimed: the primer of each sample where ``k`` = 1, else in place
         of the candidate's next sample (no device time added). A candidate whose second capture
-        fails keeps its first graph."""
-        try:
-            self.pool = self.backend.graph_pool(1)
-        except Exception as exc:  # noqa: BLE001 - one placement it is
-            log.debug("no second graph pool: %s", exc)
+        fails keeps its first graph; the next ones ask for the second pool again (a failed capture
+        may leave its pool unusable, and the first pool would put them where they were)."""
+        if not self._second_pool():
             return
         for index in [i for i in live if i in self.graph_of]:
             first, runs = self.graph_of[index], self.graph_runs[index]
@@ -226,10 +224,20 @@ class _Rounds(GraphSetUp):
             except Exception as exc:  # noqa: BLE001 - the first placement's graph serves on
                 log.debug("candidate %d stays in one placement: %s", index, exc)
                 self.graph_of[index], self.graph_runs[index] = first, runs
+                if not self._second_pool():
+                    return
                 continue
             self.kept.append(first)
             if not prime:
                 self.uploading.add(index)
+
+    def _second_pool(self) -> bool:
+        try:
+            self.pool = self.backend.graph_pool(1)
+        except Exception as exc:  # noqa: BLE001 - one placement it is, for the candidates left
+            log.debug("no second graph pool: %s", exc)
+            return False
+        return True
 
     def _timed_sample(self, index: int, prime: bool) -> bool:
         """One sample between an event pair: a replay of ``k`` runs, or an eager run. False when
