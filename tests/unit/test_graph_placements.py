@@ -49,6 +49,23 @@ class PlacedDevice(GraphDevice):
         return PlacedGraph(self, graph.ops, factors[n] if n < len(factors) else 1.0)
 
 
+def failing_second_capture(device: PlacedDevice, failing: int) -> Any:
+    """``make_call`` for measure_candidates: candidate ``failing``'s second capture runs out of memory."""
+    captures: Counter = Counter()
+
+    def make_call(index: int) -> Any:
+        def call() -> None:
+            if device.capturing is not None:
+                captures[index] += 1
+                if index == failing and captures[index] == 2:
+                    raise RuntimeError("CUDA error: out of memory")
+            device.run(index)
+
+        return call
+
+    return make_call
+
+
 @pytest.fixture
 def two_placements(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "2")
@@ -98,18 +115,7 @@ def test_two_placements_time_half_the_rounds_in_a_second_capture_and_average():
 @pytest.mark.usefixtures("two_placements")
 def test_a_second_capture_that_fails_keeps_the_first_placement():
     device = PlacedDevice({0: 1.0, 1: 2.0}, {})
-    calls: Counter = Counter()
-
-    def make_call(index: int):
-        def call() -> None:
-            if device.capturing is not None:
-                calls[index] += 1
-                if index == 1 and calls[index] == 2:
-                    raise RuntimeError("CUDA error: out of memory")
-            device.run(index)
-
-        return call
-
+    make_call = failing_second_capture(device, 1)
     results, bug = measure_candidates(make_call, [0, 1], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None
     assert all(r.ok for r in results)
@@ -121,18 +127,7 @@ def test_a_second_capture_that_fails_keeps_the_first_placement():
 @pytest.mark.usefixtures("two_placements")
 def test_after_a_failed_second_capture_the_others_still_go_to_the_second_pool():
     device = PlacedDevice({0: 1.0, 1: 2.0, 2: 3.0}, {1: [1.0, 1.5], 2: [1.0, 1.5]})
-    calls: Counter = Counter()
-
-    def make_call(index: int):
-        def call() -> None:
-            if device.capturing is not None:
-                calls[index] += 1
-                if index == 0 and calls[index] == 2:
-                    raise RuntimeError("CUDA error: out of memory")
-            device.run(index)
-
-        return call
-
+    make_call = failing_second_capture(device, 0)
     results, bug = measure_candidates(make_call, [0, 1, 2], device, n_warmup=5, n_repeat=10, graphs=True)
     assert bug is None and all(r.ok for r in results)
     # the first pool for the first captures, then the second pool for each second capture: asked
