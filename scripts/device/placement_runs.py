@@ -1,5 +1,7 @@
-"""wip/two-placements: the runs, runs per sample and timed samples each candidate gets in one and
-in two placements (examples/scale.py on 2^22 elements, six configs), tuned in both orders."""
+"""The runs and runs per sample each candidate gets with TRITON_DIST_GRAPH_PLACEMENTS=1 and 2
+(examples/scale.py on 2^22 elements, six configs), tuned in both orders. Run from the repository
+root with PYTHONPATH=. (H200, 2026-12-03: 759-766 runs per candidate with two, 767-771 with one:
+the second graph's upload replaces a sample)."""
 
 from __future__ import annotations
 
