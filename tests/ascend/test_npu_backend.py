@@ -86,12 +86,14 @@ def test_graph_mode_captures_and_replays_npu_graphs(npu, cache_dir):
     x, y = torch.randn(2048), torch.randn(2048)
     torch.testing.assert_close(add(x, y), x + y)
     entry = only_entry(cache_dir)
-    assert entry["measurement"]["graphs"] is True
-    assert npu.calls["NPUGraph.capture_begin"] == npu.calls["NPUGraph.capture_end"] >= 3
+    assert entry["measurement"]["graphs"] is True and entry["measurement"]["placements"] == 2
+    # every config captured twice: its second placement, in a pool of its own, halfway through
+    assert npu.calls["NPUGraph.capture_begin"] == npu.calls["NPUGraph.capture_end"] >= 3 * 2
+    assert npu.calls["graph_pool_handle"] >= 2
     assert npu.calls["NPUGraph.replay"] >= 3 * 2
     assert all(c["error"] is None and c["time_ms"] > 0 for c in entry["candidates"])
-    # host calls per config: the compile pass, the first (eager) run, the capture; then the final
-    # call. The timed runs were replays (eager timing would add n_warmup + n_repeat per config).
+    # host calls per config here: the first (eager) run and a capture in each placement; then the
+    # final call. The timed runs were replays (eager timing would add n_warmup + n_repeat per config).
     assert len(order) <= 3 * 3 + 1
 
 
