@@ -73,8 +73,8 @@ from triton_dist._measure.result import (  # graph mode's sample size, named her
 
 __all__ = ["GRAPH_SAMPLE_S", "MAX_RUNS_PER_SAMPLE", "measure_rounds", "runs_per_sample"]
 
-
 log = logging.getLogger(__name__)
+
 
 def measure_rounds(
     make_call: Callable[[int], Callable[[], Any]],
