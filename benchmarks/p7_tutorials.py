@@ -36,6 +36,7 @@ whole time is then measured with each mode's picks.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
@@ -51,6 +52,7 @@ import workloads as wl
 
 from triton_dist._backends import get_backend
 from triton_dist.autotuner import contextual_autotune
+from triton_dist.settings import override
 from triton_dist.tune import autotune
 
 LONG_KERNEL_MS = 0.030
@@ -191,12 +193,8 @@ class Runner:
             return _index(tut.configs, chosen), wall, {"contextual_ms": timings}
         root = self.fresh_dir()
         tuner = autotune(tut.space, tut.key_fn, tut.prune_fn, **OPTIONS.get(method, {}))(self.host)
-        if method == "placed1":  # the default before 2026-12-03: every candidate in one placement
-            from triton_dist.settings import override
-
-            with override(TRITON_DIST_GRAPH_PLACEMENTS="1"):
-                wall = self.timed(lambda: tuner(*args))
-        else:
+        # placed1: the default before 2026-12-03, every candidate in one placement
+        with override(TRITON_DIST_GRAPH_PLACEMENTS="1") if method == "placed1" else contextlib.nullcontext():
             wall = self.timed(lambda: tuner(*args))
         best = tuner.best_config(*args)
         entry = None

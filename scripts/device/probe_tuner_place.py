@@ -84,9 +84,8 @@ def new_pool(torch: Any, size: int) -> tuple[Any, Any]:
     tuning after tuning: a new pool moves them either way."""
     from triton_dist._backends import cuda as cuda_backend
 
-    pools: dict[Any, Any] = cuda_backend._POOLS  # keyed by device (main) or (device, placement)
-    device = torch.cuda.current_device()
-    old = [pools.pop(key) for key in list(pools) if key in (device, (device, 0))]
+    key = (torch.cuda.current_device(), 0)  # the first placement's pool
+    old = cuda_backend._POOLS.pop(key, None)
     return old, torch.empty(size, dtype=torch.uint8, device="cuda")
 
 
