@@ -26,6 +26,9 @@
 #               of PART=place / PART=load (softmax, layer_norm, matmul: matmul 2048^3 configs 0-2).
 #   PART=tplace: probe_tuner_place.py (matmul 128 x 4096 x 4096: the default's measured order and pick
 #               in fresh processes, each with its memory placed elsewhere, beside the oracle; ~2 minutes).
+#   PART=anatomy: layer norm 8192 x 4096's first call with two placements and with one: both ends
+#               (tail_anatomy.py), the host's steps (host_steps.py), the device's idle stretches
+#               (gap_anatomy.py), P7 on layer norm alone under each setting (~7 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -180,6 +183,20 @@ case "${PART:-first}" in
   tplace)  # does the default's order on matmul 128 x 4096 x 4096 follow its process's placement? (~2 minutes)
     timeout 200 python3 scripts/device/probe_tuner_place.py --procs "${TPLACE_PROCS:-6}" >"$OUT/tplace.log" 2>&1
     cat "$OUT/tplace.log"
+    ;;
+  anatomy)  # where layer norm's first call goes beyond its runs, with two placements and with one
+    { for pl in 2 1; do echo "== TRITON_DIST_GRAPH_PLACEMENTS=$pl"
+        TRITON_DIST_GRAPH_PLACEMENTS=$pl timeout 60 python3 scripts/device/tail_anatomy.py layer_norm
+        TRITON_DIST_GRAPH_PLACEMENTS=$pl timeout 60 python3 scripts/device/host_steps.py layer_norm; done
+    } >"$OUT/steps.log" 2>&1
+    grep -E "^==|wall|ideal" "$OUT/steps.log" | head -20
+    timeout 120 python3 scripts/device/gap_anatomy.py layer_norm >"$OUT/gaps.log" 2>&1
+    head -40 "$OUT/gaps.log"
+    for pl in 2 1; do
+      TRITON_DIST_GRAPH_PLACEMENTS=$pl timeout 110 python3 benchmarks/p7_tutorials.py --kernels layer_norm --trials 3 \
+        --rep-ms 3 --methods default --out "/tmp/p7-$pl" >"$OUT/p7-$pl.log" 2>&1
+      echo "== P7 layer norm, placements $pl"; grep -E "trial|kernel" "$OUT/p7-$pl.log" | cut -c1-220
+    done
     ;;
   *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;
 esac
