@@ -25,11 +25,15 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
     slow path instead of being keyword-only parameters, and a call without keywords (the common
     case) skips every keyword check: the hit then costs little more than a bare wrapper
     function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are closure cells (no
-    attribute, no type check). A miss and an unhashable key both raise in the lookup (try is free when nothing
+    attribute, no type check). Without keywords, the lookup finds the key's caller
+    (:mod:`triton_dist._callers`: the config's fields as keyword constants), bound on the key's
+    first hit; a call of another number of arguments than the caller's fails to bind, which no
+    frame below this one tells from the host function's own TypeError, and takes the generic
+    call. A miss and an unhashable key both raise in the lookup (try is free when nothing
     raises) and are told apart in ``_miss``, which runs after the except block: an error of the
     first call then has no "During handling of the above exception" KeyError attached (issue 17).
     """
-    key_fn, fn, decided, reserved = tuner.key_fn, tuner.fn, tuner._best, tuner._reserved
+    key_fn, fn, decided, reserved, calls = tuner.key_fn, tuner.fn, tuner._best, tuner._reserved, tuner._calls
 
     def tuned(*args: Any, **kwargs: Any) -> Any:
         if not kwargs:
@@ -39,11 +43,21 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
                 tuner._key_failed(exc, args, kwargs)
                 raise
             try:
-                best = decided[key]
+                call = calls[key]
             except (KeyError, TypeError):
-                best = None
-            if best is None:  # outside the handler: first-call errors carry no KeyError context
+                call = None
+            if call is not None:
+                try:
+                    return call(*args)
+                except TypeError as exc:
+                    if exc.__traceback__ is None or exc.__traceback__.tb_next is not None:
+                        raise  # raised inside the call: the host function's own
+            # no caller yet (a miss, or decided since), or another number of arguments than it takes
+            best = tuner._decided(key)
+            if best is None:  # outside the handlers: first-call errors carry no KeyError context
                 best = tuner._miss(key, args, kwargs, False, False, None)
+            if call is None:
+                tuner._bind(key, best, len(args))
             return fn(*args, **best)
         # the same steps with the keywords: kept as a near-copy on purpose, since one branch for
         # both would put a ``**kwargs`` merge (or a helper's call) on the common call's path

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any, cast
 
 from triton_dist import _triton_prewarm, _tuning
+from triton_dist._callers import Callers
+from triton_dist._callers import bind as bind_call
 from triton_dist._face import hot_path, importable
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
@@ -131,6 +133,7 @@ class AutoTuner(metaclass=_TunerType):
         self._flights: dict[Any, Flight] = {}
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}
+        self._calls = Callers()  # key -> its best config's caller (_callers.py), bound on a hit
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
         self._source_hash: str | None = None
@@ -244,7 +247,20 @@ class AutoTuner(metaclass=_TunerType):
             if verbose and outcome.source == "cache":
                 self._told.add(key)  # resolve said it hit on disk
             self._best[key] = best  # last: another thread seeing it finds its origin too
+            self._calls.pop(key, None)  # after: a caller bound meanwhile from an older config goes
             return best
+
+    def _decided(self, key: Any) -> dict[str, Any] | None:
+        try:
+            return self._best[key]
+        except (KeyError, TypeError):  # a miss, or an unhashable key (_miss says which)
+            return None
+
+    def _bind(self, key: Any, best: dict[str, Any], arity: int) -> None:
+        """The key's caller for the face's next hits (:mod:`triton_dist._callers`)."""
+        self._calls[key] = bind_call(self.fn, best, arity)
+        if self._best.get(key) is not best:  # decided again meanwhile (another thread): not this one
+            self._calls.pop(key, None)
 
     def _check_positional(self, args: tuple) -> None:
         """A positional argument in the place of a config field would reach the function twice."""
@@ -288,6 +304,7 @@ class AutoTuner(metaclass=_TunerType):
                                   force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
                                   check_correctness=check_correctness, known_failures=known_failures)
         self._best[key] = self.config_space[outcome.index]
+        self._calls.pop(key, None)
         if outcome.entry is None:
             raise RuntimeError(f"{self.target.qualname}: no tuning happened for key {key!r}")
         return outcome.entry
@@ -299,6 +316,7 @@ class AutoTuner(metaclass=_TunerType):
     def clear(self) -> None:
         """Forget the in-memory decisions (the disk cache stays)."""
         self._best.clear()
+        self._calls.clear()
         self._origins.clear()
         self._told.clear()
 
@@ -324,15 +342,17 @@ class AutoTuner(metaclass=_TunerType):
                    "check_correctness": t.check_correctness, "restore_inplace": t.restore_inplace,
                    "adaptive": t.adaptive, "graphs": t.graphs, "flush_l2": t.flush_l2,
                    "compile_workers": t.compile_workers}
-        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best)
+        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best, self._calls)
 
 
 def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None, options: dict[str, Any],
-             decided: dict[Any, dict[str, Any]]) -> AutoTuner:
-    """A copy of a tuner by value (``AutoTuner.__reduce__``), its decisions the dict given."""
+             decided: dict[Any, dict[str, Any]], calls: Callers | None = None) -> AutoTuner:
+    """A copy of a tuner by value (``AutoTuner.__reduce__``), its decisions the dict given (and
+    its callers', pickled empty: the same dict as its face's closure reads, by pickle's memo)."""
     tuner = AutoTuner(fn, config_space, key_fn, prune_fn, **options)
     tuner._best = decided
+    tuner._calls = calls if calls is not None else Callers()
     tuner.face = tuner._make_face()
     return tuner
 

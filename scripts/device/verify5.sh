@@ -29,6 +29,8 @@
 #   PART=anatomy: layer norm 8192 x 4096's first call with two placements and with one: both ends
 #               (tail_anatomy.py), the host's steps (host_steps.py), the device's idle stretches
 #               (gap_anatomy.py), P7 on layer norm alone under each setting (~7 minutes).
+#   PART=final7: after the hit path's callers (2026-12-03 17:30 UTC): the GPU tests of graph mode, the
+#               tune flow and the callers, P7 (stock, default, contextual; 3 trials), P2, P1 (~7 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -147,6 +149,13 @@ case "${PART:-first}" in
     { timeout 90 python3 scripts/device/hot_call.py --cold-calls "${COLD_CALLS:-2000}"
       [ -n "${TAIL:-}" ] && timeout 60 python3 scripts/device/tail_anatomy.py layer_norm; } >>"$OUT/steps.log" 2>&1
     grep -A40 "^python 3" "$OUT/steps.log"
+    P1_OUT="$OUT" p7_p2_p1
+    ;;
+  final7)  # after the hit path's callers: GPU tests, P7 (3 trials), P2, P1
+    timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_graph_placements.py \
+      tests/unit/test_tune_flow.py tests/unit/test_hit_callers.py tests/unit/test_cuda_warm_up.py >"$OUT/steps.log" 2>&1
+    tail -3 "$OUT/steps.log"
     P1_OUT="$OUT" p7_p2_p1
     ;;
   p1)  # after the tuner became a functools.partial of its hot-path closure: hot_call.py, P1, P2
