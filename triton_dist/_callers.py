@@ -9,8 +9,9 @@ with Python 3.11 and 3.12 on the CPU machine: ~100 ns a hit less, the tuner's co
 A caller takes the number of positional arguments of the call that made it (``arity``): a call of
 the same key with another number fails to bind before any of its code runs, which the face tells
 from an error of the host function by its traceback (no frame below the face's) and serves by the
-generic call. Config fields that cannot be keywords in source (not identifiers) and calls of more
-than ``MAX_ARITY`` arguments get a caller that takes any number, with the generic call inside.
+generic call. Config fields that cannot be keywords in source as they are (not identifiers,
+keywords, or not ASCII: source identifiers are NFKC-normalised) and calls of more than
+``MAX_ARITY`` arguments get a caller that takes any number, with the generic call inside.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ class Callers(dict[Any, Any]):
 def bind(fn: Callable[..., Any], config: dict[str, Any], arity: int) -> Callable[..., Any]:
     """``fn`` called with ``arity`` positional arguments and ``config`` as keywords."""
     names = tuple(config)
-    if arity > MAX_ARITY or not all(isinstance(n, str) and n.isidentifier() and not keyword.iskeyword(n)
-                                    for n in names):
+    if arity > MAX_ARITY or not all(isinstance(n, str) and n.isascii() and n.isidentifier()
+                                    and not keyword.iskeyword(n) for n in names):
         return _any_arity(fn, dict(config))
     factory = _FACTORIES.get((arity, names))
     if factory is None:

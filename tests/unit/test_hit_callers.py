@@ -35,8 +35,10 @@ def test_bind_passes_the_config_as_keywords_to_any_callable():
     # fields that cannot be keywords in source, and many arguments: a caller of any arity
     odd = bind(host, {"block-size": 8, "lambda": 1}, 1)
     assert odd(1) == 2 and odd(1, 2) == 3 and seen[-1] == ((1, 2), {"block-size": 8, "lambda": 1})
+    ligature = bind(host, {"\ufb01eld": 1}, 1)  # "ﬁeld": in source it would read "field" (NFKC)
+    assert ligature(0) == 4 and seen[-1] == ((0,), {"\ufb01eld": 1})
     many = bind(host, {"c": 1}, MAX_ARITY + 1)
-    assert many(*range(MAX_ARITY + 1)) == 4 and seen[-1] == (tuple(range(MAX_ARITY + 1)), {"c": 1})
+    assert many(*range(MAX_ARITY + 1)) == 5 and seen[-1] == (tuple(range(MAX_ARITY + 1)), {"c": 1})
 
 
 def test_a_hit_calls_the_host_once_with_the_decided_config(cache_dir):
