@@ -207,3 +207,41 @@ def test_a_fork_waits_for_the_prewarm_thread(monkeypatch) -> None:
     finally:
         compiler.shutdown()
     assert order == ["prewarm done", "fork"] and compiler.children == 1 and not compiler.fallbacks
+
+
+def test_a_ctrl_c_taken_by_another_thread_reaches_the_thread_waiting_for_the_pass() -> None:
+    """The kernel hands a process's SIGINT to any thread that does not block it; Python runs the
+    handler in the main thread, which must not sleep in a wait only a signal of its own ends (the
+    compile pass then ran on until its hung children's time-out, 2026-12-03)."""
+    import concurrent.futures
+    import signal
+    import threading
+    import time
+
+    from triton_dist._measure import forked
+
+    class Interrupted(Exception):
+        pass
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGINT, handler)
+    release = threading.Event()
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        future = pool.submit(release.wait, 5)  # a compile that would end only at its time-out
+
+        def interrupt() -> None:
+            time.sleep(0.3)
+            signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # to this thread, not the main one
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        start = time.monotonic()
+        with pytest.raises(Interrupted):
+            forked.results([future])
+        assert time.monotonic() - start < 2
+    finally:
+        release.set()
+        pool.shutdown()
+        signal.signal(signal.SIGINT, previous)

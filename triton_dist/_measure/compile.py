@@ -257,9 +257,7 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
         with _scope(), concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
             try:
-                futures = [pool.submit(one, index, call) for index, call in calls]
-                for future in futures:
-                    future.result()
+                forked.results([pool.submit(one, index, call) for index, call in calls])
             except BaseException:  # an interrupt: the pool's threads must not compile what is left
                 if executor is not None:
                     executor.stop()
@@ -367,7 +365,7 @@ def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dic
         with concurrent.futures.ThreadPoolExecutor(
                 max_workers=max(1, min(workers, len(configs))), thread_name_prefix="triton_dist-compile") as pool:
             try:
-                return list(pool.map(one, configs))
+                return forked.results([pool.submit(one, config) for config in configs])
             except BaseException:  # an interrupt: the pool's threads must not compile what is left
                 if executor is not None:
                     executor.stop()

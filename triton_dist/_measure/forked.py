@@ -46,7 +46,7 @@ from typing import Any
 
 from triton_dist import _triton_prewarm
 
-__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "compiler", "deferred", "unavailable", "where"]
+__all__ = ["CHILD_TIMEOUT_S", "ForkCompiler", "compiler", "deferred", "results", "unavailable", "where"]
 
 CHILD_TIMEOUT_S = 300.0
 """A child still compiling after this long is killed (its kernel then compiles in the parent).
@@ -246,6 +246,23 @@ def deferred(executor: concurrent.futures.Executor | None,
             # would fail with "Another AsyncCompileMode is already active"
             if _async_compile.active_mode.get() is mode:
                 _async_compile.active_mode.set(None)
+
+
+#: how often a thread waiting for the compile pass's futures looks at its pending signals
+POLL_S = 0.1
+
+
+def results(futures: list[concurrent.futures.Future]) -> list[Any]:
+    """The futures' results in order, waited for in slices of ``POLL_S``: a Ctrl-C reaches the
+    waiting (main) thread within that, whichever thread the kernel delivered SIGINT to. A wait
+    without a time-out blocks in a semaphore that only a signal delivered to this very thread
+    interrupts: with the signal taken by another thread (a pool thread, torch's), an interrupted
+    compile pass went on until its hung children's time-out (120 s in
+    ``test_an_interrupt_kills_the_children_and_compiles_nothing_more``, 2026-12-03)."""
+    pending = set(futures)
+    while pending:
+        _, pending = concurrent.futures.wait(pending, timeout=POLL_S)
+    return [f.result() for f in futures]
 
 
 def where(threads_why: str, children: int, fallbacks: list[str]) -> str:

@@ -29,6 +29,9 @@ __all__ = ["RunGuard", "run_limited"]
 
 log = logging.getLogger(__name__)
 
+#: a thread waiting for a candidate's measurement thread looks at its pending signals this often
+JOIN_POLL_S = 0.1
+
 
 # ---------------------------------------------------------------------------- the run guard
 
@@ -375,7 +378,9 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
 
     thread = threading.Thread(target=target, name="triton_dist-candidate", daemon=True)
     thread.start()
-    thread.join(timeout_s)
+    # joined in slices: a Ctrl-C the kernel handed to another thread reaches this one (forked.results)
+    while thread.is_alive() and time.monotonic() < deadline:
+        thread.join(min(JOIN_POLL_S, max(0.0, deadline - time.monotonic())))
     if thread.is_alive():
         stop.set()
         log.warning("a candidate ran past %gs; its thread is abandoned and stops after the run "
