@@ -211,3 +211,41 @@ def test_host_modules_travel_with_the_kernels(compiler, tmp_path) -> None:  # no
     (node / Path(manager.cache_dir).name / name).unlink()
     assert "is missing" in binaries.check("add", "e" * 32, cache_dir=node)
     assert len(binaries.bundle([], host_modules=True)["kernels"]) == 0  # nothing without a kernel
+
+
+def test_a_short_write_of_a_kernel_file_never_takes_the_name(tmp_path, monkeypatch) -> None:
+    """Installed files are read back before they replace anything: a write that lost its tail
+    (a full disk, a flaky network file system; simulated by a file object that drops the last
+    byte) raises, leaves the file that was there and no temporary file."""
+    from triton_dist._store import files
+
+    target = tmp_path / "kernel.cubin"
+    target.write_bytes(b"old binary")
+    files.atomic_write_bytes(target, b"new binary", verify=True)
+    assert target.read_bytes() == b"new binary"
+
+    real_fdopen = files.os.fdopen
+
+    class Short:
+        def __init__(self, f: Any) -> None:
+            self.f = f
+
+        def __enter__(self) -> Any:
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            self.f.close()
+
+        def write(self, data: bytes) -> int:
+            return self.f.write(data[:-1])
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.f, name)
+
+    monkeypatch.setattr(files.os, "fdopen", lambda fd, mode: Short(real_fdopen(fd, mode)))
+    with pytest.raises(OSError, match="does not read back"):
+        files.atomic_write_bytes(target, b"newer binary", verify=True)
+    assert target.read_bytes() == b"new binary"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kernel.cubin"]
+    files.atomic_write_bytes(target, b"unverified", verify=False)  # what the caller asked for
+    assert target.read_bytes() == b"unverifie"

@@ -39,11 +39,13 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from triton_dist._measure import compile_peek, forked
 from triton_dist._measure.pass_result import PassResult
 from triton_dist._measure.result import candidate_failure_types, describe
+
+T = TypeVar("T")
 
 __all__ = ["PassResult", "capture_kernels", "compile_pass", "precompile_candidates", "precompile_configs",
            "precompile_target", "resolve_workers"]
@@ -221,6 +223,20 @@ def _binder(backend: Any) -> Callable[[], None]:
     return lambda: backend.set_device(index)
 
 
+def _in_pool(executor: Any, workers: int, tasks: Sequence[Callable[[], T]]) -> list[T]:
+    """Run ``tasks`` on a pool of at most ``workers`` threads, their results in order; the wait is
+    interruptible (``forked.results``), and an interrupt stops ``executor``'s children before the
+    pool's threads could compile what is left."""
+    with concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, min(workers, len(tasks))), thread_name_prefix="triton_dist-compile") as pool:
+        try:
+            return forked.results([pool.submit(task) for task in tasks])
+        except BaseException:
+            if executor is not None:
+                executor.stop()
+            raise
+
+
 def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, backend: Any,
                  probe_first: bool = True) -> PassResult:
     """Call each ``call`` once in a pool of ``workers`` threads with compile-only launches whose
@@ -254,14 +270,8 @@ def compile_pass(calls: Sequence[tuple[int, Callable[[], Any]]], workers: int, b
         result.compiled[index] = len(recorder.kernels)
 
     try:
-        with _scope(), concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(1, min(workers, len(calls))), thread_name_prefix="triton_dist-compile") as pool:
-            try:
-                forked.results([pool.submit(one, index, call) for index, call in calls])
-            except BaseException:  # an interrupt: the pool's threads must not compile what is left
-                if executor is not None:
-                    executor.stop()
-                raise
+        with _scope():
+            _in_pool(executor, workers, [functools.partial(one, index, call) for index, call in calls])
     finally:
         if executor is not None:
             executor.shutdown(wait=True)  # no child outlives the pass
@@ -362,14 +372,7 @@ def precompile_configs(at: Any, configs: Sequence[Any], args: tuple, kwargs: dic
         return None
 
     try:
-        with concurrent.futures.ThreadPoolExecutor(
-                max_workers=max(1, min(workers, len(configs))), thread_name_prefix="triton_dist-compile") as pool:
-            try:
-                return forked.results([pool.submit(one, config) for config in configs])
-            except BaseException:  # an interrupt: the pool's threads must not compile what is left
-                if executor is not None:
-                    executor.stop()
-                raise
+        return _in_pool(executor, workers, [functools.partial(one, config) for config in configs])
     finally:
         if executor is not None:
             executor.shutdown(wait=True)

@@ -28,12 +28,11 @@ import contextlib
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from triton_dist._store.files import atomic_write_text, safe_name
+from triton_dist._store.files import atomic_write_bytes, atomic_write_text, safe_name
 
 __all__ = ["FORMAT", "bundle", "check", "differences", "fingerprint", "install", "kernel_dir_name",
            "manifest_path", "triton_cache_dir"]
@@ -174,23 +173,6 @@ def bundle(kernels: Iterable[Any], *, cache_dir: Path | None = None, host_module
     return {"format": FORMAT, "fingerprint": fingerprint(), "kernels": payload}
 
 
-def _write_verified(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        if hashlib.sha256(Path(tmp).read_bytes()).hexdigest() != hashlib.sha256(data).hexdigest():
-            raise OSError(f"{tmp} does not read back what was written")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _in_place(directory: Path, files: Mapping[str, Any]) -> bool:
     for name, spec in files.items():
         path = directory / name
@@ -214,14 +196,14 @@ def _install_kernel(directory: Path, files: Mapping[str, Any]) -> None:
                 raise ValueError(f"{directory.name}/{name}: checksum mismatch (corrupted in transit)")
             blobs[name] = data
     for name, data in blobs.items():  # the children first, the group files last (as Triton)
-        _write_verified(directory / name, data)
+        atomic_write_bytes(directory / name, data, verify=True)
     for name, spec in files.items():
         if "group" in spec:
             missing = [c for c in spec["group"] if c not in blobs and not (directory / c).is_file()]
             if missing:
                 raise ValueError(f"{directory.name}/{name} names files the bundle lacks: {missing}")
             group = {"child_paths": {c: str(directory / c) for c in spec["group"]}}
-            _write_verified(directory / name, json.dumps(group).encode())
+            atomic_write_bytes(directory / name, json.dumps(group).encode(), verify=True)
 
 
 def manifest_path(function: str, entry_id: str, cache_dir: Path | None = None) -> Path:

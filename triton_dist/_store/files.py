@@ -242,13 +242,21 @@ def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
     could lose it (the entry is then missing or unreadable: a miss, re-tuned, never a wrong
     config). The first call of a tuned function writes its entry that way: an fsync costs 2-4 ms
     on the GPU hosts measured, 5 % of the tuning of 15 configs of a 30 µs kernel (issue 16)."""
+    atomic_write_bytes(path, text.encode("utf-8"), durable=durable)
+
+
+def atomic_write_bytes(path: Path, data: bytes, durable: bool = True, verify: bool = False) -> None:
+    """``atomic_write_text`` for bytes; ``verify`` reads the temporary file back and compares it
+    before it takes the name (a shipped kernel binary: a short write must never be installed)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             if durable:
                 os.fsync(f.fileno())
+        if verify and hashlib.sha256(Path(tmp).read_bytes()).digest() != hashlib.sha256(data).digest():
+            raise OSError(f"{tmp} does not read back what was written")
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
