@@ -7,11 +7,13 @@ the hit rule) and the campaigns read them, and none of those needs the others fo
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_dist._store import files as _cache
+from triton_dist.errors import TritonDistWarning
 
 if TYPE_CHECKING:
     from triton_dist._measure.result import DoBench
@@ -48,7 +50,8 @@ class TuneTarget:
     """each config's JSON encoding at decoration: its cache identity, whatever fn does to it later"""
 
     def __post_init__(self) -> None:  # upstream's split-K sets config.num_stages (issue 18 item 3)
-        self.encoded = tuple(self.encoded) or tuple(_cache.encode_config(c) for c in self.config_space)
+        self.encoded = tuple(self.encoded) or told_apart(
+            self.config_space, [_cache.encode_config(c) for c in self.config_space], self.qualname)
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -65,6 +68,52 @@ class Outcome:
     source: str  # "cache" | "tuned" | "default"
     entry: dict[str, Any] | None = None
     path: Path | None = None
+
+
+def told_apart(space: Sequence[dict[str, Any]], encoded: list[dict[str, Any]], qualname: str
+               ) -> tuple[dict[str, Any], ...]:
+    """The encodings, with configs that differ but encode alike (values known to the disk by their
+    type alone: plain objects, closures of one factory) marked ``SAME_ON_DISK`` with their index:
+    a cache entry could not say which of them won, so the hit rule never takes them from the disk
+    (``decide``), and timings are never reused for them; in this process they stay apart."""
+    groups: dict[str, list[int]] = {}
+    for index, config in enumerate(encoded):
+        groups.setdefault(_cache.config_text(config), []).append(index)
+    marked = []
+    for indices in groups.values():
+        if len(indices) > 1 and any(not _same(space[indices[0]], space[i]) for i in indices[1:]):
+            marked.append(indices)
+            for i in indices:
+                encoded[i] = {**encoded[i], _cache.SAME_ON_DISK: i}
+    if marked:
+        shown = "; ".join(f"configs {indices}: {show_config(space[indices[0]])}" for indices in marked[:3])
+        warnings.warn(
+            f"{qualname}: config_space holds configs that differ but are written to the disk cache "
+            f"alike ({shown}): values whose repr is their address are written by their type alone. "
+            "Their winner is tuned in every process, never taken from the disk. Give each value a "
+            "name the disk can keep (a module-level function, a class whose __repr__ shows its "
+            "content), or put a name in the config and pick the object inside the function.",
+            TritonDistWarning, stacklevel=5)
+    return tuple(encoded)
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Configs equal field by field (identity, ==, NaN for NaN; values whose == cannot answer,
+    e.g. tensors, by their encoding, equal here)."""
+    if a is b:
+        return True
+    if a.keys() != b.keys():
+        return False
+    for name, x in a.items():
+        y = b[name]
+        if x is y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y):
+            continue
+        try:
+            if not bool(x == y):
+                return False
+        except Exception:  # noqa: BLE001 - a tensor's ==, an ambiguous truth value
+            continue
+    return True
 
 
 def show_config(config: dict[str, Any]) -> str:

@@ -114,6 +114,11 @@ class AutoTuner(metaclass=_TunerType):
     ) -> None:
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
+        if not isinstance(getattr(fn, "__name__", None), str) or not hasattr(fn, "__qualname__"):
+            raise TypeError(
+                f"autotune decorates a function (a def, a lambda, a method), got {type(fn).__name__} "
+                f"{fn!r:.100}, which has no __name__ to name its cache directory. Wrap it in a "
+                "function: def host(*args, **kwargs): return obj(*args, **kwargs)")
         if not callable(key_fn):
             raise KeyFunctionError(f"key_fn of {fn.__qualname__} must be callable, got {key_fn!r:.100}")
         if prune_fn is not None and not callable(prune_fn):
@@ -146,7 +151,9 @@ class AutoTuner(metaclass=_TunerType):
             flush_l2=bool(flush_l2),
             compile_workers=compile_workers,
         )
-        functools.update_wrapper(self, fn)
+        # updated=(): fn's __dict__ stays out of the tuner's (an inner tuner's face: its fn, target,
+        # config_space would replace the outer's, stacked @autotune)
+        functools.update_wrapper(self, fn, updated=())
         self.face = self._make_face()
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
@@ -280,7 +287,8 @@ class AutoTuner(metaclass=_TunerType):
             return
         self._told.add(key)
         TuningLog(None, True).info("%s: in-memory hit for key %r: config %d %s (%s)", self.target.qualname, key,
-                                   self.config_space.index(best), _tuning.show_config(best),
+                                   next((i for i, c in enumerate(self.config_space) if c is best), -1),
+                                   _tuning.show_config(best),
                                    self._origins.get(key, "decided earlier in this process"))
 
     # ------------------------------------------------------------------ beyond the seed's API

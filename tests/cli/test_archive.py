@@ -165,3 +165,13 @@ def test_logs_and_history_travel_only_when_asked(seeded, tmp_path, capsys, impor
         return [f for f in files(root) if ".locks/" not in f]
 
     assert kept(target) == kept(seeded), (files(target), files(seeded))
+
+
+def test_export_of_a_function_the_cache_does_not_have_is_an_error(seeded, tmp_path, capsys):
+    """A typo in a function name wrote an empty archive and exited 0: it seeded nothing."""
+    archive = tmp_path / "typo.tar.gz"
+    code, out, err = run(capsys, "export", str(archive), "scael", "--dir", str(seeded))
+    assert code != 0 and not archive.exists()
+    assert "no entries of scael" in out + err and "scale" in out + err  # names what the cache has
+    code, out, _ = run(capsys, "export", str(archive), "scale", "--dir", str(seeded))
+    assert code == 0 and "exported 2 file(s)" in out

@@ -35,6 +35,9 @@ SCENARIOS: dict[str, dict[int, tuple[dict[int, float], set[int]]]] = {
     "rank_failure": {0: ({256: 40.0}, set()), 1: ({}, {512})},
     # nothing runs on rank 1: every rank raises together, none hangs
     "all_invalid": {0: ({}, set()), 1: ({}, {256, 512})},
+    # each rank its own size, so its own key: timings of different problems must not be
+    # MAX-reduced together; every rank raises RankDisagreementError (before: tuned silently)
+    "different_keys": {0: ({}, set()), 1: ({}, set())},
 }
 
 
@@ -49,10 +52,11 @@ def scenario(name: str, rank: int) -> dict[str, Any]:
         runs.append(1)
         y = torch.empty_like(x)
         scale[K.grid(x.numel())](x, y, 2.0, x.numel())
-        dist.all_reduce(y)
-        return y
+        dist.all_reduce(y[:1024])
+        return y[:1024]
 
-    x = torch.full((1024,), float(rank + 1), device=K.device())
+    n = 1024 + rank if name == "different_keys" else 1024
+    x = torch.full((n,), float(rank + 1), device=K.device())
     result: dict[str, Any] = {}
     try:
         y = outer(x)

@@ -21,7 +21,7 @@ import triton
 from triton.runtime.autotuner import Autotuner
 
 from triton_dist.autotuner import ContextualAutoTuner, contextual_autotune
-from triton_dist.errors import ContextualTuningError, NoValidConfigError, TunerActiveError
+from triton_dist.errors import ContextualTuningError, NoValidConfigError, TritonDistWarning, TunerActiveError
 
 from . import _kernels as K
 
@@ -396,6 +396,88 @@ def test_reset_to_zero_and_restore_value_keep_persistent_buffers_right():
     step(x)  # cached now: stock semantics, no more resets
     torch.testing.assert_close(out, 2 * x)
     torch.testing.assert_close(state, 2 * torch.ones_like(state))
+
+
+def test_kernels_tuned_before_this_call_keep_their_hooks_in_the_runs_thrown_away():
+    """A kernel whose key is cached (or pruned to one config) launched without its hooks in every
+    run of a call in which another kernel tuned: its in-place update came once per run (13 runs:
+    acc += x 13 times, found by driving the API with outside code, 2026-12-03)."""
+    inc, scale = K.make_increment(), K.make_scale()
+    single = triton.autotune(configs=K.configs(256, 512), key=["n"], restore_value=["x_ptr"],
+                             prune_configs_by={"early_config_prune": lambda configs, nargs, **kw: configs[:1]})(
+        K._increment)
+    dev = K.device()
+    state = torch.zeros(64, device=dev)
+    other = torch.zeros(64, device=dev)
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def step(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())  # tunes on every new size
+        inc[K.grid(state.numel())](state, state.numel())  # tuned by the first call, then cached
+        single[K.grid(other.numel())](other, other.numel())  # one config: never timed
+        return y
+
+    for calls, n in enumerate((100, 200, 300, 300), start=1):  # a new key of scale, except the last
+        x = torch.ones(n, device=dev)
+        torch.testing.assert_close(step(x), 2 * x)
+        torch.testing.assert_close(state, torch.full_like(state, calls))
+        torch.testing.assert_close(other, torch.full_like(other, calls))
+
+
+def test_an_update_before_a_new_key_in_the_same_run_is_named_in_a_warning():
+    """An update applied for real before another kernel starts tuning in the same run cannot be
+    undone without a copy of the buffer on every call: it is said, with the fix."""
+    inc, scale = K.make_increment(), K.make_scale()
+    state = torch.zeros(64, device=K.device())
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def step(x):
+        inc[K.grid(state.numel())](state, state.numel())
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    step(torch.ones(100, device=K.device()))  # the first run of the first call: nothing kept yet
+    assert float(state[0]) == 1.0
+    with pytest.warns(TritonDistWarning, match=r"_increment updated its restore_value.*before _scale"):
+        step(torch.ones(200, device=K.device()))
+    assert float(state[0]) == 3.0  # the kept update and the kept run's
+
+
+def test_keys_that_change_from_run_to_run_end_in_an_error_not_a_loop():
+    """A size read from a counter a kernel updates in place (restore_value): the runs thrown away
+    see the counter restored, the kept run sees it moved, meets a new key of the next kernel and
+    is thrown away in turn: the call never ended (2026-12-03). It ends in an error that says why."""
+    inc, scale = K.make_increment(), K.make_scale()
+    length = torch.zeros(1, device=K.device())
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def step():
+        inc[K.grid(1)](length, 1)
+        x = torch.ones(100 + int(length[0]), device=K.device())
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    with pytest.raises(ContextualTuningError, match="keys change from run to run"):
+        step()
+
+
+def test_a_tuned_meta_parameter_passed_by_the_caller_is_stocks_error_not_no_valid_config():
+    scale = K.make_scale()
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def step(x):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel(), BLOCK=64)
+        return y
+
+    with pytest.raises(ValueError, match="Conflicting meta-parameters: BLOCK") as info:
+        step(torch.ones(100, device=K.device()))
+    assert not isinstance(info.value, NoValidConfigError) and len(runs) == 1
 
 
 def test_user_pre_and_post_hooks_are_called_around_every_measured_launch():

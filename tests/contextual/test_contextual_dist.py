@@ -78,6 +78,9 @@ def check(reports: list[dict[str, Any]], cwd: Path) -> None:
         assert r["error"] == "NoValidConfigError" and r["message"] == "cannot find valid config"
         assert r["runs"] == runs_per_tuning and r["in_step"]
 
+    for r in (reports[0]["different_keys"], reports[1]["different_keys"]):
+        assert r["error"] == "RankDisagreementError" and r["in_step"], r
+        assert "keys or candidate lists" in r["message"] and "(1024," in r["message"] and "(1025," in r["message"]
     logs = [(cwd / ".autotune_logs" / f"rank-{rank}.log").read_text() for rank in range(WORLD)]
     # scenario "max": rank 0 alone measured 512 as faster; after the MAX 256 wins everywhere
     reduced, local0 = max_line(logs[0])

@@ -335,6 +335,9 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
         raise CacheAdminError(f"no cache at {root} to export")
+    missing = [f for f in args.functions or () if not _cache_admin.function_dirs(root, [f])]
+    if missing:  # a typo would write an empty archive that seeds nothing
+        raise CacheAdminError(_nothing_listed(root, missing) + "; nothing exported")
     report = _cache_archive.export_archive(root, args.archive, args.functions, history=args.history,
                                            logs=args.logs)
     if as_json:

@@ -25,6 +25,7 @@ import functools
 import logging
 import math
 import statistics
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.compile import precompile_candidates
 from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe
-from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
+from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
 from triton_dist.settings import get_settings
 
 __all__ = ["LOG_DIR", "NO_VALID_CONFIG", "Session"]
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 LOG_DIR = ".autotune_logs"
 #: the exact message the seed promises when every candidate is invalid
 NO_VALID_CONFIG = "cannot find valid config"
+#: runs after the first that were to be kept and met a new key: more, and the keys never settle
+MAX_LATE_KEYS = 4
 
 
 def _key_text(key: tuple, named: dict[str, Any]) -> str:
@@ -68,6 +71,8 @@ class Session:
         self.timeout_s = get_settings().agree_timeout_s
         self.states: dict[tuple[int, tuple], KernelTuning] = {}
         self.run_index, self.run_tunes = 0, False
+        self.real_updates: list[str] = []  # kernels that updated declared arguments in a run kept so far
+        self.late_keys = 0  # runs after the first that were to be kept and met a new key
         self._log: TuningLog | None = None
         self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
 
@@ -77,6 +82,7 @@ class Session:
         self.run_index += 1
         # a run with kernels still measuring is thrown away; the run after the last one is kept
         self.run_tunes = any(not s.done for s in self.states.values())
+        self.real_updates.clear()
 
     def is_final_run(self) -> bool:
         return not self.run_tunes
@@ -129,14 +135,24 @@ class Session:
         state = self.states.get((id(at), key))
         if state is None:
             cache = getattr(at, "cache", None)
-            if cache is not None and key in cache:
-                return original(at, *args, **kwargs)  # tuned before this call: untouched
-            state = self._register(at, key, named, args, kwargs)
-            if state is None:
-                return original(at, *args, **kwargs)
+            if cache is None or key not in cache:
+                state = self._register(at, key, named, args, kwargs)
+            if state is None:  # tuned before this call, or pruned to one config
+                return self._launch_decided(at, at.cache[key], original, args, kwargs)
         if state.done:
             return self._launch_best(state, original, args, kwargs)
         return self._step(state, args, kwargs)
+
+    def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
+                        kwargs: dict) -> Any:
+        """A kernel whose config this call did not tune: as stock ``run`` launches it, except in a
+        run that is thrown away, where its ``restore_value``/``reset_to_zero`` hooks are kept (as
+        for the measured launches) so that its in-place updates are not applied once per run."""
+        if self.run_tunes:
+            return compat.launch(at, config, args, kwargs)
+        if compat.declares_state(at):
+            self.real_updates.append(compat.kernel_name(at))
+        return original(at, *args, **kwargs)
 
     def _register(self, at: Any, key: tuple, named: dict, args: tuple, kwargs: dict) -> KernelTuning | None:
         name = compat.kernel_name(at)
@@ -147,6 +163,8 @@ class Session:
         if not configs:  # Triton < 3.4 does not check what early_config_prune returns
             self.info("func: %s | key: %s | pruning kept no config", name, key_text)
             raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["pruned"])
+        for config in configs:  # the user's error, raised as stock _bench raises it (not every
+            compat.check_conflicts(config, kwargs)  # candidate's failure: "cannot find valid config")
         if len(configs) == 1:  # as stock run: nothing to compare
             if getattr(at, "cache", None) is None:
                 at.cache = {}
@@ -158,6 +176,8 @@ class Session:
         state = KernelTuning(at, key, name, key_text, candidates, self.n_warmup, self.n_repeat,
                              registered_run=self.run_index, inner=read_options(at))
         self.states[(id(at), key)] = state
+        if not self.run_tunes:
+            self._became_tuning(name, key_text)
         self.run_tunes = True
         self.info("func: %s | key: %s | tuning %d of %d configs, %d warm-up + %d timed launches "
                   "each, on %s%s", name, key_text, len(candidates),
@@ -166,19 +186,47 @@ class Session:
         log.debug("contextual tuning of %s registered %s for key %s", self.qualname, name, key_text)
         return state
 
+    def _became_tuning(self, name: str, key_text: str) -> None:
+        """A run that began as the kept one meets a kernel to tune: it is thrown away from here."""
+        if self.real_updates:  # launched as the kept run's: their updates stay, and come again
+            updated = ", ".join(sorted(set(self.real_updates)))
+            message = (f"contextual tuning of {self.qualname}: {updated} updated its restore_value/"
+                       f"reset_to_zero arguments in this run before {name} (key {key_text}) started "
+                       "tuning, so the update is kept and the run that is kept applies it again. "
+                       "contextual_autotune re-runs the outer function; launch the kernels that tune "
+                       "before the ones that update persistent buffers, or warm new keys with a call "
+                       "on scratch buffers first.")
+            self.info("%s", message)
+            warnings.warn(message, TritonDistWarning, stacklevel=6)
+            self.real_updates.clear()
+        if self.run_index > 1:
+            self.late_keys += 1
+            if self.late_keys > MAX_LATE_KEYS:
+                raise ContextualTuningError(
+                    f"contextual tuning of {self.qualname}: {self.late_keys} runs that were to be the "
+                    f"kept one met a new key (the last: {name} with key {key_text}): the kernels' keys "
+                    "change from run to run, so the tuning would never end. contextual_autotune "
+                    "re-runs the outer function: keys must not depend on state its runs change (a "
+                    "counter updated in place, a data-dependent size); tune such a kernel with "
+                    "triton_dist.tune.autotune, or give its key_fn the sizes of the first run.",
+                    kernels=[name],
+                )
+
     def _agree(self, name: str, key_text: str, configs: list[Any]) -> None:
         # The schedule length depends on the candidate count: ranks that disagree would stop
         # matching launches (and hang in the MAX reduction), so check before the first one.
-        fields = {"kernel": name, "configs": " | ".join(str(c) for c in configs)}
+        # the key too: timings of other problems on other ranks must not be MAX-reduced together
+        fields = {"kernel": name, "key": key_text, "configs": " | ".join(str(c) for c in configs)}
         try:
             agree(self.view, self.backend, fields, self.timeout_s)  # type: ignore[arg-type]
         except RankDisagreementError as exc:
             lines = "\n".join(exc.details.get("disagreement", []))
             raise RankDisagreementError(
                 f"contextual tuning of {self.qualname} (is_dist=True): the WORLD ranks registered "
-                f"different inner kernels or candidate lists at the same launch (this rank: {name}, "
-                f"key {key_text}):\n{lines}\nEvery WORLD rank must run the same outer function "
-                "with the same kernels; make prune_configs_by independent of the rank.",
+                f"different inner kernels, keys or candidate lists at the same launch (this rank: "
+                f"{name}, key {key_text}):\n{lines}\nEvery WORLD rank must run the same outer "
+                "function with the same kernels and shapes; make prune_configs_by independent of "
+                "the rank.",
                 disagreement=exc.details.get("disagreement", []),
             ) from exc
 

@@ -23,7 +23,9 @@ __all__ = [
     "Takeover",
     "autotuner_class",
     "config_id",
+    "check_conflicts",
     "config_text",
+    "declares_state",
     "failure_types",
     "known_issue",
     "kernel_name",
@@ -134,11 +136,18 @@ def prune(at: Any, nargs: dict, kwargs: dict) -> list[Any]:
         at.nargs = previous
 
 
-def _check_conflicts(config: Any, kwargs: dict) -> None:
+def check_conflicts(config: Any, kwargs: dict) -> None:
     conflicts = kwargs.keys() & getattr(config, "kwargs", {}).keys()
     if conflicts:  # the same user error stock _bench raises, before anything runs
         raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure "
                          "that you don't re-define auto-tuned symbols.")
+
+
+def declares_state(at: Any) -> bool:
+    """Whether the kernel names arguments it updates in place (``restore_value``,
+    ``reset_to_zero``) or brings its own ``pre_hook``/``post_hook`` for them."""
+    return bool(getattr(at, "restore_value", None) or getattr(at, "reset_to_zero", None)
+                or getattr(at, "user_defined_pre_hook", False) or getattr(at, "user_defined_post_hook", False))
 
 
 def launch(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
@@ -148,7 +157,7 @@ def launch(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
     (``reset_to_zero`` zeroes, ``restore_value`` snapshots), the launch, then ``post_hook``
     (``restore_value`` restores), also when the launch raised.
     """
-    _check_conflicts(config, kwargs)
+    check_conflicts(config, kwargs)
     current = dict(kwargs, **config.all_kwargs())
     nargs = named_args(at, args)
     full_nargs = {**nargs, **current}

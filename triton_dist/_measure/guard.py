@@ -48,9 +48,25 @@ def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
             yield from _tensors_in(v, depth + 1)
 
 
+def _restorable(t: Any) -> Any:
+    """What of ``t`` a restore writes: ``t`` itself, or for a broadcast view (``x.expand(...)``,
+    stride 0) the one element of each broadcast dimension that its memory holds (a copy into
+    the whole view is refused: its elements share memory)."""
+    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
+        if stride == 0 and size > 1:
+            t = t.narrow(dim, 0, 1)
+    return t
+
+
+def _geometry(t: Any) -> tuple[Any, ...]:
+    return tuple(t.shape), t.stride(), t.storage_offset()
+
+
 def _unchanged(t: Any, snapshot: Any) -> bool:
     import torch
 
+    if t.shape != snapshot.shape:  # resize_ (an ``out=`` argument sized by the function)
+        return False
     if torch.equal(t, snapshot):
         return True
     # NaN != NaN: a float tensor holding NaN is unchanged when it matches NaN for NaN
@@ -80,6 +96,8 @@ class RunGuard:
         self._tensors: list[Any] = []
         self._snapshots: list[Any] = []
         self._versions: list[int] = []
+        self._geometries: list[tuple[Any, ...]] = []  # each tensor's shape, strides and offset
+        self._given_up: set[int] = set()  # positions whose restore failed: no longer tracked
         self.mutated: set[int] = set()
         """positions (in argument order) of the tensors the host function mutated"""
         self._reference: tuple[int, Any, dict[int, Any]] | None = None
@@ -95,11 +113,13 @@ class RunGuard:
                 if id(t) in seen or t.is_sparse or t.device.type == "meta":
                     continue
                 seen.add(id(t))
+                t = _restorable(t)
                 self._snapshots.append(t.detach().clone())
                 self._tensors.append(t)
                 self._versions.append(t._version)
+                self._geometries.append(_geometry(t))
         except Exception as exc:  # noqa: BLE001 - out of memory for the copies: tune without them
-            self._tensors, self._snapshots, self._versions = [], [], []
+            self._tensors, self._snapshots, self._versions, self._geometries = [], [], [], []
             message = (f"{self.name}: could not snapshot the tensor arguments before tuning "
                        f"({type(exc).__name__}: {str(exc)[:200]}); arguments the function mutates "
                        "will not be restored between runs. Pass restore_inplace=False to autotune "
@@ -158,10 +178,10 @@ class RunGuard:
             self.settle()
         todo = []
         for pos, t in enumerate(self._tensors):
-            if pos in self.mutated:
+            if pos in self.mutated or pos in self._given_up:
                 continue
-            if t._version != self._versions[pos]:  # a torch in-place op: restored before the next run
-                self.mutated.add(pos)
+            if t._version != self._versions[pos] or _geometry(t) != self._geometries[pos]:
+                self.mutated.add(pos)  # a torch in-place op: restored before the next run
                 continue
             todo.append(pos)
         if not all(_restore_kernel.runs_on(self._tensors[p], self.queue) for p in todo):
@@ -198,7 +218,7 @@ class RunGuard:
         for todo, rows in reads:
             values = {device: self._blocks[device].values(row, self._idle) for device, row in rows.items()}
             for pos in todo:
-                if pos not in self.mutated and values[self._tensors[pos].device][pos]:
+                if pos not in self.mutated and pos not in self._given_up and values[self._tensors[pos].device][pos]:
                     found = True
                     self.mutated.add(pos)
                     log.debug("%s: a candidate mutates tensor argument %d; it is restored before every "
@@ -214,13 +234,31 @@ class RunGuard:
             return
         import torch
 
+        failed: list[tuple[int, Exception]] = []
         for pos, t in enumerate(self._tensors):
             # a moved version counter is a torch in-place op; known positions cover Triton writes
+            if pos in self._given_up:
+                continue
             if pos in self.mutated or t._version != self._versions[pos]:
                 self.mutated.add(pos)
-                with torch.no_grad():
-                    t.copy_(self._snapshots[pos])
+                try:
+                    with torch.no_grad():
+                        if _geometry(t) != self._geometries[pos]:  # resized or restrided in place
+                            t.as_strided_(*self._geometries[pos])
+                        t.copy_(self._snapshots[pos])
+                except Exception as exc:  # noqa: BLE001 - the tuner's own step, never a candidate's failure
+                    failed.append((pos, exc))
                 self._versions[pos] = t._version
+        for pos, error in failed:  # restoring it is given up; the candidates still run
+            self._given_up.add(pos)
+            self.mutated.discard(pos)
+            message = (f"{self.name}: could not restore mutated tensor argument {pos} between runs "
+                       f"({type(error).__name__}: {str(error)[:200]}); later runs start from what earlier "
+                       "ones left in it, and so does the call with the best config. Pass "
+                       "restore_inplace=False to autotune to silence this, or pass the function a "
+                       "tensor it may write as it likes.")
+            log.warning(message)
+            warnings.warn(message, TritonDistWarning, stacklevel=2)
 
     def _after_first(self, index: int, result: Any) -> None:
         self._detect(index)
@@ -228,7 +266,7 @@ class RunGuard:
 
     def _detect(self, index: int) -> None:
         for pos, t in enumerate(self._tensors):
-            if pos not in self.mutated and (t._version != self._versions[pos]
+            if pos not in self.mutated and pos not in self._given_up and (t._version != self._versions[pos]
                                             or not _unchanged(t, self._snapshots[pos])):
                 self.mutated.add(pos)
                 log.debug("%s: candidate %d mutates tensor argument %d; it is restored before "

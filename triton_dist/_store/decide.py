@@ -23,7 +23,6 @@ they are not part of the user-facing API.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import warnings
 from collections.abc import Sequence
@@ -52,9 +51,7 @@ def versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]
             if k != "python" and old.get(k) != v]
 
 
-def config_key(encoded: Any) -> str:
-    """A hashable text for an encoded config (see ``_cache.encode_config``)."""
-    return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
+config_key = _cache.config_text  # a hashable text for an encoded config (``_cache.encode_config``)
 
 
 def unmeasured(entry: dict[str, Any], space: Sequence[Any]) -> list[int]:
@@ -179,6 +176,10 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
             return verdict
         verdict.notes.append(message)
     best = entry["best"]["config"]
+    if isinstance(best, dict) and _cache.SAME_ON_DISK in best:
+        verdict.why = ("the cached best config is written alike another config of config_space "
+                       "that differs (values known to the disk by their type alone): re-tuned")
+        return verdict
     if best not in call.space:
         return unusable("the cached best config is no longer in config_space")
     new = unmeasured(entry, call.space)

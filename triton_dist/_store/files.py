@@ -19,12 +19,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
+import inspect
 import json
 import logging
 import math
 import os
 import stat
+import sys
 import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
@@ -42,8 +45,10 @@ from triton_dist.errors import TritonDistWarning
 
 __all__ = [
     "MAX_KEY_BYTES",
+    "SAME_ON_DISK",
     "SCHEMA_NAME",
     "SCHEMA_VERSION",
+    "config_text",
     "encode_config",
     "encode_value",
     "entry_id",
@@ -85,14 +90,61 @@ def encode_value(value: Any) -> Any:
                 attr = getattr(attr, "__qualname__", type(attr).__name__)
             fields[name] = encode_value(attr)
         return {"triton.Config": fields}
+    return {"repr": f"{cls.__module__}.{cls.__qualname__}:{_value_text(value)}"}
+
+
+def _value_text(value: Any) -> str:
+    """The text that stands for a value outside the JSON types: what it is, not where it is (a
+    function by its qualified name, a partial by its parts, a tensor or array by its content's
+    digest: their reprs are an address, or cut short with ``...``); a plain object, whose repr is
+    its address, by its class alone (configs it cannot tell apart: ``TuneTarget``)."""
+    if isinstance(value, functools.partial):
+        parts = [_value_text(value.func), *(json.dumps(encode_value(a)) for a in value.args),
+                 *(f"{k}={json.dumps(encode_value(v))}" for k, v in sorted(value.keywords.items()))]
+        return f"partial({', '.join(parts)})"
+    if inspect.isroutine(value) or inspect.isclass(value):
+        owner = getattr(value, "__self__", None)
+        if owner is not None and not inspect.ismodule(owner) and not inspect.isclass(owner):
+            return f"{_value_text(owner)}.{getattr(value, '__name__', '?')}"  # a bound method
+        name = str(getattr(value, "__qualname__", None) or getattr(value, "__name__", "?"))
+        module = getattr(value, "__module__", None)
+        return f"{module}.{name}" if module else name
+    content = _content_digest(value)
+    if content is not None:
+        return content
     text = repr(value)
     if " at 0x" in text:  # default object repr: identity, not content
-        text = f"{cls.__module__}.{cls.__qualname__}"
-    return {"repr": f"{cls.__module__}.{cls.__qualname__}:{text}"}
+        cls = type(value)
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return text
+
+
+def _content_digest(value: Any) -> str | None:
+    """``tensor(float16, [64, 64], sha256:…)`` for a torch tensor or numpy array, else None."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(value, torch.Tensor):
+        flat = value.detach().cpu().contiguous().reshape(-1)
+        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
+        return f"tensor({str(value.dtype).removeprefix('torch.')}, {list(value.shape)}, " \
+               f"sha256:{hashlib.sha256(data).hexdigest()[:32]})"
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        data = numpy.ascontiguousarray(value).tobytes()
+        return f"ndarray({value.dtype}, {list(value.shape)}, sha256:{hashlib.sha256(data).hexdigest()[:32]})"
+    return None
 
 
 def encode_config(config: dict[str, Any]) -> dict[str, Any]:
     return {str(k): encode_value(v) for k, v in config.items()}
+
+
+#: the field that marks a config written alike another that differs (``_target.told_apart``)
+SAME_ON_DISK = "#same-on-disk-as-another"
+
+
+def config_text(encoded: Any) -> str:
+    """A hashable text for an encoded config."""
+    return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
 
 
 def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]]) -> int | None:

@@ -60,18 +60,68 @@ def _kernel_sources(fn: Callable[..., Any]) -> list[str]:
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
     sources = []
     for name in sorted(names):
-        obj = namespace.get(name)
-        if not any(c.__name__ == "KernelInterface" for c in type(obj).__mro__):
+        text = _kernel_source(namespace.get(name))
+        if text is not None:
+            sources.append(f"{name}:{text}")
+    return sources + _closure_texts(fn, 0)
+
+
+def _kernel_source(obj: Any) -> str | None:
+    """The source of a Triton kernel (``@triton.jit``, ``@triton.autotune``), None for anything else."""
+    if not any(c.__name__ == "KernelInterface" for c in type(obj).__mro__):
+        return None
+    for _ in range(4):  # Autotuner -> Heuristics -> JITFunction/InterpretedFunction -> function
+        obj = getattr(obj, "fn", None)
+        if inspect.isfunction(obj):
+            try:
+                return inspect.getsource(obj)
+            except (OSError, TypeError):
+                return repr(obj.__code__.co_code)
+    return None
+
+
+def _closure_texts(fn: Any, depth: int) -> list[str]:
+    """What the function's closure holds, as stable text: two functions made by one factory share
+    their source but not what they capture (a kernel, a flag, a block size), and must not share
+    their entries. A kernel counts by its source, a function by its name and its own closure, a
+    value by its repr unless that is an address or long (then by its type alone)."""
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None)
+    if code is None or not cells or depth > 3:
+        return []
+    texts = []
+    for name, cell in zip(code.co_freevars, cells, strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # not assigned yet
             continue
-        for _ in range(4):  # Autotuner -> Heuristics -> JITFunction/InterpretedFunction -> function
-            obj = getattr(obj, "fn", None)
-            if inspect.isfunction(obj):
-                try:
-                    sources.append(f"{name}:{inspect.getsource(obj)}")
-                except (OSError, TypeError):
-                    sources.append(f"{name}:{obj.__code__.co_code!r}")
-                break
-    return sources
+        if value is fn:  # a recursive function names itself
+            continue
+        kernel = _kernel_source(value)
+        if kernel is not None:
+            text = kernel
+        elif inspect.isroutine(value) or inspect.isclass(value):
+            inner = _closure_texts(value, depth + 1)
+            text = f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', '?')}{inner}"
+        else:
+            text = _constant_text(value, 0)
+        texts.append(f"closure {name}:{text}")
+    return texts
+
+
+def _constant_text(value: Any, depth: int) -> str:
+    """A captured value as text: constants (numbers, strings, dtypes, tuples of them) by their
+    repr, anything else by its type alone (its content may change while the process runs: a dict
+    used as a memo, an object's state)."""
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        text = repr(value)
+        return text if len(text) <= 1000 else f"{type(value).__qualname__} of {len(text)} characters"
+    if isinstance(value, (tuple, frozenset)) and depth < 3 and len(value) <= 64:
+        items = [_constant_text(v, depth + 1) for v in value]
+        return f"{type(value).__qualname__}({', '.join(sorted(items) if isinstance(value, frozenset) else items)})"
+    cls = type(value)
+    if cls.__module__ == "torch" and cls.__name__ in ("dtype", "device"):
+        return str(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def source_hash(fn: Callable[..., Any]) -> str:

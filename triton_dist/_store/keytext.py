@@ -37,6 +37,28 @@ def key_repr(key: Any) -> str | None:
 _CONTAINERS = (tuple, list, dict, set, frozenset)
 
 
+def _unstable_part(value: Any, depth: int) -> str:
+    """What in a key could not find its config again ("" when nothing): a tensor or an array
+    (hashed by identity, or not at all, and printed with its data, cut short with ``...``: every
+    call would tune, and keys of other shapes would name the same file), or a NaN (never equal
+    to itself: never found again)."""
+    if isinstance(value, float) and value != value:
+        return "a NaN (never equal to itself, so the key is never found again and every call would tune)"
+    module = type(value).__module__
+    if module.startswith(("torch", "numpy")) and hasattr(value, "shape") and hasattr(value, "dtype") \
+            and type(value).__name__ in ("Tensor", "Parameter", "ndarray"):
+        return (f"a {module.partition('.')[0]}.{type(value).__name__} (keyed by its identity and printed "
+                "with its data: every call would tune again, and tensors of other shapes would share a cache file)")
+    if depth > 50 or not isinstance(value, _CONTAINERS):
+        return ""
+    items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
+    for k, v in items:
+        found = _unstable_part(k, depth + 1) or _unstable_part(v, depth + 1)
+        if found:
+            return found
+    return ""
+
+
 def _has_set(value: Any, depth: int) -> bool:
     if isinstance(value, (set, frozenset)):
         return True
@@ -71,6 +93,13 @@ def _canonical_repr(value: Any, depth: int) -> str:
 def stable_key_text(key: Any) -> str:
     """The text that names ``key``'s cache entry, or :class:`KeyFunctionError` for a key that
     cannot name one (a repr with an address, or too long to be read back)."""
+    unstable = _unstable_part(key, 0)
+    if unstable:
+        raise KeyFunctionError(
+            f"key_fn returned {key!r:.200}, which holds {unstable}. Return what decides the best "
+            "config as plain values: to_hashable(x) (shape, strides, dtype) or tuple(x.shape), "
+            "str(x.dtype), e.g. key_fn=lambda x, *args, **kwargs: (to_hashable(x),)."
+        )
     text = key_repr(key)
     if text is None:
         raise KeyFunctionError(

@@ -84,7 +84,8 @@ def _plan(entry: dict[str, Any], path: Path, space: Sequence[dict[str, Any]],
           kept: Sequence[int]) -> Reuse | None:
     index_of: dict[str, int] = {}
     for i, config in enumerate(space):
-        index_of.setdefault(config_key(config), i)
+        if _cache.SAME_ON_DISK not in config:  # its timing could be another config's
+            index_of.setdefault(config_key(config), i)
     best = index_of.get(config_key(entry["best"].get("config")))
     best_time = entry["best"].get("time_ms")
     if (best is None or best not in kept or not isinstance(best_time, (int, float))
