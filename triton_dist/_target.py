@@ -7,6 +7,7 @@ the hit rule) and the campaigns read them, and none of those needs the others fo
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -98,21 +99,24 @@ def told_apart(space: Sequence[dict[str, Any]], encoded: list[dict[str, Any]], q
 
 
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Configs equal field by field (identity, ==, NaN for NaN; values whose == cannot answer,
-    e.g. tensors, by their encoding, equal here)."""
+    """Configs written alike that are the same config: field by field, the same object, values
+    written by their content (their encodings are equal), or equal by ``==``."""
     if a is b:
         return True
     if a.keys() != b.keys():
         return False
     for name, x in a.items():
         y = b[name]
-        if x is y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y):
+        if x is y or (_cache.told_by_content(x) and _cache.told_by_content(y)):
+            continue
+        if isinstance(x, functools.partial) and isinstance(y, functools.partial) and x.func is y.func \
+                and _same({"args": x.args, **x.keywords}, {"args": y.args, **y.keywords}):
             continue
         try:
             if not bool(x == y):
                 return False
-        except Exception:  # noqa: BLE001 - a tensor's ==, an ambiguous truth value
-            continue
+        except Exception:  # noqa: BLE001 - an == that cannot answer: not known to be the same
+            return False
     return True
 
 

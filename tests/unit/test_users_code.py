@@ -35,6 +35,14 @@ def entries(root: Path) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------------- config values
 
+class Opaque:
+    """A value whose repr is its address: the disk can keep its type only."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+
+
 def fast_impl(x: Any) -> Any:
     return x
 
@@ -84,13 +92,6 @@ def test_functions_as_config_values_are_told_apart_on_disk(cache_dir: Path, tmp_
     assert runs[1] == ["fast_impl", 1]  # a hit: the call alone, with the config the first chose
 
 
-class Opaque:
-    """A value whose repr is its address: the disk can keep its type only."""
-
-    def __init__(self, factor: float) -> None:
-        self.factor = factor
-
-
 def test_configs_the_disk_cannot_tell_apart_are_re_tuned_never_mixed_up(cache_dir: Path) -> None:
     seen: list[Any] = []
     slow, fast = Opaque(2.0), Opaque(1.0)
@@ -116,6 +117,34 @@ def test_configs_the_disk_cannot_tell_apart_are_re_tuned_never_mixed_up(cache_di
     second(torch.ones(2))
     assert len(seen) > 1, "the second tuner took the entry from the disk"
     assert second.best_config(torch.ones(2))["op"] is fast
+
+
+@pytest.mark.parametrize("space", [
+    [{"a": 1}, {"a": 1}],
+    [{"w": torch.zeros(3000)}, {"w": torch.zeros(3000)}],  # equal content, other objects
+    [{"p": functools.partial(fast_impl, 1)}, {"p": functools.partial(fast_impl, 1)}],
+    [{"f": fast_impl}, {"f": fast_impl}],
+    [{"a": float("nan")}, {"a": float("nan")}],
+], ids=["ints", "tensors", "partials", "functions", "nan"])
+def test_duplicate_configs_are_not_taken_for_configs_the_disk_cannot_tell_apart(space: list) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TritonDistWarning)
+        tuned = autotune(space, key_fn=lambda x, *a, **k: x)(lambda x, **k: x)
+    assert [json.dumps(c, default=str) for c in tuned.target.encoded][0] == \
+        [json.dumps(c, default=str) for c in tuned.target.encoded][1]
+
+
+@pytest.mark.parametrize("space", [
+    [{"p": lambda x: x}, {"p": lambda x: x}],
+    [{"p": functools.partial(lambda x: x)}, {"p": functools.partial(lambda x: x)}],
+    [{"o": Opaque(1.0)}, {"o": Opaque(2.0)}],
+], ids=["lambdas", "partials-of-lambdas", "objects"])
+def test_configs_written_alike_that_differ_are_marked(space: list) -> None:
+    from triton_dist._store.files import SAME_ON_DISK
+
+    with pytest.warns(TritonDistWarning, match="written to the disk cache alike"):
+        tuned = autotune(space, key_fn=lambda x, *a, **k: x)(lambda x, **k: x)
+    assert [c[SAME_ON_DISK] for c in tuned.target.encoded] == [0, 1]
 
 
 def test_tensors_in_configs_are_written_by_content() -> None:
