@@ -54,7 +54,17 @@ def resolve_group(pg: Any) -> GroupView | None:
             "autotune_pg was given but torch.distributed is not initialised in this process; "
             "call torch.distributed.init_process_group (or triton_dist.dist.init_distributed) first."
         )
-    rank = dist.get_rank(pg)
+    if not isinstance(pg, dist.ProcessGroup):
+        raise RankFailureError(
+            f"autotune_pg must be a torch.distributed process group, got {type(pg).__name__} {pg!r:.100}; "
+            "pass the group object (dist.group.WORLD, or dist.new_group(ranks) for a subset), not its "
+            "ranks or a flag.")
+    try:
+        rank = dist.get_rank(pg)
+    except (ValueError, RuntimeError) as exc:  # destroyed, or made by another init
+        raise RankFailureError(
+            f"autotune_pg is not a group of this process's torch.distributed ({exc}); it was destroyed "
+            "(destroy_process_group) or belongs to an earlier init: pass a live group.") from exc
     if rank < 0:
         raise RankFailureError(
             f"this process (global rank {dist.get_rank()}) is not a member of the autotune_pg it "
@@ -176,9 +186,13 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
                 by_value.setdefault(str(v), []).append(view.ranks[r])
             seen = "; ".join(f"ranks {rs} saw {v[:300]}" for v, rs in by_value.items())
             lines.append(f"  {name}: {seen}")
+    source = ("\nThe source hashes differ: the function, the Triton kernels it calls or what its closure "
+              "captures differ between ranks (a function made per rank, closing over the rank): pass "
+              "such values as arguments, so that every rank tunes the same function."
+              if any(line.lstrip().startswith("source:") for line in lines) else "")
     raise RankDisagreementError(
         f"the ranks of the tuning {view.describe()} disagree, so none of them tunes:\n"
-        + "\n".join(lines)
+        + "\n".join(lines) + source
         + "\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
         "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
         "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "

@@ -52,7 +52,8 @@ class Flight:
 
 
 @contextlib.contextmanager
-def single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None]:
+def single_flight(tuner: AutoTuner, key: Any, table: dict[Any, Any] | None = None
+                  ) -> Iterator[dict[str, Any] | None]:
     """Yield the key's best config if another thread decided it meanwhile, else None, and the
     caller decides it. A thread finding the key in flight elsewhere waits for it, at most
     ``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``; if that thread failed or is still busy, this one
@@ -60,14 +61,16 @@ def single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None]
     function that calls itself) does not wait for itself."""
     me = threading.get_ident()
     waited = False
+    decided = tuner._best if table is None else table  # the decisions of the call's group
+    fkey = key if decided is tuner._best else (id(decided), key)
     while True:
         with _FLIGHTS_LOCK:
-            best, mine = tuner._best.get(key), None
-            flight = tuner._flights.get(key)
+            best, mine = decided.get(key), None
+            flight = tuner._flights.get(fkey)
             if best is not None or (flight is not None and (flight.thread == me or waited)):
                 break
             if flight is None:
-                mine = tuner._flights[key] = Flight()
+                mine = tuner._flights[fkey] = Flight()
                 break
         if not flight.done.wait(get_settings().agree_timeout_s):
             warnings.warn(f"{tuner.target.qualname}: another thread has been tuning key {key!r:.200} "
@@ -82,5 +85,5 @@ def single_flight(tuner: AutoTuner, key: Any) -> Iterator[dict[str, Any] | None]
     finally:
         if mine is not None:
             with _FLIGHTS_LOCK:
-                tuner._flights.pop(key, None)
+                tuner._flights.pop(fkey, None)
             mine.done.set()

@@ -78,6 +78,8 @@ class _Plan:
     path: Path | None = None
     call: _decide.CallId | None = None
     reuse: _reuse.Reuse | None = None
+    root: Path | None = None
+    """the cache root this rank reads and writes (writers are elected per host and root)"""
     error: BaseException | None = None
     """this rank's own failure (key_fn, prune_fn, the disk): raised after the group has agreed"""
 
@@ -131,7 +133,7 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
                     backend: Backend, settings: Settings, root: Path, force: bool) -> _Plan:
     """Step 1: this rank's answer to "hit?" (``_store.decide``); on a miss that tunes, the configs
     ``prune_fn`` keeps and an older entry's timings to reuse. A failure is kept for step 2."""
-    plan = _Plan()
+    plan = _Plan(root=root)
     try:
         plan.call = call = _decide.identify(target, key, view.size if view is not None else 1, backend)
         plan.key_text, plan.path = call.key, call.path(root)
@@ -211,8 +213,13 @@ def _agree(plan: _Plan, decide: Callable[[], _Plan], view: GroupView | None, bac
 
 
 def _fields(plan: _Plan) -> dict[str, str]:
+    # "source": ranks whose functions differ (a closure over the rank) would name different
+    # entries: the group's entry, written under one rank's, would be a miss for the others;
+    # "host": one writer per node and cache root (ranks of one node may keep their own caches)
+    root = "" if plan.root is None else str(plan.root.resolve())
     return {"key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
-            "error": describe(plan.error) if plan.error else "", "host": host_id(),
+            "source": plan.call.source_hash if plan.call is not None else "",
+            "error": describe(plan.error) if plan.error else "", "host": f"{host_id()}:{root}",
             "reuse": plan.reuse.signature() if plan.reuse is not None else ""}
 
 

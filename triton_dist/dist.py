@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import weakref
 from typing import Any
 
 from triton_dist._backends import get_backend
@@ -31,11 +32,28 @@ _UNSET: Any = object()
 _world_group: Any = _UNSET
 
 
+#: the tuners of this process: their decisions for calls without ``autotune_pg`` hold for the
+#: default group they were made with, and are forgotten when it changes
+_tuners: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def track(tuner: Any) -> None:
+    """Called by every ``AutoTuner``: see ``_tuners``."""
+    _tuners.add(tuner)
+
+
 def set_world_group(group: Any) -> None:
     """Register ``group`` as the default tuning group of this process; None: tune alone on
-    purpose (calls without ``autotune_pg`` do not warn about it)."""
+    purpose (calls without ``autotune_pg`` do not warn about it). When the group changes, the
+    decisions that calls without ``autotune_pg`` made before are forgotten (made alone, or with
+    another group: a rank reusing one would skip the new group's agreement, and the others
+    would wait for it); their next call looks again (disk, then tuning with the group)."""
     global _world_group
+    changed = group is not _world_group
     _world_group = group
+    if changed:
+        for tuner in list(_tuners):
+            tuner._forget_default()
 
 
 def default_group_chosen() -> bool:

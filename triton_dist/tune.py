@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any, cast
 
 from triton_dist import _triton_prewarm, _tuning
+from triton_dist import dist as _dist
 from triton_dist._callers import Callers
 from triton_dist._callers import bind as bind_call
+from triton_dist._distributed import resolve_group
 from triton_dist._face import hot_path, importable
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
@@ -137,7 +139,10 @@ class AutoTuner(metaclass=_TunerType):
         self._positional = positional_names(fn)
         self._flights: dict[Any, Flight] = {}
         self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
-        self._best: dict[Any, dict[str, Any]] = {}
+        self._best: dict[Any, dict[str, Any]] = {}  # calls without autotune_pg (the default group)
+        # calls with autotune_pg, per group (its ranks): a decision made alone or in another group
+        # must not let this rank skip the group's agreement (the others would wait for it)
+        self._by_group: dict[tuple[int, ...], dict[Any, dict[str, Any]]] = {}
         self._calls = Callers()  # key -> its best config's caller (_callers.py), bound on a hit
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
@@ -155,6 +160,7 @@ class AutoTuner(metaclass=_TunerType):
         # config_space would replace the outer's, stacked @autotune)
         functools.update_wrapper(self, fn, updated=())
         self.face = self._make_face()
+        _dist.track(self)  # its default group's decisions are forgotten when that group changes
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
     def _make_face(self) -> Callable[..., Any]:
@@ -182,12 +188,13 @@ class AutoTuner(metaclass=_TunerType):
         if not autotune:
             return self._call(self.config_space[0], args, kwargs, overwrite)
         key = self._key(args, kwargs)
+        table = self._best if pg is None else self._group_table(pg)
         try:
-            best = self._best[key]
+            best = table[key]
         except (KeyError, TypeError):
             best = None
         if best is None:
-            best = self._miss(key, args, kwargs, verbose, overwrite, pg)
+            best = self._miss(key, args, kwargs, verbose, overwrite, pg, table)
         elif verbose:
             self._tell_hit(key, best)
         if kwargs and not self._fields.isdisjoint(kwargs):
@@ -229,7 +236,19 @@ class AutoTuner(metaclass=_TunerType):
                           TritonDistWarning, stacklevel=4)
         return clash
 
-    def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any) -> dict[str, Any]:
+    def _group_table(self, pg: Any) -> dict[Any, dict[str, Any]]:
+        """The decisions of calls with ``autotune_pg=pg`` (a clear error for a bad ``pg``)."""
+        view = resolve_group(pg)
+        return self._best if view is None else self._by_group.setdefault(view.ranks, {})
+
+    def _forget_default(self) -> None:
+        """The default group changed (``triton_dist.dist.set_world_group``): decisions of calls
+        without ``autotune_pg`` were made with another group, or alone."""
+        self._best.clear()
+        self._calls.clear()
+
+    def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any,
+              table: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
         try:
             hash(key)
         except TypeError:
@@ -242,7 +261,8 @@ class AutoTuner(metaclass=_TunerType):
         self._check_overwrite(self.config_space[0], kwargs, overwrite)
         # one tuning per key per process: a thread that misses a key another thread is tuning
         # waits for that result instead of measuring the same configs at the same time
-        with single_flight(self, key) as best:
+        table = self._best if table is None else table
+        with single_flight(self, key, table) as best:
             if best is not None:
                 return best
             _triton_prewarm.wait()  # not a second hash of Triton's installation next to it
@@ -253,8 +273,9 @@ class AutoTuner(metaclass=_TunerType):
                                   "config_space[0], untuned (TRITON_DIST_AUTOTUNE_CACHE_ONLY=1)")
             if verbose and outcome.source == "cache":
                 self._told.add(key)  # resolve said it hit on disk
-            self._best[key] = best  # last: another thread seeing it finds its origin too
-            self._calls.pop(key, None)  # after: a caller bound meanwhile from an older config goes
+            table[key] = best  # last: another thread seeing it finds its origin too
+            if table is self._best:
+                self._calls.pop(key, None)  # after: a caller bound meanwhile from an older config goes
             return best
 
     def _decided(self, key: Any) -> dict[str, Any] | None:
@@ -311,19 +332,26 @@ class AutoTuner(metaclass=_TunerType):
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
                                   force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
                                   check_correctness=check_correctness, known_failures=known_failures)
-        self._best[key] = self.config_space[outcome.index]
-        self._calls.pop(key, None)
+        if autotune_pg is None:
+            self._best[key] = self.config_space[outcome.index]
+            self._calls.pop(key, None)
+        else:
+            self._group_table(autotune_pg)[key] = self.config_space[outcome.index]
         if outcome.entry is None:
             raise RuntimeError(f"{self.target.qualname}: no tuning happened for key {key!r}")
         return outcome.entry
 
     def best_config(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
-        """The in-memory best config for these arguments' key, or None if not decided yet."""
-        return self._best.get(self._key(args, kwargs))
+        """The in-memory best config for these arguments' key, or None if not decided yet
+        (``autotune_pg=``: the decision of calls with that group)."""
+        pg = kwargs.pop("autotune_pg", None)
+        table = self._best if pg is None else self._group_table(pg)
+        return table.get(self._key(args, kwargs))
 
     def clear(self) -> None:
         """Forget the in-memory decisions (the disk cache stays)."""
         self._best.clear()
+        self._by_group.clear()
         self._calls.clear()
         self._origins.clear()
         self._told.clear()

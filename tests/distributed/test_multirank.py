@@ -117,3 +117,36 @@ def test_bug_on_one_rank_raises_everywhere(tmp_path):
     results = run_ranks(workers.bug_on_one_rank, 2, env=_env(tmp_path), tmp=tmp_path)
     assert results[0]["error"] == "TypeError"
     assert results[1]["error"] == "RankFailureError" and "rank 0" in results[1]["message"]
+
+
+def test_a_decision_made_alone_does_not_skip_the_groups_agreement(tmp_path):
+    results = _ok(run_ranks(workers.alone_then_group, 2, timeout_s=90, env=_env(tmp_path), tmp=tmp_path))
+    assert results[0]["value"] == results[1]["value"] == 41  # the group's MAX pick, on both
+    assert results[0]["group_best"] == results[1]["group_best"] == {"cfg": 1}
+    assert all(r["seconds"] < 15 for r in results), results  # nobody waited for the time-out
+    results = _ok(run_ranks(workers.registered_after_alone, 2, timeout_s=90, env=_env(tmp_path / "2"), tmp=tmp_path))
+    assert results == [41, 41]
+
+
+def test_functions_that_differ_per_rank_are_a_disagreement_at_the_first_call(tmp_path):
+    """A function closing over the rank names another entry on each rank: the group's entry,
+    written under one rank's name, was a miss for the others in every later job."""
+    results = run_ranks(workers.closure_over_rank, 2, env=_env(tmp_path), tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
+    assert all("source:" in r["message"] and "closing over the rank" in r["message"] for r in results)
+
+
+def test_ranks_of_one_node_with_their_own_caches_each_get_the_entry(tmp_path):
+    rank_env = {r: {"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / f"cache{r}")} for r in range(2)}
+    for _ in range(2):  # the second job hits on both ranks (before: rank 1 missed, a disagreement)
+        assert _ok(run_ranks(workers.tune_then_call, 2, env=_env(tmp_path), rank_env=rank_env, tmp=tmp_path)) \
+            == [50, 50]  # cost [1, 2, 3] on both: config 0
+    for r in range(2):
+        assert len(list((tmp_path / f"cache{r}" / "host").glob("*.json"))) == 1
+
+
+@pytest.mark.parametrize("what", ["ranks", "flag"])
+def test_a_bad_autotune_pg_is_a_clear_error(tmp_path, what):
+    results = run_ranks(workers.bad_group, 2, env=_env(tmp_path), args=(what,), tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["RankFailureError"] * 2, results
+    assert all("must be a torch.distributed process group" in r["message"] for r in results)

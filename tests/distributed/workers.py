@@ -217,3 +217,48 @@ def late_entry(rank, world_size):
         decide.lookup = real
     return {"value": value, "again": again, "lookups": len(lookups),
             "tuned_calls": sum(CALLS.values()) - sum(calls.values())}
+
+
+# ---------------------------------------------------------------- driven with outside code (2026-12-03)
+
+def alone_then_group(rank, world_size):
+    """Rank 0 evaluates alone first (it decides the key by itself), then every rank calls with
+    the group: rank 0 must join the group's agreement, not reuse its own decision (the other
+    rank waited for it until the time-out)."""
+    cost = COST_MS[rank]
+    if rank == 0:
+        host(4, cost)  # alone: no autotune_pg, no registered group
+    dist.barrier()
+    started = time.monotonic()
+    value = host(4, cost, autotune_pg=dist.group.WORLD)
+    return {"value": value, "seconds": time.monotonic() - started,
+            "group_best": host.best_config(4, cost, autotune_pg=dist.group.WORLD)}
+
+
+def registered_after_alone(rank, world_size):
+    """The same through the default group: registering it forgets the decisions made alone."""
+    from triton_dist.dist import set_world_group
+
+    cost = COST_MS[rank]
+    if rank == 0:
+        host_twin(4, cost)
+    dist.barrier()
+    set_world_group(dist.group.WORLD)
+    return host_twin(4, cost)
+
+
+def make_rank_host(rank):
+    """A host function made per rank, closing over the rank (what a factory may do)."""
+    @autotune(config_space=[{"cfg": 0}, {"cfg": 1}], key_fn=_key, n_warmup=1, n_repeat=2)
+    def host_per_rank(n, rank_cost, cfg):
+        return n + cfg + 0 * rank
+    return host_per_rank
+
+
+def closure_over_rank(rank, world_size):
+    return make_rank_host(rank)(1, None, autotune_pg=dist.group.WORLD)
+
+
+def bad_group(rank, world_size, what):
+    group = {"ranks": [0, 1], "flag": True}[what]
+    return host(7, COST_MS[rank], autotune_pg=group)
