@@ -82,7 +82,12 @@ def subgroups(rank, world_size):
     cost = {0: [1.0, 5.0, 9.0], 1: [1.0, 5.0, 9.0], 2: [9.0, 5.0, 1.0], 3: [9.0, 5.0, 1.0]}[rank]
     if rank == 1:
         cost = [8.0, 5.0, 9.0]  # MAX in {0,1}: 8, 5, 9 -> config 1
-    return {"value": host(3, cost, autotune_pg=mine)}
+    value = host(3, cost, autotune_pg=mine)
+    # no rank leaves before all are done: rank 0 holds the rendezvous store, and the other
+    # group's ranks may still be connecting their group through it (a loaded CI machine, stop
+    # 41: "Connection reset by peer" in ProcessGroupGloo's construction on ranks 2 and 3)
+    dist.barrier()
+    return {"value": value}
 
 
 def _key_rank(n, rank_cost=None, **_):
