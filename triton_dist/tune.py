@@ -342,11 +342,19 @@ class AutoTuner(metaclass=_TunerType):
         return outcome.entry
 
     def best_config(self, *args: Any, **kwargs: Any) -> dict[str, Any] | None:
-        """The in-memory best config for these arguments' key, or None if not decided yet
-        (``autotune_pg=``: the decision of calls with that group)."""
+        """The in-memory best config for these arguments' key, or None if not decided yet:
+        with ``autotune_pg=``, the decision of calls with that group; without, that of calls
+        without it, else of a group that decided the key."""
         pg = kwargs.pop("autotune_pg", None)
-        table = self._best if pg is None else self._group_table(pg)
-        return table.get(self._key(args, kwargs))
+        key = self._key(args, kwargs)
+        if pg is not None:
+            return self._group_table(pg).get(key)
+        best = self._best.get(key)
+        for table in self._by_group.values():
+            if best is not None:
+                break
+            best = table.get(key)
+        return best
 
     def clear(self) -> None:
         """Forget the in-memory decisions (the disk cache stays)."""
