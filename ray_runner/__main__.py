@@ -153,15 +153,16 @@ def _validate(args: argparse.Namespace) -> int:
     checked = "file only (--no-import)" if args.no_import else "targets and builders imported"
     print(f"{args.campaign}: valid campaign {campaign.name!r}: {len(campaign.targets)} target(s), "
           f"{len(cases)} case(s), world sizes {sizes}, device {campaign.device}; {checked}")
-    return _validate_hardware(campaign, args.address)
+    # --no-import is offline: a cluster only when --address asks for one (not an exported RAY_ADDRESS)
+    return _validate_hardware(campaign, args.address, use_env=not args.no_import)
 
 
-def _validate_hardware(campaign: object, address: str | None) -> int:
+def _validate_hardware(campaign: object, address: str | None, use_env: bool = True) -> int:
     """The campaign's accelerator kinds against the cluster: EXIT_INFRA naming kinds it lacks."""
     from .fleet import check_hardware
 
     asked = getattr(campaign, "hardware", None)
-    if not (address or os.environ.get("RAY_ADDRESS")):
+    if not (address or (use_env and os.environ.get("RAY_ADDRESS"))):
         if asked is not None:
             print(f"hardware {list(asked)}: not checked against a cluster (pass --address)")
         return EXIT_OK

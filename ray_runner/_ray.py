@@ -82,6 +82,31 @@ def alive_nodes() -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
+#: seconds a cluster's GCS port gets to accept a connection before the address is called wrong
+CONNECT_PROBE_S = 10.0
+
+
+def _check_reachable(address: str) -> None:
+    """Fail fast on a ``host:port`` where nothing listens: ``ray.init`` retries such an address
+    for ever, every ~40 s (a typo in the port, a stale exported ``RAY_ADDRESS``). ``auto``,
+    ``local`` and ``ray://`` addresses are left to Ray (the client fails on its own)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or address.startswith(("ray://", "local", "auto")) or not port.isdigit():
+        return
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=CONNECT_PROBE_S):
+            pass
+    except OSError as exc:
+        from .errors import InfrastructureError
+
+        raise InfrastructureError(
+            f"cannot connect to the Ray cluster at {address}: nothing accepts connections there "
+            f"within {CONNECT_PROBE_S:.0f} s ({exc}). Check --address (e.g. auto, or head-host:6379), "
+            "RAY_ADDRESS if it is exported, and that the head is up (`ray status` on it).") from exc
+
+
 @contextlib.contextmanager
 def ray_session(address: str | None, *, resources: dict[str, float] | None = None) -> Iterator[Any]:
     """Connect to ``address`` (or ``RAY_ADDRESS``), reuse an initialised Ray, or start a local one.
@@ -104,6 +129,7 @@ def ray_session(address: str | None, *, resources: dict[str, float] | None = Non
         kwargs.update(address="local", include_dashboard=False, resources=resources or None)
     else:
         kwargs["address"] = address
+        _check_reachable(address or os.environ.get("RAY_ADDRESS", ""))
     try:
         ray.init(**kwargs)
     except ConnectionError as exc:

@@ -101,16 +101,15 @@ class CampaignResult:
         return not self.failed and not self.seed_errors and not self.interrupted
 
 
-def _check_writable(root: Path) -> None:
+def _check_writable(root: Path, what: str = "cache directory", mode: int = 0o700,
+                    fix: str = "the campaign's entries could not be saved. Pass --cache-dir DIR or set "
+                               "TRITON_DIST_AUTOTUNE_DIR.") -> None:
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        root.mkdir(mode=mode, parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
             pass
     except OSError as exc:
-        raise InfrastructureError(
-            f"the cache directory {root} is not writable ({exc.strerror or exc}); the campaign's "
-            "entries could not be saved. Pass --cache-dir DIR or set TRITON_DIST_AUTOTUNE_DIR."
-        ) from exc
+        raise InfrastructureError(f"the {what} {root} is not writable ({exc.strerror or exc}); {fix}") from exc
 
 
 # ---------------------------------------------------------------------- entry point
@@ -127,6 +126,9 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
 
     options = options or RunOptions()
     root, root_source = _cache_root(options)
+    _check_writable(stream_path(campaign, options.report_dir).parent, "report directory", 0o777,
+                    "the campaign's results and report could not be written. Pass --report-dir DIR or set "
+                    "report_dir: in the campaign file to a directory this user can write.")
     with contextlib.ExitStack() as stack:
         stream = stack.enter_context(_results_stream(campaign, root, options))
         ray = stack.enter_context(ray_session(options.address, resources=_embedded_resources(campaign)))

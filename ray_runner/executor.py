@@ -311,9 +311,10 @@ class Executor:
         if clash is not None:
             live.works.remove(work)
             if clash.kind == "merged":
-                run.merged_into = clash.owner.number
-                self.queue.succeed(run, sch.MERGED, entry=None)
-                self.progress.finished_case("merged", "%s: %s", spec.label(), clash.message)
+                if self.queue.merge(run, clash.owner):
+                    self.progress.finished_case("merged", "%s: %s", spec.label(), clash.message)
+                else:  # reported merged when its owner's entry is there; tuned itself if the owner fails
+                    self.progress.event("%s: %s (once that case is done)", spec.label(), clash.message)
             else:
                 self.queue.fail(run, clash.message, retry=False)
                 self.progress.finished_case("failed", "%s: failed: %s", spec.label(), clash.message)

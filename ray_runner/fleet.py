@@ -113,6 +113,9 @@ class Fleet:
 
         def on_done(run: sch.CaseRun) -> None:
             row = stream.write(run)
+            if run.status == sch.MERGED and run.waited:  # its owner's entry is there now
+                progress.finished_case("merged", "%s: merged into case %s, whose entry is written",
+                                       run.spec.label(), run.merged_into)
             digest, earlier = row.get("digest"), stream.hardware.get(hardware)
             if resumed and digest and earlier and digest not in earlier:
                 progress.warn("this cluster's hardware (%s) is not the one the earlier run tuned on (%s): the %d "

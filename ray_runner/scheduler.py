@@ -37,6 +37,9 @@ __all__ = ["CaseQueue", "CaseRun", "fits", "plan_gangs"]
 PENDING, RUNNING, TUNED, CACHED, FAILED = "pending", "running", "tuned", "cached", "failed"
 MERGED = "merged"
 """Same cache entry (key computed in the case's world) as an earlier case: not tuned again."""
+WAITING = "waiting"
+"""Merged into a case still running: merged when that case's entry is there, tuned itself when
+that case fails (its entry would be missing: a training job's miss)."""
 DONE_STATES = (TUNED, CACHED, MERGED, FAILED)
 
 
@@ -71,6 +74,8 @@ class CaseRun:
     started: float | None = None
     merged_into: int | None = None
     """The number of the case it was merged into (status ``merged``)."""
+    waited: bool = False
+    """It waited for the case it was merged into (status ``waiting`` then): reported when merged."""
 
     @property
     def number(self) -> int:
@@ -107,6 +112,7 @@ class CaseQueue:
         self.on_done = on_done
         """Called once per case when it reaches a final state (the results stream's writer)."""
         self._pending: dict[int, collections.deque[CaseRun]] = collections.defaultdict(collections.deque)
+        self._followers: dict[int, list[CaseRun]] = {}  # id(owner) -> the cases merged into it, waiting
         self._left = 0
         self.add(specs)
 
@@ -122,6 +128,25 @@ class CaseQueue:
         self._left -= 1
         if self.on_done is not None:
             self.on_done(run)
+        for follower in self._followers.pop(id(run), ()):
+            if run.status == FAILED:  # its entry is missing: the follower owns it now, and is tuned
+                follower.status, follower.merged_into = PENDING, None
+                follower.attempts = max(0, follower.attempts - 1)  # being merged was not a failed attempt
+                self._pending[follower.world_size].appendleft(follower)
+            else:
+                follower.status = MERGED
+                self._finished(follower)
+
+    def merge(self, run: CaseRun, owner: CaseRun) -> bool:
+        """``run`` has ``owner``'s entry: merged now (True) when ``owner`` has it, else waits
+        for ``owner`` (False): merged if it succeeds, queued again if it fails."""
+        run.merged_into = owner.number
+        if owner.status in (TUNED, CACHED, MERGED):
+            self.succeed(run, MERGED, entry=None)
+            return True
+        run.status, run.waited = WAITING, True
+        self._followers.setdefault(id(owner), []).append(run)
+        return False
 
     # ------------------------------------------------------------------ queries
 

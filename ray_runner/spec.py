@@ -27,6 +27,7 @@ grids' sizes, so pydantic only ever sees bounded values; messages are built by
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import math
@@ -372,8 +373,9 @@ def load_campaign(path: str | Path) -> Campaign:
     except UnicodeDecodeError as exc:
         raise CampaignError(f"campaign file {path} is not UTF-8 text (byte {exc.start}: "
                             f"{exc.reason}); save it as UTF-8") from None
+    loader = _loader_class()(text)
     try:
-        data = yaml.safe_load(text)
+        data = loader.get_single_data()
     except yaml.YAMLError as exc:
         raise CampaignError(f"campaign file {path} is not valid YAML: {exc}") from exc
     except ValueError as exc:  # e.g. an integer of more digits than Python converts
@@ -381,5 +383,37 @@ def load_campaign(path: str | Path) -> Campaign:
     except RecursionError:  # PyYAML composes nested nodes recursively
         raise CampaignError(f"campaign file {path} nests too deeply to be a campaign "
                             f"(values may nest at most {MAX_VALUE_DEPTH} levels)") from None
+    finally:
+        loader.dispose()
+    if loader.duplicates:  # YAML keeps the last silently: almost always a paste mistake
+        lines = "\n".join(f"  {d}" for d in loader.duplicates[:_SHOWN])
+        raise CampaignError(f"campaign file {path} repeats keys in a mapping (YAML would keep the last value "
+                            f"silently):\n{lines}\nKeep one of each.", errors=list(loader.duplicates))
     return parse_campaign(data, default_name=path.stem if _NAME.match(path.stem) else "campaign",
                           source=str(path))
+
+
+@functools.lru_cache(maxsize=1)
+def _loader_class() -> type:
+    """PyYAML's safe loader that records every key repeated in a mapping (``duplicates``)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.duplicates: list[str] = []
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+            if isinstance(node, yaml.MappingNode):
+                seen: dict[str, int] = {}
+                for key_node, _ in node.value:  # as written: before merge keys (<<) are flattened
+                    if isinstance(key_node, yaml.ScalarNode) and key_node.value != "<<":
+                        line = key_node.start_mark.line + 1
+                        if key_node.value in seen:
+                            self.duplicates.append(f"line {line}: key {key_node.value!r} again (first on "
+                                                   f"line {seen[key_node.value]})")
+                        else:
+                            seen[key_node.value] = line
+            return super().construct_mapping(node, deep)
+
+    return Loader

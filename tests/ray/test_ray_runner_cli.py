@@ -90,3 +90,54 @@ def test_report_dir_is_absolute_and_a_failed_campaign_leaves_no_stale_plot(tmp_p
     # without --report-dir: the campaign's report_dir, relative to the working directory
     default = write_report(_result([TUNED], tmp_path / "cache"))
     assert Path(default["json"]) == tmp_path / "reports" / "cpu.json"
+
+
+# ---------------------------------------------------------------- driven by an operator (2026-12-03)
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:  # bound, then closed: nothing listens there
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_address_where_nothing_listens_fails_fast_and_validate_no_import_stays_offline(
+        tmp_path, monkeypatch, capsys):
+    """A host:port where no Ray listens (a typo, a stale RAY_ADDRESS): ray.init retried for ever,
+    every ~40 s; `validate --no-import` even contacted the exported RAY_ADDRESS."""
+    import time
+
+    address = f"127.0.0.1:{_closed_port()}"
+    started = time.monotonic()
+    assert main(["run", str(CPU), "--address", address, "--report-dir", str(tmp_path / "r"),
+                 "--cache-dir", str(tmp_path / "c")]) == 3
+    assert time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert f"cannot connect to the Ray cluster at {address}" in err and "Check --address" in err
+    monkeypatch.setenv("RAY_ADDRESS", address)
+    assert main(["validate", "--no-import", str(CPU)]) == 0
+    assert "valid campaign" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
+def test_a_report_directory_that_cannot_be_written_is_named_before_ray_starts(tmp_path, capsys, where):
+    (tmp_path / "a-file").write_text("not a directory")
+    code = main(["run", str(CPU), "--report-dir", str(tmp_path / where), "--cache-dir", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 3 and f"the report directory {tmp_path / where} is not writable" in err
+    assert "--report-dir DIR" in err and "Traceback" not in err
+
+
+def test_keys_repeated_in_a_campaign_file_are_every_one_reported(tmp_path):
+    from triton_dist.errors import CampaignError
+
+    path = tmp_path / "dup.yaml"
+    path.write_text("name: dup\ndevice: cpu\ndevice: cuda\ntargets:\n  - function: m:f\n    args: m:a\n"
+                    "    cases:\n      - {n: 1024, dtype: float32, n: 2048}\n"
+                    "defaults: &d {n: 1}\nmerged: {<<: *d, n: 2}\n")  # a merge key's override is no repeat
+    with pytest.raises(CampaignError) as info:
+        load_campaign(path)
+    text = str(info.value)
+    assert "line 3: key 'device' again (first on line 2)" in text and "line 8: key 'n' again" in text
+    assert "'<<'" not in text and "line 10" not in text

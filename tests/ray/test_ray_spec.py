@@ -164,6 +164,36 @@ def test_queue_retries_then_fails_and_goes_on() -> None:
     assert first.errors == ["attempt 1: boom", "attempt 2: boom again"]
 
 
+def test_a_case_merged_into_a_case_that_fails_is_tuned_itself() -> None:
+    """Merged while its owner still ran, then the owner failed: the merged case was reported done
+    without an entry, and re-runs never tuned it (a training job's miss, found 2026-12-03). It
+    waits for its owner: merged when the owner's entry is there, queued again when it fails."""
+    from ray_runner.claims import Claims
+
+    campaign = parse_campaign({"retries": 0, "targets": [
+        {"function": "m:f", "args": "m:a", "cases": [{"n": 1}, {"n": 1.0}, {"n": 2}, {"n": 2.0}]}]})
+    done: list[tuple[int, str]] = []
+    queue = sch.CaseQueue(campaign.cases(), campaign.retries, on_done=lambda r: done.append((r.number, r.status)))
+    claims = Claims()
+    owner, merged, owner2, merged2 = (queue.take(1) for _ in range(4))
+    for run, key in ((owner, "a"), (merged, "a"), (owner2, "b"), (merged2, "b")):
+        clash = claims.claim(run, {"function": "f", "id": key, "key": key})
+        if clash is not None:
+            assert queue.merge(run, clash.owner) is False and run.status == sch.WAITING
+    assert queue.fail(owner, "every config failed", retry=False) is False
+    assert merged.status == sch.PENDING and merged.merged_into is None
+    assert queue.take(1) is merged and merged.attempts == 1  # its wait was not an attempt
+    assert claims.claim(merged, {"function": "f", "id": "a", "key": "a"}) is None  # it owns the entry now
+    queue.succeed(owner2, sch.TUNED, entry={})
+    assert merged2.status == sch.MERGED and (3, sch.MERGED) in done  # merged once the entry is there
+    queue.succeed(merged, sch.TUNED, entry={})
+    assert queue.finished() and done == [(0, sch.FAILED), (2, sch.TUNED), (3, sch.MERGED), (1, sch.TUNED)]
+    late = sch.CaseQueue(campaign.cases()[:2], 0)
+    first, second = late.take(1), late.take(1)
+    late.succeed(first, sch.TUNED, entry={})
+    assert late.merge(second, first) is True and second.status == sch.MERGED and late.finished()
+
+
 def test_describe_failure_marks_configuration_errors_final() -> None:
     text, retry = describe_failure(CampaignError("function: module 'x' has no attribute 'y'"))
     assert not retry and "no attribute" in text
