@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, NoReturn
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -142,6 +143,24 @@ def _hardware(value: Any) -> tuple[str, ...] | None:
     return kinds
 
 
+def _project_settings(env: dict[str, str]) -> dict[str, str]:
+    """The project's own variables among ``env`` are read as every actor would read them: a value
+    it would refuse (``TRITON_DIST_DEVICE: gpu``) fails the file, not every case on the cluster."""
+    from triton_dist.errors import SettingsError
+    from triton_dist.settings import _parse
+
+    problems = []
+    for name, value in env.items():
+        if name.startswith("TRITON_DIST_"):
+            try:
+                _parse({name: value})
+            except SettingsError as exc:
+                problems.append(str(exc))
+    if problems:
+        raise PydanticCustomError("settings", "{problems}", {"problems": " ".join(problems)})
+    return env
+
+
 def _null_is(empty: Any) -> BeforeValidator:
     """``field:`` with nothing after it (YAML null) reads as the empty default."""
     return BeforeValidator(lambda value: empty if value is None else value)
@@ -230,7 +249,8 @@ class Campaign(BaseModel):
     report_dir: ReportDir = Field(
         "reports", description="Where the report JSON, Markdown and plot go (relative to the driver's "
                                "working directory).")
-    env: Annotated[dict[EnvName, EnvValue], _null_is({}), WithJsonSchema(  # pydantic writes patternProperties,
+    env: Annotated[dict[EnvName, EnvValue], _null_is({}), AfterValidator(_project_settings),
+                   WithJsonSchema(  # pydantic writes patternProperties,
         {"type": "object", "propertyNames": {"pattern": _ENV_NAME.pattern},  # which let other names pass
          "additionalProperties": {"type": ["string", "number"]}})] = Field(
         default_factory=dict, description="Extra environment variables of the device actors, names to "

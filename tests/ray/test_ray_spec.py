@@ -253,3 +253,14 @@ def test_unwritable_cache_dir_fails_before_anything_runs(tmp_path: Path, capsys:
     blocker.write_text("not a directory")
     assert main(["run", str(REPO / "examples/campaigns/cpu.yaml"), "--cache-dir", str(blocker / "cache")]) == 3
     assert "is not writable" in capsys.readouterr().err
+
+
+def test_the_projects_variables_in_env_are_read_as_the_actors_would() -> None:
+    base = {"targets": [{"function": "m:f", "args": "m:a", "cases": [{"n": 1}]}]}
+    with pytest.raises(CampaignError) as info:
+        parse_campaign({**base, "env": {"TRITON_DIST_DEVICE": "gpu", "TRITON_DIST_COMPILE_WORKERS": "many",
+                                        "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "yes", "OTHER": "anything"}})
+    text = str(info.value)
+    assert "TRITON_DIST_DEVICE='gpu'" in text and "TRITON_DIST_COMPILE_WORKERS='many'" in text
+    assert "ALWAYS_TUNE" not in text.split("got dict")[0]  # "yes" is a valid flag
+    assert parse_campaign({**base, "env": {"TRITON_DIST_DEVICE": "cpu"}}).env_dict() == {"TRITON_DIST_DEVICE": "cpu"}
