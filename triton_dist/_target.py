@@ -94,7 +94,7 @@ def told_apart(space: Sequence[dict[str, Any]], encoded: list[dict[str, Any]], q
             "Their winner is tuned in every process, never taken from the disk. Give each value a "
             "name the disk can keep (a module-level function, a class whose __repr__ shows its "
             "content), or put a name in the config and pick the object inside the function.",
-            TritonDistWarning, stacklevel=5)
+            TritonDistWarning, stacklevel=6)
     return tuple(encoded)
 
 
