@@ -132,7 +132,7 @@ def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
 def _takeover(session: Any) -> Iterator[None]:
     from triton_dist._contextual.triton_compat import Takeover
 
-    takeover = Takeover(session.handle)
+    takeover = Takeover(session.handle, session.untaken)
     try:
         takeover.install()
         yield

@@ -186,3 +186,51 @@ def test_early_prune_that_returns_copies_still_fills_the_cache_with_what_run_wou
     best = kernel.cache[(700, "torch.float32", "torch.float32", "torch.float32")]
     assert best not in configs and best.kwargs["BLOCK_SIZE"] in (128, 256)  # a copy, as run stores
     assert len(measured_ids(log_text())) == 2
+
+
+def _add(kernel):
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=2)
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        return out
+    return add
+
+
+def test_a_do_bench_given_to_triton_ascends_autotune_times_every_timed_launch():
+    """triton-ascend keeps the user's benchmarker in ``do_bench`` (stock Triton: ``_do_bench``),
+    and its driver's default there when none was given: the user's was ignored (2026-12-03)."""
+    calls = []
+
+    def my_bench(kernel_call, quantiles=None, **kw):
+        calls.append(1)
+        kernel_call()
+        return [1.0, 1.0, 1.0]
+
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"], do_bench=my_bench)(add_kernel)
+    x, y = torch.randn(256), torch.randn(256)
+    torch.testing.assert_close(_add(kernel)(x, y), x + y)
+    assert len(calls) == 2 * 2  # two candidates, two timed launches each
+    plain = triton.autotune(configs=configs, key=["n_elements"])(add_kernel)  # the default: our timing
+    torch.testing.assert_close(_add(plain)(x, y), x + y)
+    assert len(calls) == 4
+
+
+def test_triton_ascends_print_switch_and_best_config_during_the_runs(monkeypatch, capsys):
+    monkeypatch.setenv("TRITON_PRINT_AUTOTUNING", "1")
+    seen = []
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128)]
+    kernel = triton.autotune(configs=configs, key=["n_elements"])(add_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=2)
+    def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+        seen.append(kernel.best_config.kwargs["BLOCK_SIZE"])  # stock run sets it before its launch
+        return out
+
+    x, y = torch.randn(256), torch.randn(256)
+    torch.testing.assert_close(add(x, y), x + y)
+    assert set(seen) == {64, 128} and seen[-1] == kernel.cache[next(iter(kernel.cache))].kwargs["BLOCK_SIZE"]
+    assert "Triton autotuning for function add_kernel finished after" in capsys.readouterr().out

@@ -480,6 +480,47 @@ def test_a_tuned_meta_parameter_passed_by_the_caller_is_stocks_error_not_no_vali
     assert not isinstance(info.value, NoValidConfigError) and len(runs) == 1
 
 
+class _OwnRules(Autotuner):
+    """An autotuner with a run of its own that never reaches the base's (as triton-ascend's
+    AutoTilingTuner, which generates its configs from the key)."""
+
+    def run(self, *args, **kwargs):
+        self.best_config = self.configs[-1]
+        return self.fn.run(*args, **kwargs, **self.configs[-1].all_kwargs())
+
+
+class _Delegating(Autotuner):
+    def run(self, *args, **kwargs):
+        return super().run(*args, **kwargs)
+
+
+def _subclassed(cls):
+    scale = K.make_scale()
+    at = cls(scale.fn, scale.arg_names, scale.configs, ["n"], None, None)
+    return at
+
+
+def test_an_autotuner_with_a_run_of_its_own_is_named_not_silently_left_out():
+    own, delegating = _subclassed(_OwnRules), _subclassed(_Delegating)
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def step(x):
+        y, z = torch.empty_like(x), torch.empty_like(x)
+        own[K.grid(x.numel())](x, y, 2.0, x.numel())
+        delegating[K.grid(x.numel())](x, z, 3.0, x.numel())
+        return y, z
+
+    x = torch.ones(100, device=K.device())
+    with pytest.warns(TritonDistWarning, match=r"_scale is tuned by _OwnRules, whose own run") as caught:
+        y, z = step(x)
+    torch.testing.assert_close(y, 2 * x)
+    torch.testing.assert_close(z, 3 * x)
+    assert len([w for w in caught if "whose own run" in str(w.message)]) == 1  # once per kernel and call
+    assert len(delegating.cache) == 1 and "_Delegating" not in log_text()  # tuned in context, no warning
+    assert Autotuner.__dict__["run"] is not None and "run" in _OwnRules.__dict__
+    assert _OwnRules.__dict__["run"].__qualname__ == "_OwnRules.run"  # put back after the call
+
+
 def test_user_pre_and_post_hooks_are_called_around_every_measured_launch():
     calls = {"pre": 0, "reset_only": 0, "post": 0}
 

@@ -73,6 +73,7 @@ class Session:
         self.run_index, self.run_tunes = 0, False
         self.real_updates: list[str] = []  # kernels that updated declared arguments in a run kept so far
         self.late_keys = 0  # runs after the first that were to be kept and met a new key
+        self.untaken_seen: set[int] = set()  # kernels whose autotuner has its own run (said once)
         self._log: TuningLog | None = None
         self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
 
@@ -142,6 +143,22 @@ class Session:
         if state.done:
             return self._launch_best(state, original, args, kwargs)
         return self._step(state, args, kwargs)
+
+    def untaken(self, at: Any) -> None:
+        """A launch through an autotuner whose own ``run`` this tuning does not take over
+        (triton-ascend's ``AutoTilingTuner``, ``hints={"enable_ascend_autotune": True}``): said
+        once per kernel and call."""
+        if id(at) in self.untaken_seen:
+            return
+        self.untaken_seen.add(id(at))
+        name = compat.kernel_name(at)
+        message = (f"contextual tuning of {self.qualname}: {name} is tuned by {type(at).__name__}, whose "
+                   "own run generates and benchmarks its configs by its own rules, outside this outer "
+                   "function's real run" + (" and without the MAX over WORLD (is_dist=True): ranks may "
+                                             "pick different configs" if self.view is not None else "")
+                   + ". Give the kernel a list of configs (plain triton.autotune) to tune it in context.")
+        self.info("%s", message)
+        warnings.warn(message, TritonDistWarning, stacklevel=4)
 
     def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
                         kwargs: dict) -> Any:

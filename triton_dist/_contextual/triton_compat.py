@@ -163,6 +163,7 @@ def launch(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
     full_nargs = {**nargs, **current}
     previous = getattr(at, "nargs", None)
     at.nargs = nargs
+    at.best_config = config  # as stock run sets it before its launch (read by wrappers: LibEntry)
     try:
         if getattr(config, "pre_hook", None):
             config.pre_hook(full_nargs)
@@ -209,6 +210,15 @@ def config_text(config: Any) -> str:
     return "{" + str(config) + "}"
 
 
+def _subclasses(cls: Any) -> list[Any]:
+    """Every subclass of ``cls`` defined so far, depth first."""
+    out: list[Any] = []
+    sub: Any
+    for sub in cls.__subclasses__():
+        out += [sub, *_subclasses(sub)]
+    return out
+
+
 class Takeover:
     """Replaces ``Autotuner.run`` with ``handler`` for one thread, between install and remove.
 
@@ -218,9 +228,15 @@ class Takeover:
 
     _MISSING = object()
 
-    def __init__(self, handler: Callable[[Any, Callable[..., Any], tuple, dict], Any]) -> None:
+    def __init__(self, handler: Callable[[Any, Callable[..., Any], tuple, dict], Any],
+                 untaken: Callable[[Any], None] | None = None) -> None:
         self.cls: Any = autotuner_class()  # Triton's Autotuner (or triton-ascend's), patched in place
         self.handler = handler
+        self.untaken = untaken
+        """told of a launch through a subclass with a ``run`` of its own (triton-ascend's
+        ``AutoTilingTuner``): it tunes by its own rules, which this takeover does not know"""
+        self.others: list[tuple[Any, Any, Callable[..., Any]]] = []
+        self.taken = 0  # launches the handler took over  # (subclass, its run, our wrapper)
         self.thread = threading.get_ident()
         self.active = False
         self.saved: Any = self._MISSING
@@ -237,15 +253,41 @@ class Takeover:
         def run(at: Any, *args: Any, **kwargs: Any) -> Any:
             if not takeover.active or threading.get_ident() != takeover.thread:
                 return original(at, *args, **kwargs)
+            takeover.taken += 1
             return takeover.handler(at, original, args, kwargs)
 
         self.replacement = run
         self.active = True
         self.cls.run = run
+        for sub in _subclasses(self.cls):
+            own = sub.__dict__.get("run")
+            if own is not None and self.untaken is not None:
+                self.others.append((sub, own, self._told(own)))
+                sub.run = self.others[-1][2]
+
+    def _told(self, own: Callable[..., Any]) -> Callable[..., Any]:
+        takeover = self
+
+        @functools.wraps(own)
+        def run(at: Any, *args: Any, **kwargs: Any) -> Any:
+            if not takeover.active or threading.get_ident() != takeover.thread or takeover.untaken is None:
+                return own(at, *args, **kwargs)
+            before = takeover.taken
+            try:
+                return own(at, *args, **kwargs)
+            finally:
+                if takeover.taken == before:  # its run never reached the base's (ours)
+                    takeover.untaken(at)
+
+        return run
 
     def remove(self) -> bool:
         """Put the original back; False when someone replaced ours meanwhile (left in place)."""
         self.active = False
+        for sub, own, ours in self.others:
+            if sub.__dict__.get("run") is ours:
+                sub.run = own
+        self.others = []
         if self.replacement is None:
             return True
         if self.cls.__dict__.get("run") is not self.replacement:
