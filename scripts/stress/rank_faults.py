@@ -83,11 +83,14 @@ def rank_main(world: int, port: int, out: Path, agree_timeout: float) -> None:
                             timeout=datetime.timedelta(seconds=2 * agree_timeout))
     fn = _tuned()
     if CASE == "cache":
-        # the group tunes once: one writer per node (rank 0 here), so only rank 0's cache root holds
-        # the entry, recorded for this world (an entry tuned alone would be a miss for a group of
-        # two on every rank since issue 15: entries serve only the world they were measured in)
+        # the group tunes once, recorded for this world (an entry tuned alone would be a miss for a
+        # group of two on every rank since issue 15: entries serve only the world they were
+        # measured in); then the bad rank's root loses it
         fn(5, autotune_pg=dist.group.WORLD)
         fn.clear()
+        if RANK == BAD:  # every root got the entry (one writer per node and root): this node lost it
+            for entry in Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]).glob("*/*.json"):
+                entry.unlink()
     result: dict = {}
     start = time.monotonic()
     if RANK == BAD and CASE == "die-before":
