@@ -137,7 +137,9 @@ def _targets(value: Any) -> Any:
 def _hardware(value: Any) -> tuple[str, ...] | None:
     """``auto`` (None) or the list of accelerator kinds (:func:`ray_runner.hardware.parse_hardware`)."""
     problems: list[str] = []
-    kinds = parse_hardware(lambda path, message: problems.append(f"{path}: {message}"), value)
+    # the field's own path is already the error line's ("hardware: ..."), an item's is not
+    kinds = parse_hardware(lambda path, message: problems.append(
+        message if path == "hardware" else f"{path}: {message}"), value)
     if problems:
         _fail("; ".join(problems))
     return kinds
