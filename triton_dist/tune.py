@@ -350,10 +350,8 @@ class AutoTuner(metaclass=_TunerType):
         if pg is not None:
             return self._group_table(pg).get(key)
         best = self._best.get(key)
-        for table in self._by_group.values():
-            if best is not None:
-                break
-            best = table.get(key)
+        if best is None:
+            best = next((t[key] for t in self._by_group.values() if key in t), None)
         return best
 
     def clear(self) -> None:

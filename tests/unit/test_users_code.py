@@ -259,3 +259,18 @@ def test_keys_that_could_not_find_their_config_again_are_refused(key: Any, what:
         lambda x, c: x * c)
     with pytest.raises(KeyFunctionError, match=f"{what}.*to_hashable"):
         tuned(torch.ones(3))
+
+
+def test_a_captured_device_counts_by_its_kind_not_its_index() -> None:
+    """A host function made per rank with its device captured (cuda:0, cuda:1) is the same
+    function on every rank: the ranks agree on the source hash."""
+    from triton_dist._store.fingerprint import source_hash
+
+    def make(device: Any, block: int) -> Any:
+        def host(x: Any) -> Any:
+            return x.to(device) * block
+        return host
+
+    assert source_hash(make(torch.device("cuda", 0), 4)) == source_hash(make(torch.device("cuda", 1), 4))
+    assert source_hash(make(torch.device("cuda", 0), 4)) != source_hash(make(torch.device("cpu"), 4))
+    assert source_hash(make(torch.device("cuda", 0), 4)) != source_hash(make(torch.device("cuda", 0), 8))

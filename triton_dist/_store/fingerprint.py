@@ -47,7 +47,7 @@ def _kernel_sources(fn: Callable[..., Any]) -> list[str]:
     """Sources of the Triton kernels the function names as globals (``@triton.jit`` functions and
     ``@triton.autotune`` wrappers): editing a kernel changes what the best config is, so it must
     invalidate the host function's entries too. Found through the code's global names only (no
-    import, no execution)."""
+    import, no execution); then what its closure captures (:func:`_closure_texts`)."""
     code = getattr(fn, "__code__", None)
     namespace = getattr(fn, "__globals__", {})
     if code is None:
@@ -119,8 +119,10 @@ def _constant_text(value: Any, depth: int) -> str:
         items = [_constant_text(v, depth + 1) for v in value]
         return f"{type(value).__qualname__}({', '.join(sorted(items) if isinstance(value, frozenset) else items)})"
     cls = type(value)
-    if cls.__module__ == "torch" and cls.__name__ in ("dtype", "device"):
+    if cls.__module__ == "torch" and cls.__name__ == "dtype":
         return str(value)
+    if cls.__module__ == "torch" and cls.__name__ == "device":  # its kind: the index is where a rank
+        return f"device({value.type})"  # runs, not another function (ranks must agree on the hash)
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
