@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import p7_tutorials as p7
 import tutorial_kernels as tk
 
-from triton_dist._backends import cuda_compose, get_backend
+from triton_dist._backends import base, cuda_compose, get_backend
 from triton_dist._measure import guard, rounds, runs
 
 CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (8192, 8192)}
@@ -32,7 +32,11 @@ STEPS = [(rounds._Rounds, "warm_up"), (rounds._Rounds, "first_run"), (runs.Candi
          (cuda_compose.ComposedGraph, "__init__"),
          (rounds._Rounds, "_warm_rest"), (rounds._Rounds, "_first_k"), (rounds._Rounds, "_finish_recomposed"),
          (rounds._Rounds, "_rebuild"), (rounds._Rounds, "timed_rounds"), (rounds._Rounds, "results"),
-         (runs.CandidateRuns, "start"), (runs.CandidateRuns, "replay")]
+         (runs.CandidateRuns, "start"), (runs.CandidateRuns, "replay"),
+         # finer (2026-12-03 22:00 UTC): the capture's own parts and the detections' pieces
+         (base, "_capture"), (cuda_compose, "build"), (cuda_compose, "capture_kept"),
+         (guard._FlagBlock, "values"), (guard.RunGuard, "_queued_detection"), (guard.RunGuard, "_restore"),
+         (rounds._Rounds, "_timed_sample"), (rounds._Rounds, "_move"), (rounds._Rounds, "_checkpoint")]
 
 
 class Steps:
@@ -42,7 +46,7 @@ class Steps:
         clock = time.perf_counter
         for owner, name in STEPS:
             real = getattr(owner, name)
-            label = f"{owner.__name__}.{name}"
+            label = f"{owner.__name__.rpartition('.')[2]}.{name}"
 
             def wrapped(*a, _real=real, _label=label, **k):
                 start = clock()

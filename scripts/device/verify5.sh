@@ -31,6 +31,8 @@
 #               (gap_anatomy.py), P7 on layer norm alone under each setting (~7 minutes).
 #   PART=final7: after the hit path's callers (2026-12-03 17:30 UTC): the GPU tests of graph mode, the
 #               tune flow and the callers, P7 (stock, default, contextual; 3 trials), P2, P1 (~7 minutes).
+#   PART=ledger: where the device idles in a first call, phase by phase (idle_ledger.py), host_steps.py
+#               with finer steps, and the GPU tests of graph mode, the guard and the callers (~4 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -206,6 +208,19 @@ case "${PART:-first}" in
         --rep-ms 3 --methods default --out "/tmp/p7-$pl" >"$OUT/p7-$pl.log" 2>&1
       echo "== P7 layer norm, placements $pl"; grep -E "trial|kernel" "$OUT/p7-$pl.log" | cut -c1-220
     done
+    ;;
+  ledger)  # where the device idles in a first call, phase by phase (idle_ledger.py), the host's steps
+           # (host_steps.py, finer since 2026-12-03 22:00 UTC), and the GPU tests of graph mode, the guard
+           # and the callers (~4 minutes)
+    { timeout 90 python3 scripts/device/idle_ledger.py layer_norm softmax
+      timeout 60 python3 scripts/device/host_steps.py layer_norm; } >"$OUT/steps.log" 2>&1
+    cat "$OUT/steps.log" | head -80
+    timeout 200 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_graph_placements.py \
+      tests/unit/test_tune_flow.py tests/unit/test_hit_callers.py tests/unit/test_cuda_warm_up.py \
+      tests/unit/test_users_code.py tests/unit/test_restore_kernel.py tests/unit/test_device_measure.py \
+      tests/unit/test_cuda_compose.py >"$OUT/pytest.txt" 2>&1
+    tail -5 "$OUT/pytest.txt"
     ;;
   *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;
 esac
