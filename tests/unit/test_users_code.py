@@ -21,6 +21,13 @@ from triton_dist.errors import KeyFunctionError, TritonDistWarning
 from triton_dist.tune import autotune
 
 
+@pytest.fixture(autouse=True)
+def _on_the_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These host functions are torch code on the CPU (and so are their children's): measured by
+    the CPU backend, also on a machine with a GPU, whose graphs would capture nothing of them."""
+    monkeypatch.setenv("TRITON_DIST_DEVICE", "cpu")
+
+
 def timed_by(times: dict[Any, float], seen: list[Any]) -> Any:
     """A ``do_bench`` that runs the candidate once and reports the time given for its config."""
     def do_bench(fn: Any, n_warmup: int, n_repeat: int) -> list[float]:
