@@ -317,7 +317,7 @@ def _measurer(target: TuneTarget, view: GroupView | None, backend: Backend, sett
         options.update(graphs=True, agree=group_max)
     if defer:
         options.update(after_first=guard.check_first, flush=target.flush_l2,
-                       settle=guard.settle if queue else None, unsettled=guard.unsettled if queue else None)
+                       settle=guard.settle if queue else None)
     return measure, options
 
 

@@ -15,22 +15,12 @@ between the copies (random ops draw the same numbers in each run).
 :func:`compose` raises :class:`Unavailable` where the pieces are missing (a torch without
 ``keep_graph``, no ``libcuda``, a graph the driver cannot nest, e.g. with memory-allocation
 nodes); the caller then captures ``k`` calls.
-
-Instantiating the composed graph is the larger part of its host cost (~190 µs for 22 runs of
-layer norm on an H200's host, against ~80 µs for adding the nodes; ``scripts/device/
-compose_cost.py``), and graph mode's warm-up loop composes one candidate while the device runs
-the previous one's probe: once an instantiation has worked in this process, the next ones run on
-a worker thread (a driver call, which releases the GIL) while the caller goes on with the next
-candidate's first run, and the graph's first launch waits for it.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 import logging
-import os
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -52,8 +42,7 @@ def _lib() -> Any:
         try:
             lib = ctypes.CDLL("libcuda.so.1")
             for name in ("cuGraphCreate", "cuGraphAddChildGraphNode", "cuGraphInstantiateWithFlags",
-                         "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy", "cuCtxGetCurrent",
-                         "cuCtxSetCurrent"):
+                         "cuGraphLaunch", "cuGraphExecDestroy", "cuGraphDestroy"):
                 getattr(lib, name).restype = ctypes.c_int
         except (OSError, AttributeError) as exc:
             _driver = False
@@ -69,52 +58,15 @@ def _check(code: int, what: str) -> None:
         raise Unavailable(f"{what} failed with CUDA driver error {code}")
 
 
-_worker: concurrent.futures.ThreadPoolExecutor | None = None
-_worker_lock = threading.Lock()
-_instantiated = False  # an instantiation has worked in this process: the next ones may run later
-
-
-def _forget_worker() -> None:  # a forked child has the executor but not its thread
-    global _worker
-    _worker = None
-
-
-def _later(task: Callable[[], None]) -> concurrent.futures.Future[None]:
-    """``task`` on the worker thread (started on first use), with the caller's CUDA context."""
-    global _worker
-    with _worker_lock:
-        if _worker is None:
-            if hasattr(os, "register_at_fork") and not _fork_hook:
-                os.register_at_fork(after_in_child=_forget_worker)
-                _fork_hook.append(True)
-            _worker = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="triton-dist-graphs")
-        worker = _worker
-    context = ctypes.c_void_p()
-    _check(_driver.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
-
-    def run() -> None:
-        _check(_driver.cuCtxSetCurrent(context), "cuCtxSetCurrent")
-        task()
-
-    return worker.submit(run)
-
-
-_fork_hook: list[bool] = []
-
-
 class ComposedGraph:
     """``runs`` copies of a captured one-run graph, replayed with one launch on the current
-    stream. Holds the torch graph (its memory pool) for as long as it lives. Instantiated on the
-    worker thread (module docstring) once an instantiation has worked here, unless ``now``:
-    :meth:`replay` waits for it, and a failure there is a ``RuntimeError`` of the replay."""
+    stream. Holds the torch graph (its memory pool) for as long as it lives."""
 
-    def __init__(self, torch_graph: Any, runs: int, now: bool = False) -> None:
-        global _instantiated
+    def __init__(self, torch_graph: Any, runs: int) -> None:
         lib = _lib()
         self._torch_graph = torch_graph
         self._graph = ctypes.c_void_p()
         self._exec = ctypes.c_void_p()
-        self._ready: concurrent.futures.Future[None] | None = None
         raw = ctypes.c_void_p(int(torch_graph.raw_cuda_graph()))
         _check(lib.cuGraphCreate(ctypes.byref(self._graph), 0), "cuGraphCreate")
         try:
@@ -126,24 +78,11 @@ class ComposedGraph:
                                                     ctypes.c_size_t(0 if previous is None else 1), raw),
                        "cuGraphAddChildGraphNode")
                 previous = node
-            if _instantiated and not now:
-                self._ready = _later(self._instantiate)
-            else:
-                self._instantiate()
-                _instantiated = True
+            _check(lib.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), self._graph,
+                                                   ctypes.c_ulonglong(0)), "cuGraphInstantiateWithFlags")
         except BaseException:
             self._release()
             raise
-
-    def _instantiate(self) -> None:
-        _check(_driver.cuGraphInstantiateWithFlags(ctypes.byref(self._exec), self._graph, ctypes.c_ulonglong(0)),
-               "cuGraphInstantiateWithFlags")
-
-    def _wait(self) -> None:
-        """The instantiation done on the worker thread, if any (its error raised, once)."""
-        ready, self._ready = self._ready, None
-        if ready is not None:
-            ready.result()
 
     @property
     def captured(self) -> Any:
@@ -153,21 +92,12 @@ class ComposedGraph:
     def replay(self) -> None:
         import torch
 
-        if self._ready is not None:
-            try:
-                self._wait()
-            except Unavailable as exc:  # a candidate's replay fails (rare: one worked before)
-                raise RuntimeError(f"CUDA error: {exc}") from exc
         code = _driver.cuGraphLaunch(self._exec, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
         if code != 0:
             raise RuntimeError(f"CUDA error: cuGraphLaunch failed with driver error {code}")
 
     def _release(self) -> None:
         lib = _driver
-        try:  # the worker thread may still be writing _exec
-            self._wait()
-        except Exception:  # noqa: BLE001 - released all the same; the replay reported it, if any
-            pass
         if lib:
             if self._exec.value:
                 lib.cuGraphExecDestroy(self._exec)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from triton_dist._backends import Backend
@@ -61,7 +60,6 @@ def measure_candidates(
     settle: Callable[[], bool] | None = None,
     flush: bool = False,
     spare: Callable[[], None] | None = None,
-    unsettled: Callable[[], AbstractContextManager[None]] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -81,9 +79,7 @@ def measure_candidates(
     the group's element-wise MAX, through which the ranks settle the graph decisions together.
     ``after_first(i)`` (device backends) runs right after candidate ``i``'s first run, outside
     any event pair: the in-place guard's deferred checks (``RunGuard.wrap(..., defer=True)``);
-    in graph mode ``settle()`` follows the first runs' synchronisation (``RunGuard.settle``);
-    inside ``unsettled()`` (``RunGuard.unsettled``) the runs read no queued detection, so that a
-    candidate is captured before its first run's detections are read.
+    in graph mode ``settle()`` follows the first runs' synchronisation (``RunGuard.settle``).
     ``flush`` (device backends) flushes the device's L2 cache before every timed sample, outside
     its event pair (cold-cache timings; graph mode then times one run per sample). ``spare()``
     (device backends) runs host work that waited for the device once the timed rounds are queued.
@@ -92,8 +88,7 @@ def measure_candidates(
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
                               known_failures=known_failures, graphs=graphs, agree=agree,
-                              after_first=after_first, settle=settle, flush=flush, spare=spare,
-                              unsettled=unsettled)
+                              after_first=after_first, settle=settle, flush=flush, spare=spare)
     return _one_after_another(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               do_bench=do_bench, on_result=on_result, timeout_s=timeout_s,
                               known_failures=known_failures)

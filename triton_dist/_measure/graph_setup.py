@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import warnings
 from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager
 from typing import Any
 
 from triton_dist._measure.agreement import Agreement, Verdict, agree_on_k
@@ -78,7 +77,6 @@ class GraphSetUp(CandidateRuns):
     held: int | None  # the recompose schedule: the candidate captured last, its probes not yet queued
     k0: int  # the recompose schedule: k from the first candidate's probes (0: not yet known)
     stale: set[int]  # graphs captured before an argument was known mutated
-    unsettled: Callable[[], AbstractContextManager[None]] | None  # the guard's scope without reads
 
     @property
     def recomposing(self) -> bool:
@@ -145,24 +143,9 @@ class GraphSetUp(CandidateRuns):
         return stop
 
     def _capture_settled(self, index: int, settle: Callable[[], bool] | None) -> None:
-        """Capture ``index`` once (at ``k`` once known) and read the detections queued so far.
+        """Read the detections queued so far, then capture ``index`` once (at ``k`` once known).
         A graph captured before an argument was known mutated lacks that argument's restore: it
-        is captured again before the timed rounds (:meth:`_recapture`).
-
-        Where the guard lets runs skip its reads (``unsettled``), the capture comes first: the
-        detections of ``index``'s first run wait on the stream behind the candidate before it
-        (its probes, ~1 ms), and reading them first held the host there while the device ran
-        them, after which it had one candidate's probes (~0.5-1 ms) left to run while the host
-        captured ``index`` and ran the next first run (~0.7 ms on an H200's host): the warm-up
-        loop of layer norm 8192 x 4096's first call left the device 2.2 ms idle
-        (``scripts/device/idle_ledger.py``, 2026-12-03 22:30 UTC). Captured first, the host
-        reads them after ~0.35 ms of capture, when the device is usually past them."""
-        if settle is not None and self.unsettled is not None:
-            with self.unsettled():
-                self.try_capture(index, self.k0 or 1)
-            if settle():  # the graph just captured among them
-                self.stale.update(self.graph_of)
-            return
+        is captured again before the timed rounds (:meth:`_recapture`)."""
         if settle is not None and settle():
             self.stale.update(self.graph_of)
         self.try_capture(index, self.k0 or 1)

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import threading
@@ -104,7 +103,6 @@ class RunGuard:
         self._reference: tuple[int, Any, dict[int, Any]] | None = None
         self._pending: dict[int, tuple[Any, dict[int, Any]]] = {}
         self._unchecked: dict[int, Any] = {}  # deferred first-run checks: index -> its result
-        self._unsettled = False  # inside unsettled(): runs read no queued detection first
         if restore:
             self._snapshot(args, kwargs)
 
@@ -148,8 +146,8 @@ class RunGuard:
             nonlocal first
             if self._unchecked:
                 self._check_pending()
-            if self._reads and not first and not self._unsettled:  # a later run must know what to
-                self.settle()  # restore before it
+            if self._reads and not first:  # a later run must know what to restore before it
+                self.settle()
             self._restore()
             result = call()
             if first:
@@ -207,19 +205,6 @@ class RunGuard:
                         "them after a synchronisation instead", self.name, type(exc).__name__, str(exc)[:200])
             return False
         return True
-
-    @contextlib.contextmanager
-    def unsettled(self) -> Iterator[None]:
-        """Runs inside read no queued detection first: a graph's capture (nothing runs, and a
-        read would wait for the device inside the capture), done while the detections of the
-        candidate's first run are still on their way. A graph captured so lacks the restore of
-        an argument that those detections find mutated: :meth:`settle` afterwards says so
-        (True), and the caller captures it again."""
-        self._unsettled = True
-        try:
-            yield
-        finally:
-            self._unsettled = False
 
     def settle(self) -> bool:
         """Read the detections :meth:`check_first` queued: the arguments they found changed are

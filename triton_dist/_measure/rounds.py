@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractContextManager
 from typing import Any
 
 from triton_dist._backends import Backend
@@ -94,14 +93,13 @@ def measure_rounds(
     settle: Callable[[], bool] | None = None,
     flush: bool = False,
     spare: Callable[[], None] | None = None,
-    unsettled: Callable[[], AbstractContextManager[None]] | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """:func:`triton_dist._measure.bench.measure_candidates` on a device backend, in the steps of
     the module docstring. When measuring stops early (a bug, a device that cannot synchronise, or
     another rank's stop) it returns the failed candidates known so far and this rank's reason."""
     rounds = _Rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat, timeout_s=timeout_s,
                      known_failures=known_failures, graphs=graphs, agree=agree, after_first=after_first,
-                     flush=flush, spare=spare, unsettled=unsettled)
+                     flush=flush, spare=spare)
     try:
         stop = rounds.warm_up(on_warm, settle)
         if rounds.use_graphs:
@@ -121,13 +119,11 @@ class _Rounds(GraphSetUp):
                  backend: Backend, *, n_warmup: int, n_repeat: int, timeout_s: float | None,
                  known_failures: Mapping[int, str] | None, graphs: bool, agree: Agree | None,
                  after_first: Callable[[int], None] | None, flush: bool,
-                 spare: Callable[[], None] | None = None,
-                 unsettled: Callable[[], AbstractContextManager[None]] | None = None) -> None:
+                 spare: Callable[[], None] | None = None) -> None:
         super().__init__(make_call, indices, backend, timeout_s=timeout_s, known_failures=known_failures)
         self.n_warmup, self.n_repeat = n_warmup, n_repeat
         self.use_graphs = graphs and backend.graphs
         self.agree, self.after_first, self.flush, self.spare = agree, after_first, flush, spare
-        self.unsettled = unsettled
         self.cap = 1 if flush else MAX_RUNS_PER_SAMPLE  # cold-cache timings: every timed run after a flush
         self.timer: Any = None  # the backend's run timer (event pairs, keep-ahead sleeps), from warm_up
         self.marks: list[tuple[str, float]] = []  # phase ends, for the debug line of results()
