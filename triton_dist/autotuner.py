@@ -83,7 +83,10 @@ class ContextualAutoTuner(Generic[R]):
                 f"n_repeat={self.n_repeat} n_warmup={self.n_warmup}>")
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # decorated methods bind as usual
-        return self if obj is None else functools.partial(self.__call__, obj)
+        # a staticmethod decorated in turn (callable since Python 3.10) takes no instance
+        if obj is None or isinstance(self.fn, staticmethod):
+            return self
+        return functools.partial(self.__call__, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         from triton_dist._contextual.session import Session

@@ -131,6 +131,8 @@ class Session:
 
     def handle(self, at: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         if not compat.needs_tuning(at):
+            if compat.declares_state(at):  # one config, as a kernel pruned to one: its updates
+                return self._launch_decided(at, at.configs[0], original, args, kwargs)  # once a call
             return original(at, *args, **kwargs)
         key, named = compat.tuning_key(at, args, kwargs)
         state = self.states.get((id(at), key))
@@ -164,9 +166,12 @@ class Session:
                         kwargs: dict) -> Any:
         """A kernel whose config this call did not tune: as stock ``run`` launches it, except in a
         run that is thrown away, where its ``restore_value``/``reset_to_zero`` hooks are kept (as
-        for the measured launches) so that its in-place updates are not applied once per run."""
+        for the measured launches) so that its in-place updates are not applied once per run, and
+        its ``reset_to_zero`` arguments are put back afterwards: stock ``run`` zeroes them only when
+        it tunes, so the kept run must accumulate onto what the caller's buffer held, not onto a
+        zeroed one (``compat.launch_undone``)."""
         if self.run_tunes:
-            return compat.launch(at, config, args, kwargs)
+            return compat.launch_undone(at, config, args, kwargs)
         if compat.declares_state(at):
             self.real_updates.append(compat.kernel_name(at))
         return original(at, *args, **kwargs)

@@ -30,6 +30,7 @@ __all__ = [
     "known_issue",
     "kernel_name",
     "launch",
+    "launch_undone",
     "named_args",
     "needs_tuning",
     "prune",
@@ -182,6 +183,24 @@ def launch(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
         return ret
     finally:
         at.nargs = previous
+
+
+def launch_undone(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
+    """:func:`launch` in a run that is thrown away, for a kernel that does not tune in it: its
+    ``reset_to_zero`` arguments are put back afterwards (``restore_value`` ones its hooks restore).
+
+    Stock ``run`` zeroes ``reset_to_zero`` arguments only when it tunes; a kernel tuned before
+    (or with one config) accumulates onto the caller's buffer. Left zeroed by a run thrown away,
+    the kept run accumulated onto that run's result instead (10 + 1 came out 2).
+    """
+    named = {**named_args(at, args), **kwargs}
+    saved = {name: named[name].clone() for name in getattr(at, "reset_to_zero", None) or ()
+             if named.get(name) is not None}
+    try:
+        return launch(at, config, args, kwargs)
+    finally:
+        for name, value in saved.items():
+            named[name].copy_(value)
 
 
 def reset_only(at: Any, config: Any, args: tuple, kwargs: dict) -> None:
