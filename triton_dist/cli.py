@@ -2,7 +2,8 @@
 
 Exit status: 0 done (``why``: would hit), 1 a negative answer (``verify`` found problems,
 ``why`` found a miss, an entry was not found, an archive was refused) or a file-system error
-(permissions, a full disk: one ``error:`` line), 2 bad usage or settings.
+(permissions, a full disk: one ``error:`` line) or a reader that stopped reading the output
+(``ls | head``: no message), 2 bad usage or settings.
 See docs/cache.md.
 """
 
@@ -14,6 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from triton_dist.errors import CacheAdminError, TritonDistError
 
@@ -40,6 +42,11 @@ def prog_name() -> str:
     return "triton-dist-cache" if started.startswith("triton-dist-cache") else "python -m triton_dist.cache"
 
 
+def _command(sub: Any, name: str, common: argparse.ArgumentParser, summary: str) -> argparse.ArgumentParser:
+    """A command whose own ``--help`` starts with what it does (the summary), not only its options."""
+    return sub.add_parser(name, parents=[common], help=summary, description=summary)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common()
     parser = argparse.ArgumentParser(
@@ -49,13 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    p = sub.add_parser("ls", parents=[common], help="list entries: function, key, best config, age, hardware")
+    p = _command(sub, "ls", common, "list entries: function, key, best config, age, hardware")
     p.add_argument("functions", nargs="*", metavar="FUNCTION", help="only these function names")
 
-    p = sub.add_parser("show", parents=[common], help="one entry with every candidate's time or failure")
+    p = _command(sub, "show", common, "one entry with every candidate's time or failure")
     p.add_argument("entry", metavar="ENTRY", help="a path, an entry id, a unique id prefix, or FUNCTION/ID")
 
-    p = sub.add_parser("why", parents=[common], help="why (FUNCTION, KEY) misses: what differs from the nearest entry")
+    p = _command(sub, "why", common, "why (FUNCTION, KEY) misses: what differs from the nearest entry")
     p.add_argument("function", metavar="FUNCTION",
                    help="the autotuned function: module:attr or module.attr (imported, to compare its "
                         "source and config space), or its name (then the module its entries record is "
@@ -69,23 +76,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the caller tunes over N ranks (autotune_pg's size; 1 without one): an entry "
                         "measured over another number is a miss (default: not compared)")
 
-    p = sub.add_parser("verify", parents=[common],
-                       help="check every file; exit 1 on corrupt, foreign or unreadable ones")
+    p = _command(sub, "verify", common, "check every file; exit 1 on corrupt, foreign or unreadable ones")
 
-    p = sub.add_parser("export", parents=[common], help="write entries into one archive file (tar.gz)")
-    p.add_argument("archive", type=Path, metavar="ARCHIVE")
+    p = _command(sub, "export", common, "write entries into one archive file (tar.gz)")
+    p.add_argument("archive", type=Path, metavar="ARCHIVE", help="the tar.gz file to write (replaced if it exists)")
     p.add_argument("functions", nargs="*", metavar="FUNCTION", help="only these function names")
     p.add_argument("--history", action="store_true", help="include history entries")
     p.add_argument("--logs", action="store_true", help="include the tuning logs")
 
-    p = sub.add_parser("import", parents=[common], help="check an archive, then add its entries atomically")
-    p.add_argument("archive", type=Path, metavar="ARCHIVE")
+    p = _command(sub, "import", common, "check an archive, then add its entries atomically")
+    p.add_argument("archive", type=Path, metavar="ARCHIVE", help="the tar.gz file that `export` wrote")
     p.add_argument("--dry-run", action="store_true", help="check and report, write nothing")
     p.add_argument("--replace", action="store_true", help="replace local entries even when they are newer")
     p.add_argument("--history", action="store_true", help="also import history entries")
     p.add_argument("--logs", action="store_true", help="also import tuning logs")
 
-    p = sub.add_parser("prune", parents=[common], help="remove old entries, other hardware's entries, history")
+    p = _command(sub, "prune", common, "remove old entries, other hardware's entries, history")
     p.add_argument("--older-than", type=float, metavar="DAYS", help="entries and history older than DAYS days")
     p.add_argument("--other-hardware", action="store_true",
                    help="entries and history for hardware other than this machine's (or --hardware)")
@@ -118,7 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     as_json = bool(getattr(args, "json", False))
     try:
-        return _cache_commands.COMMANDS[args.command](args, _root(args), as_json)
+        status = _cache_commands.COMMANDS[args.command](args, _root(args), as_json)
+        sys.stdout.flush()  # a reader that has gone is found here, not in the exit's flush
+        return status
+    except BrokenPipeError:
+        return _reader_gone()
     except TritonDistError as exc:
         status = 1 if isinstance(exc, CacheAdminError) else 2
         if as_json:
@@ -133,6 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             _cache_commands.emit({"error": type(exc).__name__, "message": message})
         print(f"error: {message}", file=sys.stderr)
         return 1
+
+
+def _reader_gone() -> int:
+    """stdout's reader stopped reading (``ls | head -1``): nothing is wrong with the cache, so
+    no "error:" line about permissions and free space; stdout goes to /dev/null so that the
+    interpreter's last flush does not fail again. Exit 1: the output is incomplete."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout without a file descriptor: nothing to flush to
+        pass
+    return 1
 
 
 if __name__ == "__main__":

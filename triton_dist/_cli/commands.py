@@ -288,8 +288,23 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         f"{counts['leftover']} leftovers (harmless); {len(problems)} problem(s)")
     if problems:
         say(table(["PROBLEM", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in problems], indent="  "))
-        say("These files are treated as cache misses. Remove them (`prune --invalid`) or re-seed.")
+        by_hand = _not_pruned(root, problems)
+        if len(by_hand) < len(problems):
+            say("These files are treated as cache misses. Remove them (`prune --invalid`) or re-seed.")
+        if by_hand:
+            say("`prune --invalid` deletes only files the cache writes; move or delete these by hand:\n  "
+                + "\n  ".join(by_hand))
     return 1 if problems else 0
+
+
+def _not_pruned(root: Path, problems: list[_cache_verify.Finding]) -> list[str]:
+    """The problems' paths that ``prune --invalid`` leaves (a stray file, a directory where a
+    file belongs): asked of prune itself, so that verify's advice is what prune does."""
+    try:
+        pruned = {r.path for r in _cache_admin.prune(root, invalid=True, dry_run=True)}
+    except OSError:  # prune could not look (permissions): the one advice verify can give
+        return []
+    return [f.path for f in problems if f.path not in pruned]
 
 
 def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:

@@ -108,6 +108,25 @@ def _packed(directory: Path, root: Path) -> Iterator[tuple[Path, dict[str, Any] 
         yield path, None, f"an unreadable pack: {why}"
 
 
+def _shadowed_unusable(directory: Path, root: Path) -> Iterator[tuple[Path, str]]:
+    """(path, why) of the unusable packed entries whose id a loose file serves. verify reports
+    them (a corrupt copy is a problem wherever it lies), and they are what a pack cut short
+    leaves behind once the tuner has re-tuned its entries into loose files: unless prune
+    --invalid removes them, verify fails for good. Only ids a loose file serves: removing an id
+    takes it out of every pack, and a newer pack may be serving it."""
+    loose = {p.stem for p in directory.glob("*.json")}
+    for pack in _packs.usable_packs(directory, root) if loose else []:
+        for eid, blob, why in pack.entries():
+            if eid not in loose:
+                continue
+            path = Path(pack.path) / f"{eid}.json"
+            if blob is not None:
+                entry, why = _cache.parse_entry(blob)
+                why = entry_problem(entry, path) if entry is not None else why
+            if why is not None:
+                yield path, why
+
+
 def config_fields(encoded: Any) -> dict[str, Any]:
     """An encoded config as flat ``{field: encoded value}``; a triton.Config's kwargs and
     attributes become ``<name>.<field>`` (``cfg.BLOCK``, ``cfg.num_warps``)."""
@@ -281,6 +300,8 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             found = reasons(entry, age_s(entry, now) if entry else None, why)
             if found:  # (an unreadable pack itself, with --invalid: removed as a file)
                 plan.append((Removal(str(path), "; ".join(found)), path, _packs.is_packed(path)))
+        for path, why in _shadowed_unusable(directory, root) if invalid else ():
+            plan.append((Removal(str(path), f"unusable: {why} (a loose file serves its id)"), path, True))
         for path in sorted((directory / "history").glob("*.json")):
             entry, why = _cache.load_json(path, root)
             found = ["history"] if history else reasons(entry, _history_age_s(path, now), why)
