@@ -68,12 +68,6 @@ class EventRunTimer:
         """Block until the run of ``token`` has completed on the device (its end event)."""
         token[1].synchronize()
 
-    def done(self, token: tuple[Any, Any]) -> bool:
-        """Whether the run of ``token`` has completed on the device, without waiting (False
-        where its events cannot tell)."""
-        query = getattr(token[1], "query", None)
-        return bool(query()) if query is not None else False
-
     def keep_ahead(self, host_s: float, n_runs: int) -> None:
         """About to enqueue ``n_runs`` runs that take ``host_s`` seconds of host time (without the
         timer's own): make sure the device
@@ -229,14 +223,6 @@ class Backend(abc.ABC):
         """A graph of ``runs`` copies of the one run ``graph`` holds (a graph from :meth:`capture`
         or from this method), built without calling the host function again; None where the
         backend cannot (the caller captures ``runs`` calls instead)."""
-        return None
-
-    def shared_probe(self, graph: Any, runs: int) -> Any:
-        """A graph that replays ``runs`` copies of ``graph`` (a capture of one run) with one
-        launch, and that ``load(other)`` points at another capture of one run for a small part
-        of what building a graph of its own costs (graph mode's warm-up probes candidate after
-        candidate through one, ``_measure.graph_setup``); launches already queued keep what they
-        were. None where the backend cannot (each candidate gets a graph of its own)."""
         return None
 
     def flush_cache(self) -> None:

@@ -27,13 +27,11 @@ Two schedules, chosen by what the backend can do (``Backend.recomposes``):
 from __future__ import annotations
 
 import logging
-import statistics
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from triton_dist._measure.agreement import Agreement, Verdict, agree_on_k
-from triton_dist._measure.result import runs_per_sample
 from triton_dist._measure.runs import CandidateRuns
 from triton_dist.errors import TritonDistWarning
 
@@ -79,8 +77,6 @@ class GraphSetUp(CandidateRuns):
     held: int | None  # the recompose schedule: the candidate captured last, its probes not yet queued
     k0: int  # the recompose schedule: k from the first candidate's probes (0: not yet known)
     stale: set[int]  # graphs captured before an argument was known mutated
-    rebuilding: bool  # the recompose schedule: a probe called for more runs than k0 (all built again)
-    peeked: set[int]  # the recompose schedule: candidates whose completed probe was looked at
 
     @property
     def recomposing(self) -> bool:
@@ -144,25 +140,7 @@ class GraphSetUp(CandidateRuns):
             stop = self._attempt(held, lambda: self._first_k(held))
         if index not in self.failed:
             self.held = index
-        if stop is None and not self.rebuilding and self.k0 > 1:
-            self._peek()
         return stop
-
-    def _peek(self) -> None:
-        """Whether a probe completed so far calls for more runs per sample than ``k0`` (read
-        without waiting): then every graph will be built again at the fastest candidate's ``k``
-        (:meth:`_finish_recomposed`), and the candidates captured from here on are captured with
-        one run and probed through the backend's shared probe graph instead of a graph of ``k0``
-        runs of their own (an instantiation, ~190 µs of host time per candidate for 22 runs on
-        an H200's host, in a loop whose pace the host sets: issue 16, P2)."""
-        for index, tokens in self.probes.items():
-            if index in self.peeked or not tokens or not all(self.timer.done(t) for t in tokens):
-                continue
-            self.peeked.add(index)
-            per = statistics.median(self.timer.elapsed_ms(t) for t in tokens) / self.probe_runs[index]
-            if min(self.cap, runs_per_sample(per)) > self.k0:
-                self.rebuilding = True
-                return
 
     def _capture_settled(self, index: int, settle: Callable[[], bool] | None) -> None:
         """Read the detections queued so far, then capture ``index`` once (at ``k`` once known).
@@ -170,9 +148,7 @@ class GraphSetUp(CandidateRuns):
         is captured again before the timed rounds (:meth:`_recapture`)."""
         if settle is not None and settle():
             self.stale.update(self.graph_of)
-        # once every graph is to be built again at a larger k, one run: probed through the
-        # shared probe graph (_warm_rest), built at k once (_finish_recomposed)
-        self.try_capture(index, 1 if self.rebuilding else (self.k0 or 1))
+        self.try_capture(index, self.k0 or 1)
 
     def _first_k(self, index: int) -> None:
         """``k`` from the first candidate's probes (the only wait of the schedule: the device
@@ -212,11 +188,6 @@ class GraphSetUp(CandidateRuns):
         if probed.k > self.k:
             self.k = probed.k
             self._rebuild(recompose=True)
-            return
-        short = [i for i in self.graph_of if self.graph_runs[i] != self.k]  # probed through the shared graph
-        stop = self._each(lambda index: self._build(index, self.k, recompose=True), among=short)
-        if stop is not None:
-            raise Stopped(stop)
 
     def _recapture(self, index: int) -> None:
         """A graph captured before an argument was known mutated, captured again (with its
@@ -251,17 +222,6 @@ class GraphSetUp(CandidateRuns):
             for _ in range(self.n_warmup - 1):
                 self.run(index)
             return
-        if self.graph_runs[index] == 1 and self.k0 > 1 and self.rebuilding:  # captured with one run
-            if self.load_probe(index, self.k0):  # one replay of k0 runs through the shared graph
-                self.probe_runs[index] = self.k0
-                if ahead:
-                    self.timer.keep_ahead(REPLAY_HOST_S, 1)
-                token = self.timer.start()
-                self.replay_probe(index)
-                self.probes[index] = [self.timer.stop(token)]
-                return
-            if not self.recompose(index, self.k0):  # no shared graph here: a graph of its own
-                self.capture(index, self.k0)
         runs = self.probe_runs[index] = self.graph_runs[index]
         replays = max(1, -(-(self.n_warmup - 1) // runs))  # n_warmup - 1 runs, in replays of the graph
         if ahead:
