@@ -156,6 +156,32 @@ def main() -> None:
         print(f"{k:4d} {med[0]:9.1f} {med[1]:7.1f} {med[2]:10.1f} {med[3]:7.1f} {dev_flat:8.2f} |"
               f" {med[4]:8.1f} {med[5]:7.1f} {dev_dbl:8.2f} | {med[6]:7.1f} {med[7]:8.1f}")
     print(f"update code of the last: {code}")
+    upload_cost(raw[0])
+
+
+def upload_cost(raw: ctypes.c_void_p) -> None:
+    """Device time of a fresh executable graph's first launch (its upload) against a later
+    launch, and after an upload on a side stream (``cuGraphUpload``): what graph mode's ~30 new
+    graphs per first call cost the device beyond their kernels."""
+    lib.cuGraphUpload.restype = ctypes.c_int
+    side = torch.cuda.Stream()
+    print("device µs per launch of k runs (median of 7): first / later / first after a side-stream upload")
+    for k in (1, 8, 22, 64):
+        rows = []
+        for _ in range(7):
+            pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(3)]
+            exe, uploaded = instantiate(chain([raw] * k)), instantiate(chain([raw] * k))
+            check(lib.cuGraphUpload(uploaded, ctypes.c_void_p(side.cuda_stream)), "upload")
+            side.synchronize()
+            torch.cuda._sleep(4_000_000)  # the host queues the pairs while the device sleeps
+            for (start, end), graph in zip(pairs, (exe, exe, uploaded), strict=True):
+                start.record()
+                launch(graph)
+                end.record()
+            torch.cuda.synchronize()
+            rows.append([start.elapsed_time(end) * 1e3 for start, end in pairs])
+        first, later, after = (statistics.median(col) for col in zip(*rows, strict=True))
+        print(f"{k:4d} {first:9.1f} {later:9.1f} {after:9.1f}")
 
 
 if __name__ == "__main__":
