@@ -147,3 +147,29 @@ def test_the_archive_argument_says_what_it_is(capsys):
             cli.main([command, "--help"])
         out = " ".join(capsys.readouterr().out.split())
         assert "ARCHIVE tar.gz" in out or "ARCHIVE the" in out, out
+
+
+# ------------------------------------------------------------------ what a message names
+
+def test_an_entry_of_another_schema_version_is_named_as_such(cache_dir, capsys):
+    """An entry that a newer (or older) triton_dist wrote, with another schema version, was
+    "not a triton_dist.autotune/v1 entry", as a file of some other program is; the operator of a
+    fleet with two versions could not tell that `prune --invalid` would delete the other
+    version's entries."""
+    assert _tune(1) == 2
+    (path,) = entries(cache_dir, "work")
+    path.write_text(path.read_text().replace("triton_dist.autotune/v1", "triton_dist.autotune/v2"))
+    code, out, _ = run(capsys, "verify")
+    assert code == 1 and "triton_dist.autotune/v2" in out and "version" in out, out
+    code, _, err = run(capsys, "show", path.stem[:8])
+    assert code == 1 and "triton_dist.autotune/v2" in err and "version" in err, err
+
+
+def test_a_dir_that_is_a_file_is_not_called_missing(tmp_path, capsys):
+    """`--dir` naming a file said "the directory does not exist" (it exists: it is a file)."""
+    target = tmp_path / "settings.yaml"
+    target.write_text("x: 1\n")
+    for command in (["ls"], ["show", "abc"], ["prune", "--history"], ["export", str(tmp_path / "a.tgz")]):
+        code, _, err = run(capsys, "--dir", str(target), *command)
+        assert code == 1 and "not a directory" in err and "does not exist" not in err, (command, err)
+    assert target.read_text() == "x: 1\n"

@@ -59,7 +59,8 @@ def say(text: str) -> None:
 
 def no_cache(root: Path) -> CacheAdminError:
     """A root that does not exist is most likely a typo, not an empty cache (issue 18 item 10)."""
-    return CacheAdminError(f"no cache at {root}: the directory does not exist. Check --dir or "
+    what = "it is not a directory" if root.exists() else "the directory does not exist"
+    return CacheAdminError(f"no cache at {root}: {what}. Check --dir or "
                            "TRITON_DIST_AUTOTUNE_DIR (default ~/.triton_dist/autotune).")
 
 
@@ -349,7 +350,7 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 
 def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
-        raise CacheAdminError(f"no cache at {root} to export")
+        raise no_cache(root)
     missing = [f for f in args.functions or () if not _cache_admin.function_dirs(root, [f])]
     if missing:  # a typo would write an empty archive that seeds nothing
         raise CacheAdminError(_nothing_listed(root, missing) + "; nothing exported")

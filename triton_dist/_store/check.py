@@ -28,6 +28,12 @@ def check_entry(data: Any) -> str | None:
     ``reused`` as the tuner writes it, no NaN/Infinity anywhere, nesting at most ``MAX_DEPTH``.
     """
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_NAME:
+        schema = data.get("schema") if isinstance(data, dict) else None
+        if isinstance(schema, str) and schema.startswith(SCHEMA_NAME.rsplit("/", 1)[0] + "/"):
+            # another triton_dist version's entry, not a stranger's file: say so (a fleet with
+            # two versions would otherwise prune the other one's entries as foreign)
+            return (f"not a {SCHEMA_NAME} entry: its schema is {schema[:40]!r}, written by another "
+                    "triton_dist version; this one ignores it (read it with that version, or re-tune)")
         return f"not a {SCHEMA_NAME} entry"
     for field, kind in (("function", str), ("key", str), ("source_hash", str), ("hardware", dict),
                         ("best", dict), ("candidates", list), ("versions", dict)):
