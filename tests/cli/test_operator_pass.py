@@ -173,3 +173,35 @@ def test_a_dir_that_is_a_file_is_not_called_missing(tmp_path, capsys):
         code, _, err = run(capsys, "--dir", str(target), *command)
         assert code == 1 and "not a directory" in err and "does not exist" not in err, (command, err)
     assert target.read_text() == "x: 1\n"
+
+
+# ------------------------------------------------------------- typos and wrong kinds of path
+
+def test_export_onto_a_directory_is_refused_with_a_file_name_to_use(cache_dir, tmp_path, capsys):
+    """``export DIR`` wrote its temporary file into DIR's parent and failed renaming it onto DIR,
+    with advice about permissions and free space."""
+    _tune(8)
+    target = tmp_path / "out"
+    target.mkdir()
+    code, _, err = run(capsys, "export", str(target))
+    assert code == 1 and "is a directory" in err and str(target / "autotune-cache.tar.gz") in err
+    assert "free space" not in err and list(target.iterdir()) == [] and list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_importing_a_file_that_is_not_a_tar_says_so_in_one_line(cache_dir, tmp_path, capsys):
+    """tarfile's error listed the gz, bz2 and xz attempts, one per line."""
+    bogus = tmp_path / "cache.tgz"
+    bogus.write_text("these are notes, not an archive\n")
+    code, _, err = run(capsys, "import", str(bogus))
+    assert code == 1 and "it is not a tar file (`export` writes a tar.gz" in err
+    assert len(err.strip().splitlines()) == 1 and "method bz2" not in err
+
+
+def test_pruning_a_function_that_is_not_there_is_an_error_naming_what_is(cache_dir, capsys):
+    """``prune --function <typo> ...`` removed nothing and reported "removed 0 file(s)", exit 0."""
+    _tune(8)
+    code, out, err = run(capsys, "prune", "--function", "wrok", "--older-than", "0")
+    assert code == 1 and "no entries of wrok" in err and "work" in err and "nothing removed" in err
+    assert len(entries(cache_dir, "work")) == 1  # nothing removed, the real function's entry untouched
+    code, out, _ = run(capsys, "prune", "--function", "work", "--older-than", "0", "--dry-run")
+    assert code == 0 and "would remove 2 file(s)" in out  # the entry and its tuning log

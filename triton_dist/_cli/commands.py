@@ -330,6 +330,9 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
             keep = _this_digest()
     elif args.hardware:
         raise TritonDistError("--hardware only goes with --other-hardware")
+    missing = [f for f in args.functions or () if not _cache_admin.function_dirs(root, [f])]
+    if missing:  # a typo would remove nothing and report success
+        raise CacheAdminError(_nothing_listed(root, missing) + "; nothing removed")
     removals = _cache_admin.prune(root, older_than_days=args.older_than, keep_hardware=keep,
                                   history=args.history, invalid=args.invalid, dry_run=args.dry_run,
                                   functions=args.functions)
@@ -354,6 +357,9 @@ def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     missing = [f for f in args.functions or () if not _cache_admin.function_dirs(root, [f])]
     if missing:  # a typo would write an empty archive that seeds nothing
         raise CacheAdminError(_nothing_listed(root, missing) + "; nothing exported")
+    if args.archive.is_dir():  # the archive is written beside it and renamed onto it: refused late
+        raise CacheAdminError(f"ARCHIVE {args.archive} is a directory; name the file to write, "
+                              f"e.g. {args.archive / 'autotune-cache.tar.gz'}")
     report = _cache_archive.export_archive(root, args.archive, args.functions, history=args.history,
                                            logs=args.logs)
     if as_json:

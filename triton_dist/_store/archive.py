@@ -172,6 +172,9 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = _read_members(tar, report)
+    except tarfile.ReadError as exc:  # tarfile lists every compression it tried: say what it means
+        raise CacheAdminError(f"cannot read the archive {archive}: it is not a tar file (`export` writes "
+                              f"a tar.gz; {str(exc).splitlines()[0].rstrip(':')})") from exc
     except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
         raise CacheAdminError(f"cannot read the archive {archive}: {type(exc).__name__}: {exc}") from exc
     entries: list[tuple[str, str, dict[str, Any]]] = []
