@@ -76,7 +76,7 @@ def test_heuristics_above_and_below_autotune_with_meta_grids():
         return z
 
     for n in (256, 300):  # EVEN on and off
-        x = torch.randn(n)
+        x = torch.randn(n, device=K.device())
         torch.testing.assert_close(outer(x), 15.0 * x)
     assert {k[0] for k in below.cache} == {256, 300}
     assert {k[0] for k in above.fn.cache} == {256, 300}
@@ -89,11 +89,11 @@ def test_a_dtype_in_the_key_tunes_once_per_dtype():
 
     @contextual_autotune(n_repeat=R, n_warmup=W)
     def outer(x, out_dtype=torch.float16):
-        y = torch.empty(x.shape, dtype=out_dtype)
+        y = torch.empty(x.shape, dtype=out_dtype, device=K.device())
         kernel[meta_grid](x, y, x.numel(), to_tl[out_dtype])
         return y
 
-    x = torch.randn(300)
+    x = torch.randn(300, device=K.device())
     torch.testing.assert_close(outer(x), (2.0 * x).half())
     torch.testing.assert_close(outer(x, out_dtype=torch.float32), 2.0 * x)
     assert sorted(str(k[1]) for k in kernel.cache) == ["fp16", "fp32"]
@@ -120,7 +120,7 @@ def test_methods_staticmethods_defaults_keywords_and_any_return_value():
         def scaled(x, alpha=2.0):
             return launch(x, alpha), alpha
 
-    x = torch.randn(333)
+    x = torch.randn(333, device=K.device())
     model = Model(3.0)
     torch.testing.assert_close(model.forward(x)["y"], 3.0 * x)
     torch.testing.assert_close(model.forward(x, extra=2.0)["y"], 6.0 * x)
@@ -147,7 +147,7 @@ def test_contextual_autotune_over_a_staticmethod_is_not_bound_to_the_instance():
             kernel[meta_grid](x, y, alpha, x.numel())
             return y
 
-    x = torch.randn(200)
+    x = torch.randn(200, device=K.device())
     torch.testing.assert_close(Model().scaled(x), 2.0 * x)
     torch.testing.assert_close(Model.scaled(x, 4.0), 4.0 * x)
 
@@ -161,7 +161,7 @@ def test_a_single_config_kernel_that_declares_restore_value_is_applied_once(orde
     ``restore_value``/``reset_to_zero`` keep their hooks in every run thrown away)."""
     tuned = K.make_scale((64, 128))
     single = triton.autotune(configs=K.configs(256), key=["n"], restore_value=["x_ptr"])(K._increment)
-    state = torch.zeros(64)
+    state = torch.zeros(64, device=K.device())
 
     @contextual_autotune(n_repeat=R, n_warmup=W)
     def step(x):
@@ -175,7 +175,7 @@ def test_a_single_config_kernel_that_declares_restore_value_is_applied_once(orde
 
     calls = (300, 500)  # a new key of the tuned kernel in each call
     for done, n in enumerate(calls, start=1):
-        x = torch.randn(n)
+        x = torch.randn(n, device=K.device())
         if order == "after":
             torch.testing.assert_close(step(x), 2.0 * x)
             expected = done  # once per call
@@ -195,9 +195,9 @@ def test_reset_to_zero_of_a_kernel_not_tuning_leaves_the_callers_buffer_as_stock
     out = 10 + 1 came out 2 (cached) or 17 (one config: no hooks, 7 runs)."""
     tuned = K.make_scale((64, 128))
     acc = triton.autotune(configs=K.configs(*configs), key=["n"], reset_to_zero=["out_ptr"])(_accumulate_upstream)
-    ones = torch.ones(64)
+    ones = torch.ones(64, device=K.device())
     acc.cache[(64, "torch.float32", "torch.float32")] = acc.configs[-1]  # tuned by an earlier call
-    out = torch.full((64,), 10.0)
+    out = torch.full((64,), 10.0, device=K.device())
 
     @contextual_autotune(n_repeat=R, n_warmup=W)
     def step(x):
@@ -206,7 +206,7 @@ def test_reset_to_zero_of_a_kernel_not_tuning_leaves_the_callers_buffer_as_stock
         acc[meta_grid](ones, out, ones.numel())
         return y
 
-    x = torch.randn(300)
+    x = torch.randn(300, device=K.device())
     torch.testing.assert_close(step(x), 2.0 * x)
     torch.testing.assert_close(out, torch.full_like(out, 11.0))  # stock: 10 + 1, no reset
     assert len(tuned.cache) == 1
