@@ -75,6 +75,13 @@ def _nothing_listed(root: Path, functions: list[str] | None) -> str:
             f"entr{'y' if len(rows) == 1 else 'ies'} of: {', '.join(names)}")
 
 
+def _require_functions(root: Path, functions: list[str] | None, outcome: str) -> None:
+    """Refuse FUNCTION arguments without entries under ``root`` (a typo), naming what is there."""
+    missing = [f for f in functions or () if not _cache_admin.function_dirs(root, [f])]
+    if missing:
+        raise CacheAdminError(f"{_nothing_listed(root, missing)}; {outcome}")
+
+
 def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
         raise no_cache(root)
@@ -330,9 +337,7 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
             keep = _this_digest()
     elif args.hardware:
         raise TritonDistError("--hardware only goes with --other-hardware")
-    missing = [f for f in args.functions or () if not _cache_admin.function_dirs(root, [f])]
-    if missing:  # a typo would remove nothing and report success
-        raise CacheAdminError(_nothing_listed(root, missing) + "; nothing removed")
+    _require_functions(root, args.functions, "nothing removed")  # a typo would report success
     removals = _cache_admin.prune(root, older_than_days=args.older_than, keep_hardware=keep,
                                   history=args.history, invalid=args.invalid, dry_run=args.dry_run,
                                   functions=args.functions)
@@ -354,9 +359,7 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
         raise no_cache(root)
-    missing = [f for f in args.functions or () if not _cache_admin.function_dirs(root, [f])]
-    if missing:  # a typo would write an empty archive that seeds nothing
-        raise CacheAdminError(_nothing_listed(root, missing) + "; nothing exported")
+    _require_functions(root, args.functions, "nothing exported")  # not an empty archive that seeds nothing
     if args.archive.is_dir():  # the archive is written beside it and renamed onto it: refused late
         raise CacheAdminError(f"ARCHIVE {args.archive} is a directory; name the file to write, "
                               f"e.g. {args.archive / 'autotune-cache.tar.gz'}")

@@ -100,10 +100,8 @@ def _packed(directory: Path, root: Path) -> Iterator[tuple[Path, dict[str, Any] 
     """(path, entry or None, why unusable) of the packed entries ``directory`` serves, then of
     each pack that cannot be read (its entries are misses)."""
     for path, blob, why in _packs.packed_entries(directory, root):
-        entry, why = _cache.parse_entry(blob) if blob is not None else (None, why)
-        if entry is not None:
-            why = entry_problem(entry, path)
-        yield path, (entry if why is None else None), why
+        entry, why = _judged(path, blob, why)
+        yield path, entry, why
     for path, why in _packs.bad_packs(directory):
         yield path, None, f"an unreadable pack: {why}"
 
@@ -120,11 +118,17 @@ def _shadowed_unusable(directory: Path, root: Path) -> Iterator[tuple[Path, str]
             if eid not in loose:
                 continue
             path = Path(pack.path) / f"{eid}.json"
-            if blob is not None:
-                entry, why = _cache.parse_entry(blob)
-                why = entry_problem(entry, path) if entry is not None else why
+            _, why = _judged(path, blob, why)
             if why is not None:
                 yield path, why
+
+
+def _judged(path: Path, blob: bytes | None, why: str | None) -> tuple[dict[str, Any] | None, str | None]:
+    """A packed entry's bytes (None: unreadable, ``why``) as (entry, None) or (None, why unusable)."""
+    entry, why = _cache.parse_entry(blob) if blob is not None else (None, why)
+    if entry is not None:
+        why = entry_problem(entry, path)
+    return (entry if why is None else None), why
 
 
 def config_fields(encoded: Any) -> dict[str, Any]:
