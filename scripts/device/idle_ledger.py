@@ -10,10 +10,14 @@ phase is printed beside it. The events cost a few µs each: the ledger's own wal
 longer than an unobserved call's.
 
 Run on the GPU machine: python3 scripts/device/idle_ledger.py [layer_norm|softmax|attention ...]
-(TRIALS=5 by default; each a fresh tuner and cache, as P7 runs it)."""
+(TRIALS=5 by default; each a fresh tuner and cache, as P7 runs it). ORDERS=given,slow-first also
+measures the configs reordered so that the slowest one (by the first tuning's entry) comes first:
+the first candidate's probes then set a short ``k0``, as in P7's worst trials of layer norm
+8192 x 4096 (2026-12-03, runs V and Y)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import sys
@@ -106,6 +110,9 @@ class Marked(p7.Runner):
 
 
 def main(names: list[str]) -> None:
+    import triton_dist
+
+    print("triton_dist from", Path(triton_dist.__file__).parent)
     backend = get_backend()
     trials = int(os.environ.get("TRIALS", "5"))
     scratch = Path(tempfile.mkdtemp(prefix="ledger_"))
@@ -117,31 +124,49 @@ def main(names: list[str]) -> None:
             args = tut.make_args(shape, backend.device())
             runner = Marked(tut, backend, scratch, tk)
             runner.ledger = ledger
-            runner.run("default", args)  # compiled, as in P7's trials after the first
-            table: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
-            ratios = []
-            for _ in range(trials):
-                ledger.reset()
-                _, wall, entry = runner.run("default", args)
-                times = {c["index"]: c["time_ms"] for c in entry["candidates"] if c.get("time_ms")}
-                ideal = sum(c["time_ms"] * c["runs"] for c in entry["candidates"] if c.get("time_ms"))
-                ratios.append(wall * 1e3 / ideal)
-                marks = ledger.marks
-                final = {c["index"]: c["runs"] for c in entry["candidates"] if c.get("time_ms")}
-                before: dict[int, int] = {}
-                for (_, e0, h0, _), (label, e1, h1, runs) in zip(marks, marks[1:], strict=False):
-                    runs = runs or (final if label == "end" else before)
-                    work = sum((runs.get(i, 0) - before.get(i, 0)) * times.get(i, 0.0) for i in runs)
-                    device = e0.elapsed_time(e1)
-                    table[label].append((device, work, (h1 - h0) * 1e3))
-                    before = runs
-            print(f"{name} {shape}: first call / measured ideal median {statistics.median(ratios):.4f} "
-                  f"(trials: {', '.join(f'{r:.3f}' for r in ratios)})")
-            print("  phase ending at    device ms   work ms   idle ms   host ms   (medians)")
-            for label, rows in table.items():
-                device, work, host = (statistics.median(col) for col in zip(*rows, strict=True))
-                idle = statistics.median(d - w for d, w, _ in rows)
-                print(f"  {label:16s} {device:10.3f} {work:9.3f} {idle:9.3f} {host:9.3f}")
+            _, _, first = runner.run("default", args)  # compiled, as in P7's trials after the first
+            for order in os.environ.get("ORDERS", "given").split(","):
+                if order == "slow-first" and first is not None:
+                    times = {c["index"]: c["time_ms"] for c in first["candidates"] if c.get("time_ms")}
+                    slow = max(times, key=times.__getitem__)
+                    configs = [tut.configs[slow]] + [c for i, c in enumerate(tut.configs) if i != slow]
+                    runner = Marked(dataclasses.replace(tut, configs=configs), backend, scratch, tk)
+                    runner.ledger = ledger
+                    runner.run("default", args)
+                ledger_trials(runner, ledger, name, shape, order, trials, args)
+
+
+def ledger_trials(runner: Marked, ledger: Ledger, name: str, shape: tuple, order: str, trials: int,
+                  args: tuple) -> None:
+    table: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
+    ratios, walls, ideals, ks = [], [], [], []
+    for _ in range(trials):
+        ledger.reset()
+        _, wall, entry = runner.run("default", args)
+        times = {c["index"]: c["time_ms"] for c in entry["candidates"] if c.get("time_ms")}
+        ideal = sum(c["time_ms"] * c["runs"] for c in entry["candidates"] if c.get("time_ms"))
+        ratios.append(wall * 1e3 / ideal)
+        walls.append(wall * 1e3)
+        ideals.append(ideal)
+        r = ledger.rounds
+        ks.append(f"{getattr(r, 'k0', '?')}->{getattr(r, 'k', '?')}")
+        marks = ledger.marks
+        final = {c["index"]: c["runs"] for c in entry["candidates"] if c.get("time_ms")}
+        before: dict[int, int] = {}
+        for (_, e0, h0, _), (label, e1, h1, runs) in zip(marks, marks[1:], strict=False):
+            runs = runs or (final if label == "end" else before)
+            work = sum((runs.get(i, 0) - before.get(i, 0)) * times.get(i, 0.0) for i in runs)
+            device = e0.elapsed_time(e1)
+            table[label].append((device, work, (h1 - h0) * 1e3))
+            before = runs
+    print(f"{name} {shape} [{order}]: first call / measured ideal median {statistics.median(ratios):.4f} "
+          f"(trials: {', '.join(f'{r:.3f}' for r in ratios)}); wall median {statistics.median(walls):.1f} ms, "
+          f"ideal {statistics.median(ideals):.1f} ms; k0->k {', '.join(ks)}")
+    print("  phase ending at    device ms   work ms   idle ms   host ms   (medians)")
+    for label, rows in table.items():
+        device, work, host = (statistics.median(col) for col in zip(*rows, strict=True))
+        idle = statistics.median(d - w for d, w, _ in rows)
+        print(f"  {label:16s} {device:10.3f} {work:9.3f} {idle:9.3f} {host:9.3f}")
 
 
 if __name__ == "__main__":

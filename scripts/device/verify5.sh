@@ -33,6 +33,8 @@
 #               tune flow and the callers, P7 (stock, default, contextual; 3 trials), P2, P1 (~7 minutes).
 #   PART=ledger: where the device idles in a first call, phase by phase (idle_ledger.py), host_steps.py
 #               with finer steps, and the GPU tests of graph mode, the guard and the callers (~4 minutes).
+#   PART=abk:   the warm-up loop's k from the fastest probe completed so far, against the tree before it
+#               (.device/old), layer norm in two config orders (idle_ledger.py), GPU graph tests (~5 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -220,6 +222,24 @@ case "${PART:-first}" in
       tests/unit/test_tune_flow.py tests/unit/test_hit_callers.py tests/unit/test_cuda_warm_up.py \
       tests/unit/test_users_code.py tests/unit/test_restore_kernel.py tests/unit/test_device_measure.py \
       tests/unit/test_cuda_compose.py >"$OUT/pytest.txt" 2>&1
+    tail -5 "$OUT/pytest.txt"
+    ;;
+  abk)  # the warm-up loop's k from the fastest probe completed so far (2026-12-04): the previous tree
+        # (.device/old/triton_dist, from git archive HEAD~) alternating with this one, layer norm's first
+        # call in the tutorial's order and with its slowest config first (idle_ledger.py), then the GPU
+        # tests of graph mode (~5 minutes)
+    for rep in 1 2; do
+      for tree in old new; do
+        pp=$PYTHONPATH
+        [ "$tree" = old ] && pp=$repo/.device/old:$PYTHONPATH
+        PYTHONPATH=$pp TRIALS=${TRIALS:-5} ORDERS=given,slow-first timeout 150 python3 scripts/device/idle_ledger.py \
+          layer_norm >"$OUT/ledger_${tree}_$rep.log" 2>&1
+        echo "== $tree $rep"; cat "$OUT/ledger_${tree}_$rep.log" | grep -v "^  phase"
+      done
+    done
+    timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_graph_placements.py \
+      tests/unit/test_tune_flow.py tests/unit/test_cuda_compose.py >"$OUT/pytest.txt" 2>&1
     tail -5 "$OUT/pytest.txt"
     ;;
   *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;

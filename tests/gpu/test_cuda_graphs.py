@@ -278,3 +278,63 @@ def test_two_placements_measure_every_candidate_in_both_pools(scale_fn, monkeypa
         # H200, 2026-12-03: 759-766 runs per candidate in two placements, 767-771 in one)
         for two_c, one_c in zip(entry["candidates"], one["candidates"], strict=True):
             assert two_c["runs"] <= one_c["runs"] * 1.02
+
+
+def test_the_run_timer_tells_a_completed_run_without_waiting():
+    from triton_dist._backends import get_backend
+
+    backend = get_backend()
+    timer = backend.run_timer()
+    token = timer.start()
+    torch.cuda._sleep(200_000_000)  # ~0.1 s on an H200's clock: still running when asked
+    token = timer.stop(token)
+    assert timer.done(token) is False
+    timer.wait(token)
+    assert timer.done(token) is True and timer.elapsed_ms(token) > 1.0
+
+
+def test_candidates_after_a_faster_probe_are_captured_at_its_k(monkeypatch):
+    """The recompose schedule's loop reads completed probes without waiting: a first config
+    slower than the others sets a short k0, and the configs captured once a faster probe has been
+    read are captured at that probe's k (their graphs not built again before the timed rounds)."""
+    import triton
+
+    from examples.scale import key_fn, scale_kernel
+    from triton_dist._backends import cuda as cuda_backend
+    from triton_dist.tune import autotune
+
+    monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
+
+    def host(x, alpha, *, BLOCK, num_warps):
+        y = torch.empty_like(x)
+        scale_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, alpha, x.numel(), BLOCK=BLOCK, num_warps=num_warps)
+        return y
+
+    # BLOCK 64 with 1 warp: several times slower than the rest on a 2^22 elementwise kernel
+    space = [{"BLOCK": 64, "num_warps": 1}] + [{"BLOCK": b, "num_warps": w} for b in (1024, 2048) for w in (4, 8)] * 2
+    x = torch.randn(2**22, device="cuda")
+    tuner = autotune(space, key_fn, graphs=True)(host)
+    tuner.tune(x, 2.0, force=True, write_cache=False)  # compiles
+    built: list[tuple[str, int]] = []
+    real_capture, real_recompose = cuda_backend.CudaBackend.capture, cuda_backend.CudaBackend.recompose
+
+    def capture(self, fn, runs, pool):
+        built.append(("capture", runs))
+        return real_capture(self, fn, runs, pool)
+
+    def recompose(self, graph, runs):
+        built.append(("recompose", runs))
+        return real_recompose(self, graph, runs)
+
+    monkeypatch.setattr(cuda_backend.CudaBackend, "capture", capture)
+    monkeypatch.setattr(cuda_backend.CudaBackend, "recompose", recompose)
+    entry = tuner.tune(x, 2.0, force=True, write_cache=False)
+    k = {c["runs_per_sample"] for c in entry["candidates"] if c["time_ms"] is not None}
+    assert len(k) == 1
+    (k,) = k
+    captures = [runs for what, runs in built if what == "capture"]
+    k0 = next(runs for what, runs in built if what == "recompose")  # the first two built at k0
+    assert captures[:2] == [1, 1] and k > k0 > 1
+    # the last configs were captured at k, once a faster probe had been read, not at k0
+    assert captures[-1] == k
+    assert built.count(("recompose", k)) < len(space) - 1
