@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_graph_measure import GraphDevice, Group, QuantizedEvent, SimGraph, host_calls
+from tests.unit.test_graph_measure import GraphDevice, Group, SimGraph, host_calls
 from triton_dist._measure import rounds as _rounds
 from triton_dist._measure.bench import measure_candidates
 
@@ -254,71 +254,3 @@ def test_a_bug_in_the_pipeline_stops_measuring_with_the_failures_known():
     assert isinstance(bug, TypeError) and results == []
     assert calls == {0: 2, 1: 1}  # config 0: its first run and its capture; config 2 never ran
     assert not any(e[0] == "replay" for e in device.log)
-
-
-class QueriedEvent(QuantizedEvent):
-    """An event that can be asked whether it has completed (CUDA's ``Event.query``): the
-    simulated device runs what is queued at once, so it has; a pair that ends at or before an
-    event seen completed can be read without a synchronisation (one stream, as CUDA's)."""
-
-    def query(self) -> bool:
-        self.device.log.append(("query",))
-        self.device.seen = max(self.device.seen, self.at)
-        return True
-
-    def elapsed_time(self, end: Any) -> float:
-        if end.at <= self.device.seen:
-            synced, self.device.synced = self.device.synced, True
-            try:
-                return super().elapsed_time(end)
-            finally:
-                self.device.synced = synced
-        return super().elapsed_time(end)
-
-
-class PeekingDevice(ComposingDevice):
-    seen = -1.0  # the device clock of the latest event seen completed
-
-    def run_timer(self) -> Any:
-        device, timer = self, super().run_timer()
-        timer._event = lambda: QueriedEvent(device)
-        return timer
-
-
-def test_later_candidates_are_captured_at_the_k_of_the_fastest_probe_completed_so_far():
-    # the first candidate is the slowest: its probes call for k0 runs, the second's for more;
-    # once the second's probe has completed, the candidates captured after it are captured at its
-    # k (their probes a sample long, their graphs not built again), and only the graphs built at
-    # k0 before are built again at k before the timed rounds
-    costs = {0: 0.060, 1: 0.030, 2: 0.031, 3: 0.032, 4: 0.033}
-    device = PeekingDevice(costs)
-    make_call, counts = host_calls(device)
-    results, bug = measure_candidates(make_call, list(costs), device, n_warmup=3, n_repeat=4, graphs=True)
-    k0, k = _rounds.runs_per_sample(0.060), _rounds.runs_per_sample(0.030)
-    assert bug is None and (k0, k) == (17, 34)
-    assert counts == {i: 2 for i in costs}  # the host function: one eager run, one capture each
-    builds = [e for e in device.log if e[0] in ("capture", "recompose")]
-    # 0 and 1 captured with one run, built at k0 once 0's probes are read; 1's probe (queued
-    # before 2 is captured: completed at once on this device) calls for k, at which 2, 3 and 4
-    # are captured; then only 0 and 1 are built again at k
-    assert builds == [("capture", 1), ("capture", 1), ("recompose", k0), ("recompose", k0),
-                      ("capture", k), ("capture", k), ("capture", k), ("recompose", k), ("recompose", k)]
-    assert ("query",) in device.log
-    assert [r.runs_per_sample for r in results] == [k] * 5
-    # 2, 3 and 4: eager, one probe of k (no untimed replay of a graph built again), 4 samples of k
-    assert [r.runs for r in results][2:] == [1 + k + 4 * k] * 3
-    assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in costs])
-
-
-def test_without_a_completed_probe_the_loop_keeps_the_first_candidates_k():
-    # events that cannot tell whether they completed (the simulated default): the k0 schedule
-    costs = {0: 0.060, 1: 0.030, 2: 0.031, 3: 0.032}
-    device = ComposingDevice(costs)
-    results, bug = measure_candidates(host_calls(device)[0], list(costs), device, n_warmup=3, n_repeat=4,
-                                      graphs=True)
-    k0, k = _rounds.runs_per_sample(0.060), _rounds.runs_per_sample(0.030)
-    assert bug is None
-    builds = [e for e in device.log if e[0] in ("capture", "recompose")]
-    assert builds == [("capture", 1), ("capture", 1), ("recompose", k0), ("recompose", k0), ("capture", k0),
-                      ("capture", k0), *[("recompose", k)] * 4]
-    assert [r.runs_per_sample for r in results] == [k] * 4

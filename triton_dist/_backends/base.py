@@ -68,12 +68,6 @@ class EventRunTimer:
         """Block until the run of ``token`` has completed on the device (its end event)."""
         token[1].synchronize()
 
-    def done(self, token: tuple[Any, Any]) -> bool:
-        """Whether the run of ``token`` has completed on the device, without waiting (False where
-        the events cannot tell)."""
-        query = getattr(token[1], "query", None)
-        return bool(query()) if query is not None else False
-
     def keep_ahead(self, host_s: float, n_runs: int) -> None:
         """About to enqueue ``n_runs`` runs that take ``host_s`` seconds of host time (without the
         timer's own): make sure the device

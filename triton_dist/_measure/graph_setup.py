@@ -8,11 +8,9 @@ Two schedules, chosen by what the backend can do (``Backend.recomposes``):
   (:meth:`GraphSetUp.next_capture`), while the device runs the previous candidate's probes,
   queued behind that first run: the first candidate with one run, probed by replays of it
   (``k`` from those probes), every later one at ``k`` (``Backend.capture`` calls it once and
-  composes the ``k`` runs), probed by a replay of its graph; ``k`` grows as the probes that have
-  completed meanwhile (read without waiting) show a faster candidate (:meth:`GraphSetUp._peek`).
-  Where the fastest candidate's probes call for more runs, every graph built at fewer is built
-  again at its ``k`` from the capture it holds (``Backend.recompose``), without calling the host
-  function. On an H200 the capture schedule's
+  composes the ``k`` runs), probed by a replay of its graph. Where the fastest candidate's
+  probes call for more runs, every graph is built again at its ``k`` from the capture it holds
+  (``Backend.recompose``), without calling the host function. On an H200 the capture schedule's
   two captures per candidate and its timed first runs (each behind a keep-ahead sleep) were
   host time during which the device had little to do: ~9 % over the device's own time on a
   first call of layer norm 8192 x 4096 (12 configs of ~45 µs), 1.055-1.067 with this schedule
@@ -29,13 +27,11 @@ Two schedules, chosen by what the backend can do (``Backend.recomposes``):
 from __future__ import annotations
 
 import logging
-import statistics
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from triton_dist._measure.agreement import Agreement, Verdict, agree_on_k
-from triton_dist._measure.result import runs_per_sample
 from triton_dist._measure.runs import CandidateRuns
 from triton_dist.errors import TritonDistWarning
 
@@ -80,8 +76,6 @@ class GraphSetUp(CandidateRuns):
     probe_runs: dict[int, int]
     held: int | None  # the recompose schedule: the candidate captured last, its probes not yet queued
     k0: int  # the recompose schedule: k from the first candidate's probes (0: not yet known)
-    k_now: int  # the recompose schedule: k from the fastest probe completed so far (0: none read)
-    peeked: set[int]  # the recompose schedule: candidates whose completed probes were read
     stale: set[int]  # graphs captured before an argument was known mutated
 
     @property
@@ -154,26 +148,7 @@ class GraphSetUp(CandidateRuns):
         is captured again before the timed rounds (:meth:`_recapture`)."""
         if settle is not None and settle():
             self.stale.update(self.graph_of)
-        if self.k0:
-            self._peek()
-        self.try_capture(index, max(self.k0, self.k_now) or 1)
-
-    def _peek(self) -> None:
-        """``k_now``: the runs per sample that the fastest probe completed so far calls for (read
-        without waiting: the host has just waited for the detections queued behind them). The
-        candidates captured from then on are captured at it: their probes keep the device busy
-        for a sample's length where the first candidate was slower than the others (its short
-        ``k0`` left the device idle in a loop that the host paces), and their graphs need not be
-        built again before the timed rounds (on an H200, layer norm 8192 x 4096's first call
-        reached 1.07 x its ideal in trials whose first config was slow: P2, issue 16)."""
-        for index, tokens in self.probes.items():
-            if index in self.peeked or index in self.failed or not tokens:
-                continue
-            if not self.timer.done(tokens[-1]):  # one stream: the last probe done, all are
-                continue
-            self.peeked.add(index)
-            per = statistics.median(self.timer.elapsed_ms(t) for t in tokens) / self.probe_runs[index]
-            self.k_now = max(self.k_now, min(self.cap, runs_per_sample(per)))
+        self.try_capture(index, self.k0 or 1)
 
     def _first_k(self, index: int) -> None:
         """``k`` from the first candidate's probes (the only wait of the schedule: the device
@@ -191,9 +166,8 @@ class GraphSetUp(CandidateRuns):
     def _finish_recomposed(self, stop: BaseException | None) -> None:
         """The last candidate's probes, the graphs captured before a mutation was known captured
         again, then the fastest candidate's probes set ``k``: where they call for more runs than
-        the first candidate's, every graph built at fewer (before :meth:`_peek` saw the fastest)
-        is built again at theirs (from its capture, without calling the host function) and
-        replayed once untimed. Samples shorter than the fastest's
+        the first candidate's, every graph is built again at theirs (from its capture, without
+        calling the host function) and replayed once untimed. Samples shorter than the fastest's
         target weigh their first run, which follows another candidate, more: on an H200, keeping
         the first candidate's ``k`` while it was within 1.5x of the fastest's picked a softmax
         8192 x 8192 config 2.8 % slower in 1 of 2 trials (within 4x: 3.5 % in 2 of 2; 2026-12-01
@@ -210,8 +184,10 @@ class GraphSetUp(CandidateRuns):
         if self.broken is not None or probed.verdict is Verdict.EAGER:
             self._fall_back(self.broken or ANOTHER_RANK)
             return
-        self.k = max(self.k0, probed.k, 1)
-        self._rebuild(recompose=True, among=[i for i in self.graph_of if self.graph_runs[i] != self.k])
+        self.k = max(self.k0, 1)
+        if probed.k > self.k:
+            self.k = probed.k
+            self._rebuild(recompose=True)
 
     def _recapture(self, index: int) -> None:
         """A graph captured before an argument was known mutated, captured again (with its
@@ -256,10 +232,9 @@ class GraphSetUp(CandidateRuns):
             self.replay(index)
             self.probes[index].append(self.timer.stop(token))
 
-    def _rebuild(self, recompose: bool, among: Iterable[int] | None = None) -> None:
-        """Samples of ``k`` runs: every candidate's graph (of ``among``) built again (:meth:`_build`)."""
-        stop = self._each(lambda index: self._build(index, self.k, recompose),
-                          among=list(self.graph_of) if among is None else among)
+    def _rebuild(self, recompose: bool) -> None:
+        """Samples of ``k`` runs: every candidate's graph built again (:meth:`_build`)."""
+        stop = self._each(lambda index: self._build(index, self.k, recompose), among=self.graph_of)
         if stop is not None:
             raise Stopped(stop)
 

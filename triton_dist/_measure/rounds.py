@@ -132,7 +132,6 @@ class _Rounds(GraphSetUp):
         self.probe_runs: dict[int, int] = {}  # runs per probe (per replay of the graph probed)
         self.tokens: dict[int, list[Any]] = {}  # the timed samples' event pairs
         self.held, self.k0, self.stale = None, 0, set()  # the recompose schedule's state
-        self.k_now, self.peeked = 0, set()
         self.uploading: set[int] = set()  # second placements whose first replay is still to come
 
     def warm_up(self, on_warm: Callable[[int], None] | None,
