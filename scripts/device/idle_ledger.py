@@ -13,7 +13,8 @@ Run on the GPU machine: python3 scripts/device/idle_ledger.py [layer_norm|softma
 (TRIALS=5 by default; each a fresh tuner and cache, as P7 runs it). ORDERS=given,slow-first also
 measures the configs reordered so that the slowest one (by the first tuning's entry) comes first:
 the first candidate's probes then set a short ``k0``, as in P7's worst trials of layer norm
-8192 x 4096 (2026-12-03, runs V and Y)."""
+8192 x 4096 (2026-12-03, runs V and Y). PRE=stock (or stock,contextual) runs those methods' tunings
+of the same shape before each first call, as P7's trials do (stock, default, contextual in turn)."""
 
 from __future__ import annotations
 
@@ -140,7 +141,10 @@ def ledger_trials(runner: Marked, ledger: Ledger, name: str, shape: tuple, order
                   args: tuple) -> None:
     table: dict[str, list[tuple[float, float, float]]] = defaultdict(list)
     ratios, walls, ideals, ks = [], [], [], []
+    pre = [m for m in os.environ.get("PRE", "").split(",") if m]
     for _ in range(trials):
+        for method in pre:
+            runner.run(method, args)
         ledger.reset()
         _, wall, entry = runner.run("default", args)
         times = {c["index"]: c["time_ms"] for c in entry["candidates"] if c.get("time_ms")}
@@ -159,7 +163,8 @@ def ledger_trials(runner: Marked, ledger: Ledger, name: str, shape: tuple, order
             device = e0.elapsed_time(e1)
             table[label].append((device, work, (h1 - h0) * 1e3))
             before = runs
-    print(f"{name} {shape} [{order}]: first call / measured ideal median {statistics.median(ratios):.4f} "
+    after = f", after {'+'.join(pre)}" if pre else ""
+    print(f"{name} {shape} [{order}{after}]: first call / measured ideal median {statistics.median(ratios):.4f} "
           f"(trials: {', '.join(f'{r:.3f}' for r in ratios)}); wall median {statistics.median(walls):.1f} ms, "
           f"ideal {statistics.median(ideals):.1f} ms; k0->k {', '.join(ks)}")
     print("  phase ending at    device ms   work ms   idle ms   host ms   (medians)")

@@ -242,5 +242,15 @@ case "${PART:-first}" in
       tests/unit/test_tune_flow.py tests/unit/test_cuda_compose.py >"$OUT/pytest.txt" 2>&1
     tail -5 "$OUT/pytest.txt"
     ;;
+  pre)  # layer norm's first call alone and after the stock tuner's tuning of the same shape, as in
+        # P7's trials (2026-12-04: 1.040-1.047 over its own measured ideal in P7, 1.025 alone in the ledger)
+    for rep in 1 2; do
+      for pre in "" stock stock,contextual; do
+        PRE=$pre TRIALS=${TRIALS:-5} timeout 150 python3 scripts/device/idle_ledger.py layer_norm \
+          >"$OUT/ledger_${pre:-alone}_$rep.log" 2>&1
+        echo "== ${pre:-alone} $rep"; grep -v "^  phase" "$OUT/ledger_${pre:-alone}_$rep.log"
+      done
+    done
+    ;;
   *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;
 esac
