@@ -181,6 +181,30 @@ def test_a_sample_of_k_runs_is_one_captured_call_replayed_k_times_in_one_launch(
     assert buf.item() == 18.0
 
 
+def test_a_shared_probe_graph_runs_the_capture_last_loaded_and_queued_launches_keep_theirs():
+    # graph mode's warm-up probes candidates through one graph whose copies are pointed at each
+    # candidate's capture in turn (cuda_compose.SharedProbe): a launch queued before the next
+    # load runs what it was launched with ("already enqueued launches are not affected")
+    from triton_dist._backends import cuda_compose, get_backend
+
+    backend = get_backend()
+    a, b, c = (torch.zeros(1, device="cuda") for _ in range(3))
+    pool = backend.graph_pool()
+    one_a = backend.capture(lambda: a.add_(1.0), 1, pool)
+    one_b = backend.capture(lambda: b.add_(1.0), 1, pool)
+    probe = backend.shared_probe(one_a, 5)
+    assert isinstance(probe, cuda_compose.SharedProbe)
+    torch.cuda._sleep(50_000_000)  # ~25 ms: the first launch is still queued at the load
+    probe.replay()
+    probe.load(one_b)
+    probe.replay()
+    torch.cuda.synchronize()
+    assert (a.item(), b.item()) == (5.0, 5.0)
+    two = backend.capture(lambda: (c.add_(1.0), c.mul_(2.0)), 1, pool)  # another node layout
+    with pytest.raises(cuda_compose.Unavailable):
+        probe.load(two)
+
+
 def test_each_config_is_captured_once_per_placement_and_its_samples_built_from_that_capture():
     import triton
 

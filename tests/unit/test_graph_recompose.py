@@ -120,6 +120,90 @@ def test_the_samples_get_the_fastest_candidates_k():
     assert [r.time_ms for r in results] == pytest.approx([0.042, 0.030])
 
 
+class SimProbe(SimGraph):
+    """The shared probe graph of :class:`ProbingDevice`: ``runs`` copies of the one-run graph it
+    was last loaded with."""
+
+    def __init__(self, device: GraphDevice, graph: SimGraph, runs: int) -> None:
+        super().__init__(device, graph.ops[:1] * runs)
+        self.runs = runs
+        device.log.append(("probe graph", runs))
+
+    def load(self, graph: SimGraph) -> None:
+        if self.device.refuse_layout:
+            raise RuntimeError("cuGraphExecChildGraphNodeSetParams failed with CUDA driver error 910")
+        self.ops = graph.ops[:1] * self.runs
+        self.device.log.append(("load", graph.ops[0]))
+
+
+class ProbingDevice(ComposingDevice):
+    """CUDA's composition with the shared probe graph."""
+
+    def __init__(self, costs: dict[int, float], *, refuse_layout: bool = False, **kwargs: Any) -> None:
+        super().__init__(costs, **kwargs)
+        self.refuse_layout = refuse_layout
+
+    def shared_probe(self, graph: SimGraph, runs: int) -> SimProbe:
+        return SimProbe(self, graph, runs)
+
+
+def test_after_the_first_candidate_each_is_probed_through_one_shared_graph():
+    # config 0's probes give k0 (config 0 is the slowest: k0 is short of the k the others call
+    # for). Every later config is captured with one run and probed through one shared graph of
+    # k0 runs (built once, loaded per candidate) instead of a graph of its own each (an
+    # instantiation per candidate, host time in a loop a slow host paces); before the timed
+    # rounds every graph is built at k from its capture
+    costs = {0: 0.042, 1: 0.030, 2: 0.031, 3: 0.032, 4: 0.033}
+    device = ProbingDevice(costs)
+    make_call, counts = host_calls(device)
+    results, bug = measure_candidates(make_call, list(costs), device, n_warmup=3, n_repeat=5, graphs=True)
+    k0, k = _rounds.runs_per_sample(0.042), _rounds.runs_per_sample(0.030)
+    assert bug is None and k > k0
+    assert [e for e in device.log if e[0] in ("capture", "recompose", "probe graph", "load")] == [
+        ("capture", 1), ("capture", 1), ("recompose", k0), ("probe graph", k0), ("capture", 1), ("load", 2),
+        ("capture", 1), ("load", 3), ("capture", 1), ("load", 4)] + [("recompose", k)] * 5
+    assert counts == {i: 2 for i in costs}  # the host function: one eager run, one capture each
+    probes = [e[1] for e in device.log if e[0] == "replay" and len(e[1]) == k0]
+    assert all((i,) * k0 in probes for i in costs)  # each probed with its own kernels
+    assert [r.runs_per_sample for r in results] == [k] * 5
+    # eager, two probes of one run, an untimed replay at k0, one at k, the timed samples; the
+    # others: eager, the shared probe, an untimed replay at k, the timed samples
+    assert [r.runs for r in results] == [1 + 2 + k0 + k + 5 * k] + [1 + k0 + k + 5 * k] * 4
+    assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in costs])
+
+
+def test_the_shared_graph_built_at_the_fastest_candidates_k_builds_only_the_others():
+    # config 0 is the fastest: k = k0, config 0's graph serves as it is; the others, probed
+    # through the shared graph, are built at k once
+    costs = {0: 0.030, 1: 0.042, 2: 0.041}
+    device = ProbingDevice(costs)
+    results, bug = measure_candidates(host_calls(device)[0], list(costs), device, n_warmup=3, n_repeat=5,
+                                      graphs=True)
+    k = _rounds.runs_per_sample(0.030)
+    assert bug is None
+    assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
+        ("capture", 1), ("capture", 1), ("recompose", k), ("capture", 1), ("recompose", k), ("recompose", k)]
+    assert [r.runs_per_sample for r in results] == [k] * 3
+    assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in costs])
+
+
+def test_a_shared_probe_graph_the_driver_refuses_leaves_each_candidate_a_graph_of_its_own():
+    # the driver refuses to load config 2's capture into the shared graph (another node layout):
+    # it gets a graph of k0 runs of its own, and the later configs are captured at k0 as where
+    # there is no shared graph; nothing is lost
+    costs = {0: 0.042, 1: 0.030, 2: 0.031, 3: 0.032, 4: 0.033}
+    device = ProbingDevice(costs, refuse_layout=True)
+    results, bug = measure_candidates(host_calls(device)[0], list(costs), device, n_warmup=3, n_repeat=5,
+                                      graphs=True)
+    k0, k = _rounds.runs_per_sample(0.042), _rounds.runs_per_sample(0.030)
+    assert bug is None and all(r.ok for r in results)
+    built = [e for e in device.log if e[0] in ("capture", "recompose", "probe graph")]
+    assert built == [("capture", 1), ("capture", 1), ("recompose", k0), ("probe graph", k0), ("capture", 1),
+                     ("recompose", k0), ("capture", k0), ("capture", k0)] + [("recompose", k)] * 5
+    assert [r.runs_per_sample for r in results] == [k] * 5
+    assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in costs])
+
+
 def test_a_group_keeps_the_capture_schedule():
     # in a group every rank must call the host function the same number of times (it may hold a
     # collective): the first runs are timed (k's first guess) and the graphs captured at k

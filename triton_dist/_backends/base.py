@@ -225,6 +225,14 @@ class Backend(abc.ABC):
         backend cannot (the caller captures ``runs`` calls instead)."""
         return None
 
+    def shared_probe(self, graph: Any, runs: int) -> Any:
+        """A graph that replays ``runs`` copies of ``graph`` (a capture of one run) with one
+        launch, and that ``load(other)`` points at another capture of one run for a small part
+        of what building a graph of its own costs (graph mode's warm-up probes candidate after
+        candidate through one, ``_measure.graph_setup``); launches already queued keep what they
+        were. None where the backend cannot (each candidate gets a graph of its own)."""
+        return None
+
     def flush_cache(self) -> None:
         """Queue a flush of the device's L2 cache on the current stream (cold-cache timings,
         ``autotune(..., flush_l2=True)``): backends with ``interleaved`` measurement."""

@@ -149,6 +149,17 @@ class CudaBackend(Backend, kind="cuda"):
             log.info("graph mode captures every run of a sample: %s", exc)
             return None
 
+    def shared_probe(self, graph: Any, runs: int) -> Any:
+        if not self._compose:
+            return None
+        from triton_dist._backends import cuda_compose
+
+        try:
+            return cuda_compose.SharedProbe(getattr(graph, "captured", graph), runs)
+        except cuda_compose.Unavailable as exc:
+            log.info("graph mode builds a graph of its own for every candidate's probes: %s", exc)
+            return None
+
     def run_timer(self) -> EventRunTimer:
         timer = self._timers.setdefault(torch.cuda.current_device(), _CudaRunTimer(self))
         if not timer.pair_s:  # what the timer's own event records cost, before the first round

@@ -6,11 +6,14 @@ Two schedules, chosen by what the backend can do (``Backend.recomposes``):
 - **recompose** (CUDA with a driver that nests graphs; a rank alone): the first runs are not
   timed, and each candidate's host function is captured once, right after its first run
   (:meth:`GraphSetUp.next_capture`), while the device runs the previous candidate's probes,
-  queued behind that first run: the first candidate with one run, probed by replays of it
-  (``k`` from those probes), every later one at ``k`` (``Backend.capture`` calls it once and
-  composes the ``k`` runs), probed by a replay of its graph. Where the fastest candidate's
-  probes call for more runs, every graph is built again at its ``k`` from the capture it holds
-  (``Backend.recompose``), without calling the host function. On an H200 the capture schedule's
+  queued behind that first run: each with one run; the first candidate probed by replays of
+  it (``k0`` from those probes, its graph then built at ``k0``), every later one by one replay
+  of a graph of ``k0`` copies shared by the candidates and pointed at each capture in turn
+  (``Backend.shared_probe``: a small part of what instantiating a graph of its own costs the
+  host, in a loop that a slow host paces). Before the timed rounds every graph is built at the
+  fastest candidate's ``k`` from the capture it holds (``Backend.recompose``), without calling
+  the host function; where the backend has no shared graph, each candidate is captured at
+  ``k0`` and built again only where the fastest calls for more runs. On an H200 the capture schedule's
   two captures per candidate and its timed first runs (each behind a keep-ahead sleep) were
   host time during which the device had little to do: ~9 % over the device's own time on a
   first call of layer norm 8192 x 4096 (12 configs of ~45 µs), 1.055-1.067 with this schedule
@@ -143,12 +146,15 @@ class GraphSetUp(CandidateRuns):
         return stop
 
     def _capture_settled(self, index: int, settle: Callable[[], bool] | None) -> None:
-        """Read the detections queued so far, then capture ``index`` once (at ``k`` once known).
+        """Read the detections queued so far, then capture ``index`` once (at ``k0`` once known
+        where the backend has no shared probe graph).
         A graph captured before an argument was known mutated lacks that argument's restore: it
         is captured again before the timed rounds (:meth:`_recapture`)."""
         if settle is not None and settle():
             self.stale.update(self.graph_of)
-        self.try_capture(index, self.k0 or 1)
+        # one run: probed through the shared probe graph (_warm_rest), its graph of k runs built
+        # once, before the timed rounds (_finish_recomposed); at k0 where there is no shared graph
+        self.try_capture(index, (self.k0 or 1) if self.no_probe else 1)
 
     def _first_k(self, index: int) -> None:
         """``k`` from the first candidate's probes (the only wait of the schedule: the device
@@ -159,9 +165,6 @@ class GraphSetUp(CandidateRuns):
         self.k0 = self._checkpoint({index: self.probes[index]}, self.probe_runs[index], None).k
         if self.k0 > 1:
             self._build(index, self.k0, recompose=True)
-            for other in [i for i in self.graph_of if i != index and self.graph_runs[i] != self.k0]:
-                if not self.recompose(other, self.k0):
-                    self.capture(other, self.k0)
 
     def _finish_recomposed(self, stop: BaseException | None) -> None:
         """The last candidate's probes, the graphs captured before a mutation was known captured
@@ -188,6 +191,11 @@ class GraphSetUp(CandidateRuns):
         if probed.k > self.k:
             self.k = probed.k
             self._rebuild(recompose=True)
+            return
+        short = [i for i in self.graph_of if self.graph_runs[i] != self.k]  # probed through the shared graph
+        stop = self._each(lambda index: self._build(index, self.k, recompose=True), among=short)
+        if stop is not None:
+            raise Stopped(stop)
 
     def _recapture(self, index: int) -> None:
         """A graph captured before an argument was known mutated, captured again (with its
@@ -222,6 +230,17 @@ class GraphSetUp(CandidateRuns):
             for _ in range(self.n_warmup - 1):
                 self.run(index)
             return
+        if self.graph_runs[index] == 1 and self.k0 > 1:  # captured with one run, k0 known
+            if self.load_probe(index, self.k0):  # one replay of k0 runs through the shared graph
+                self.probe_runs[index] = self.k0
+                if ahead:
+                    self.timer.keep_ahead(REPLAY_HOST_S, 1)
+                token = self.timer.start()
+                self.replay_probe(index)
+                self.probes[index] = [self.timer.stop(token)]
+                return
+            if not self.recompose(index, self.k0):  # no shared graph here: a graph of its own
+                self.capture(index, self.k0)
         runs = self.probe_runs[index] = self.graph_runs[index]
         replays = max(1, -(-(self.n_warmup - 1) // runs))  # n_warmup - 1 runs, in replays of the graph
         if ahead:

@@ -8,6 +8,7 @@ limit (``timeout_s``) and the keep-ahead sleeps that keep the device busy while 
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +24,8 @@ from triton_dist._measure.result import (
 from triton_dist.errors import CandidateTimeoutError
 
 __all__ = ["CandidateRuns"]
+
+log = logging.getLogger("triton_dist._measure.rounds")
 
 
 class CandidateRuns:
@@ -45,6 +48,9 @@ class CandidateRuns:
         self.graph_runs: dict[int, int] = {}  # runs per replay of each candidate's graph
         self.kept: list[Any] = []  # graphs of an earlier placement, alive until the last replay is queued
         self.pool: Any = None  # the graphs' memory pool
+        self.probe: Any = None  # the shared probe graph (Backend.shared_probe), once made
+        self.probe_of: tuple[int, int] | None = None  # (candidate, runs) the shared probe holds
+        self.no_probe = False  # the backend has none, or it failed: candidates get graphs of their own
         self.k = 1  # runs per graph (and per timed sample in graph mode)
         self.broken: str | None = None  # why the host function could not be captured
 
@@ -82,6 +88,37 @@ class CandidateRuns:
         self.per_replay[index] = min(self.per_replay.get(index, math.inf), took)
         self.runs[index] += self.graph_runs[index]
 
+    def load_probe(self, index: int, runs: int) -> bool:
+        """Point the shared probe graph at the candidate's one-run graph, ``runs`` copies (made
+        at the first call); False where the backend cannot (``no_probe``: the caller gives the
+        candidate a graph of its own)."""
+        if self.no_probe:
+            return False
+        graph = self.graph_of[index]
+        try:
+            if self.probe is None or self.probe_of is None or self.probe_of[1] != runs:
+                self.probe = self.backend.shared_probe(graph, runs)
+                if self.probe is None:
+                    self.no_probe = True
+                    return False
+            else:
+                self.probe.load(graph)
+        except Exception as exc:  # noqa: BLE001 - e.g. a capture of another node layout
+            log.debug("probing through graphs of their own: %s", exc)
+            self.probe, self.probe_of, self.no_probe = None, None, True
+            return False
+        self.probe_of = (index, runs)
+        return True
+
+    def replay_probe(self, index: int) -> None:
+        """One replay of the shared probe graph, loaded with ``index`` (:meth:`load_probe`)."""
+        self._check_time(index)
+        assert self.probe_of is not None and self.probe_of[0] == index
+        start = self.clock()
+        self.probe.replay()
+        self.spent[index] += self.clock() - start
+        self.runs[index] += self.probe_of[1]
+
     def _check_time(self, index: int) -> None:
         if self.timeout_s is not None and self.spent[index] > self.timeout_s:
             raise CandidateTimeoutError(f"timed out after {self.timeout_s:g}s")
@@ -117,6 +154,7 @@ class CandidateRuns:
         self.graph_of.clear()
         self.graph_runs.clear()
         self.kept.clear()
+        self.probe = self.probe_of = None
 
     def try_capture(self, index: int, n_runs: int | None = None) -> None:
         """Graph mode, after the eager first run: capture ``n_runs`` runs (default ``k``; any
