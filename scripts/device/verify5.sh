@@ -228,12 +228,12 @@ case "${PART:-first}" in
         # (.device/old/triton_dist, from git archive HEAD~) alternating with this one, layer norm's first
         # call in the tutorial's order and with its slowest config first (idle_ledger.py), then the GPU
         # tests of graph mode (~5 minutes)
-    for rep in 1 2; do
+    for rep in $(seq "${REPS:-2}"); do
       for tree in old new; do
         pp=$PYTHONPATH
         [ "$tree" = old ] && pp=$repo/.device/old:$PYTHONPATH
-        PYTHONPATH=$pp TRIALS=${TRIALS:-5} ORDERS=given,slow-first timeout 150 python3 scripts/device/idle_ledger.py \
-          layer_norm >"$OUT/ledger_${tree}_$rep.log" 2>&1
+        PYTHONPATH=$pp TRIALS=${TRIALS:-5} ORDERS=${ORDERS:-given,slow-first} timeout 150 python3 scripts/device/idle_ledger.py \
+          ${LEDGER_KERNELS:-layer_norm} >"$OUT/ledger_${tree}_$rep.log" 2>&1
         echo "== $tree $rep"; cat "$OUT/ledger_${tree}_$rep.log" | grep -v "^  phase"
       done
     done
