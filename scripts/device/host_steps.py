@@ -36,7 +36,10 @@ STEPS = [(rounds._Rounds, "warm_up"), (rounds._Rounds, "first_run"), (runs.Candi
          # finer (2026-12-03 22:00 UTC): the capture's own parts and the detections' pieces
          (base, "_capture"), (cuda_compose, "build"), (cuda_compose, "capture_kept"),
          (guard._FlagBlock, "values"), (guard.RunGuard, "_queued_detection"), (guard.RunGuard, "_restore"),
-         (rounds._Rounds, "_timed_sample"), (rounds._Rounds, "_move"), (rounds._Rounds, "_checkpoint")]
+         (rounds._Rounds, "_timed_sample"), (rounds._Rounds, "_move"), (rounds._Rounds, "_checkpoint"),
+         # the shared probe graph (2026-12-04; absent from older trees: skipped there)
+         (runs.CandidateRuns, "load_probe"), (runs.CandidateRuns, "replay_probe"),
+         (getattr(cuda_compose, "SharedProbe", None), "load"), (cuda_compose.ComposedGraph, "_release")]
 
 
 class Steps:
@@ -45,7 +48,9 @@ class Steps:
         self.count: dict[str, int] = defaultdict(int)
         clock = time.perf_counter
         for owner, name in STEPS:
-            real = getattr(owner, name)
+            real = getattr(owner, name, None)
+            if real is None:  # a step of another tree
+                continue
             label = f"{owner.__name__.rpartition('.')[2]}.{name}"
 
             def wrapped(*a, _real=real, _label=label, **k):

@@ -252,5 +252,17 @@ case "${PART:-first}" in
       done
     done
     ;;
+  steps)  # host time per step of layer norm's first call, the previous tree (.device/old) alternating with
+          # this one (host_steps.py): host work that a slow host's warm-up loop waits on, without the waits
+    for rep in $(seq "${REPS:-2}"); do
+      for tree in old new; do
+        pp=$PYTHONPATH
+        [ "$tree" = old ] && pp=$repo/.device/old:$PYTHONPATH
+        PYTHONPATH=$pp timeout 120 python3 scripts/device/host_steps.py ${LEDGER_KERNELS:-layer_norm} \
+          >"$OUT/steps_${tree}_$rep.log" 2>&1
+        echo "== $tree $rep"; head -40 "$OUT/steps_${tree}_$rep.log"
+      done
+    done
+    ;;
   *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;
 esac
