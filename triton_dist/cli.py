@@ -3,7 +3,8 @@
 Exit status: 0 done (``why``: would hit), 1 a negative answer (``verify`` found problems,
 ``why`` found a miss, an entry was not found, an archive was refused) or a file-system error
 (permissions, a full disk: one ``error:`` line) or a reader that stopped reading the output
-(``ls | head``: no message), 2 bad usage or settings.
+(``ls | head``: no message), 2 bad usage or settings, 3 ``why`` could not tell (verdict
+unknown: the function's code was not compared).
 See docs/cache.md.
 """
 
@@ -42,9 +43,11 @@ def prog_name() -> str:
     return "triton-dist-cache" if started.startswith("triton-dist-cache") else "python -m triton_dist.cache"
 
 
-def _command(sub: Any, name: str, common: argparse.ArgumentParser, summary: str) -> argparse.ArgumentParser:
+def _command(sub: Any, name: str, common: argparse.ArgumentParser, summary: str,
+             details: str = "") -> argparse.ArgumentParser:
     """A command whose own ``--help`` starts with what it does (the summary), not only its options."""
-    return sub.add_parser(name, parents=[common], help=summary, description=summary)
+    return sub.add_parser(name, parents=[common], help=summary,
+                          description=f"{summary}. {details}" if details else summary)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=prog_name(), parents=[common],
         description="Inspect and manage the triton_dist autotune disk cache.",
-        epilog="Exit status: 0 done, 1 a negative answer (problems, a miss, refused), 2 bad usage.",
+        epilog="Exit status: 0 done, 1 a negative answer (problems, a miss, refused), 2 bad usage, "
+               "3 `why` could not tell (verdict unknown).",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -62,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "show", common, "one entry with every candidate's time or failure")
     p.add_argument("entry", metavar="ENTRY", help="a path, an entry id, a unique id prefix, or FUNCTION/ID")
 
-    p = _command(sub, "why", common, "why (FUNCTION, KEY) misses: what differs from the nearest entry")
+    p = _command(sub, "why", common, "why (FUNCTION, KEY) misses: what differs from the nearest entry",
+                 "Exit status: 0 it would hit, 1 it would miss, 3 unknown (FUNCTION given by name and its "
+                 "module not imported: its source and config space were not compared; give module:attr).")
     p.add_argument("function", metavar="FUNCTION",
                    help="the autotuned function: module:attr or module.attr (imported, to compare its "
                         "source and config space), or its name (then the module its entries record is "
@@ -98,7 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", metavar="DIGEST", help="the hardware digest to keep with --other-hardware")
     p.add_argument("--history", action="store_true", help="all history entries")
     p.add_argument("--invalid", action="store_true",
-                   help="files that verify reports as corrupt, foreign or inconsistent")
+                   help="files that verify reports as corrupt, foreign or inconsistent, except those "
+                        "another triton_dist version wrote (kept: that version reads them)")
+    p.add_argument("--other-versions", action="store_true",
+                   help="entries, history and packs that another triton_dist version wrote (another "
+                        "schema or pack version); only where no job of that version uses the root")
     p.add_argument("--function", action="append", dest="functions", metavar="NAME",
                    help="only this function (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")

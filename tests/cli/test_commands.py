@@ -136,7 +136,7 @@ def test_why_with_a_function_name_imports_what_its_entries_record_or_nothing(see
     code, doc = run_json(capsys, "why", "kmod.scale", SHAPE_KEY)
     assert code == 0 and doc["verdict"] == "hit"
     code, doc = run_json(capsys, "why", "scale", SHAPE_KEY, "--no-import")
-    assert code == 0 and doc["verdict"] == "unknown" and doc["imported"] is None
+    assert code == 3 and doc["verdict"] == "unknown" and doc["imported"] is None  # neither hit nor miss
     assert load(scale_entry(seeded))["source_hash"] in doc["reason"]
     code, doc = run_json(capsys, "why", "scael", SHAPE_KEY)
     assert code == 1 and "similar names there: scale" in doc["reason"]

@@ -4,9 +4,16 @@ a defect found so: advice that did not work, a misleading error, a help page tha
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import pwd
+import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
+import traceback
 from pathlib import Path
 
 import pytest
@@ -205,3 +212,187 @@ def test_pruning_a_function_that_is_not_there_is_an_error_naming_what_is(cache_d
     assert len(entries(cache_dir, "work")) == 1  # nothing removed, the real function's entry untouched
     code, out, _ = run(capsys, "prune", "--function", "work", "--older-than", "0", "--dry-run")
     assert code == 0 and "would remove 2 file(s)" in out  # the entry and its tuning log
+
+
+# --------------------------------------------------------------- the operator's second pass
+
+def _tar(path: Path, members: list[tuple[str, bytes | None]]) -> Path:
+    """A tar.gz of ``members``: (name, bytes) files and (name, None) directories."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, 0o755
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_importing_an_archive_without_entries_is_refused_naming_export(cache_dir, tmp_path, capsys):
+    """An empty tar, or one with a manifest and directories but no entry, was "imported 0
+    file(s) ...", exit 0: the node the operator meant to seed stayed cold."""
+    manifest = json.dumps({"format": "triton_dist.cache-archive/v1", "entries": 0}).encode()
+    archives = [_tar(tmp_path / "empty.tar.gz", []),
+                _tar(tmp_path / "dirs.tar.gz", [("MANIFEST.json", manifest), ("work", None),
+                                                ("work/history", None)])]
+    for archive in archives:
+        for dry in ([], ["--dry-run"]):
+            code, out, err = run(capsys, "import", str(archive), *dry)
+            assert code == 1 and out == "", (archive, out)
+            assert len(err.strip().splitlines()) == 1, err
+            assert "holds no cache entries" in err and str(archive) in err and "export ARCHIVE" in err, err
+    assert not cache_dir.exists()  # nothing written, not even the root
+
+
+def test_prune_invalid_keeps_the_entries_of_another_triton_dist_version(cache_dir, capsys):
+    """A root two triton_dist versions share: prune --invalid deleted the other version's entries
+    (another schema version) as if they were corrupt; that version's jobs then started cold."""
+    for n in (1, 2):
+        assert _tune(n) == 2
+    newer, _ = entries(cache_dir, "work")
+    newer.write_text(newer.read_text().replace("triton_dist.autotune/v1", "triton_dist.autotune/v2"))
+    corrupt = cache_dir / "work" / ("0" * 32 + ".json")
+    corrupt.write_text('{"schema": ')
+    code, out, _ = run(capsys, "prune", "--invalid")
+    assert code == 0 and not corrupt.exists() and newer.exists(), out
+    assert newer.with_suffix(".log").exists()
+    (kept,) = [line for line in out.splitlines() if "kept" in line]
+    assert "1 file(s)" in kept and "another triton_dist version" in kept and "--other-versions" in kept, out
+    code, out, _ = run(capsys, "verify")  # still reported, with advice that prune follows
+    assert code == 1 and "--other-versions" in out and "Remove them (`prune --invalid`)" not in out, out
+
+    code, out, _ = run(capsys, "prune", "--invalid", "--other-versions", "--dry-run")
+    assert code == 0 and "would remove 2 file(s)" in out and newer.exists()  # the entry and its log
+    code, out, _ = run(capsys, "prune", "--other-versions")
+    assert code == 0 and not newer.exists() and not newer.with_suffix(".log").exists(), out
+    assert len(entries(cache_dir, "work")) == 1
+    with pytest.raises(SystemExit):
+        cli.main(["prune", "--help"])
+    assert "--other-versions" in capsys.readouterr().out
+
+
+def _as_other_user(argv: list[str]) -> tuple[int, str, str]:
+    """``cli.main(argv)`` as a user other than root (whom permissions do not stop): as this user
+    when it is not root, else in a forked child that drops to ``nobody`` (the interpreter lives
+    where nobody may not read: the child runs the modules this process has imported)."""
+    if os.geteuid() != 0:
+        code = cli.main(argv)
+        return code, "", ""
+    if not hasattr(os, "fork"):
+        pytest.skip("running as root without os.fork: cannot run the command as a user whom "
+                    "permissions stop (root reads a chmod 000 folder)")
+    try:
+        user = pwd.getpwnam("nobody")
+        uid, gid = user.pw_uid, user.pw_gid
+    except KeyError:
+        uid = gid = 65534
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns into pytest
+            code = 70
+            try:
+                sys.stdout, sys.stderr = out, err
+                try:
+                    os.setgroups([])
+                    os.setgid(gid)
+                    os.setuid(uid)
+                except OSError as exc:
+                    err.write(f"cannot drop root: {exc}")
+                    code = 77
+                else:
+                    code = cli.main(argv)
+            except BaseException:
+                traceback.print_exc(file=err)
+            finally:
+                out.flush()
+                err.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        texts = out.read(), err.read()
+    if code == 77:
+        pytest.skip(f"running as root and cannot become uid {uid} ({texts[1]}): root reads a chmod 000 "
+                    "folder, so the test needs another user")
+    return code, *texts
+
+
+def _as_user(capsys, *args: str) -> tuple[int, str, str]:
+    code, out, err = _as_other_user(list(args))
+    if os.geteuid() != 0:
+        captured = capsys.readouterr()
+        out, err = captured.out, captured.err
+    return code, out, err
+
+
+def test_an_unreadable_function_folder_is_reported_and_the_others_are_served(cache_dir, capsys):
+    """One function folder the user cannot read (chmod 000, another user's umask) made `show ID`
+    of every other function and `prune --invalid --dry-run` fail with "Permission denied ...
+    check the permissions and free space", and `ls` left it out without a word."""
+    assert _tune(1) == 2
+
+    @autotune([{"b": 1}, {"b": 2}], key_fn=lambda n: ("m", n), do_bench=lambda fn, w, r: [1.0] * r)
+    def beta(n, b):
+        return b
+
+    beta(3)
+    base = Path(tempfile.mkdtemp(prefix="td-unreadable-"))
+    try:
+        base.chmod(0o755)  # another user must reach the root
+        root = base / "cache"
+        shutil.copytree(cache_dir, root)
+        (beta_entry,) = entries(root, "beta")
+        (work_entry,) = entries(root, "work")
+        corrupt = root / "beta" / ("0" * 32 + ".json")
+        corrupt.write_text('{"schema": ')
+        if os.geteuid() == 0:
+            owner = pwd.getpwnam("nobody") if "nobody" in {u.pw_name for u in pwd.getpwall()} else None
+            uid, gid = (owner.pw_uid, owner.pw_gid) if owner else (65534, 65534)
+            for path in [root, *root.rglob("*")]:
+                os.chown(path, uid, gid, follow_symlinks=False)
+        locked = root / "work"
+        locked.chmod(0)
+
+        def names_the_folder(err: str) -> bool:
+            lines = [line for line in err.splitlines() if str(locked) in line]
+            return len(lines) == 1 and "permission" in lines[0].lower() and "chmod" in lines[0]
+
+        for spec in (beta_entry.stem[:10], f"beta/{beta_entry.stem[:10]}"):
+            code, out, err = _as_user(capsys, "--dir", str(root), "show", spec)
+            assert code == 0 and str(beta_entry) in out, (spec, out, err)
+        code, out, err = _as_user(capsys, "--dir", str(root), "show", beta_entry.stem[:10])
+        assert names_the_folder(err), err
+        code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid", "--dry-run")
+        assert code == 0 and str(corrupt) in out and "would remove 1 file(s)" in out, (out, err)
+        assert names_the_folder(err), err
+        code, out, err = _as_user(capsys, "--dir", str(root), "ls")
+        assert code == 0 and "beta" in out and names_the_folder(err), (out, err)
+        # the folder named: the command could not do what was asked
+        code, out, err = _as_user(capsys, "--dir", str(root), "show", f"work/{work_entry.stem[:10]}")
+        assert code == 1 and names_the_folder(err), err
+        code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid", "--dry-run",
+                                  "--function", "work", "--function", "beta")
+        assert code == 1 and str(corrupt) in out and names_the_folder(err), (out, err)
+        assert corrupt.exists()
+    finally:
+        (base / "cache" / "work").chmod(0o700)
+        shutil.rmtree(base)
+
+
+def test_why_with_an_unknown_verdict_exits_3_saying_what_to_give(cache_dir, capsys):
+    """`why work KEY --no-import` cannot compare the source: the verdict was UNKNOWN, exit 0 -
+    the exit status of a hit, so a script asking "would it hit?" was told yes."""
+    assert _tune(1) == 2
+    code, out, _ = run(capsys, "why", "work", "('n', 1)", "--no-import")
+    assert code == 3 and "UNKNOWN" in out, out
+    assert "source" in out and "module:attr" in out, out
+    code, out, _ = run(capsys, "--json", "why", "work", "('n', 1)", "--no-import")
+    assert code == 3 and json.loads(out)["verdict"] == "unknown"
+    code, _, _ = run(capsys, "why", "work", "('n', 7)", "--no-import")
+    assert code == 1  # a key never tuned: a miss, whatever the source
+    with pytest.raises(SystemExit):
+        cli.main(["why", "--help"])
+    assert "3 unknown" in " ".join(capsys.readouterr().out.split())

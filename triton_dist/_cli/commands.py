@@ -1,5 +1,5 @@
 """The cache commands behind :mod:`triton_dist.cli`: run one, print a table or JSON, return the
-exit status (0 done, 1 a negative answer, 2 bad usage)."""
+exit status (0 done, 1 a negative answer, 2 bad usage, 3 ``why``'s verdict unknown)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from triton_dist._cli.access import report_unreadable, require_readable
 from triton_dist._cli.render import (
     render_age,
     render_config,
@@ -29,10 +30,14 @@ from triton_dist._store import diagnose as _diagnose
 from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store import verify as _cache_verify
+from triton_dist._store.check import other_version
 from triton_dist._store.scan import scan_function_dir
 from triton_dist.errors import CacheAdminError, TritonDistError
 
-__all__ = ["COMMANDS", "emit"]
+__all__ = ["COMMANDS", "EXIT_UNKNOWN", "emit"]
+
+#: ``why``: the verdict is unknown (the function's code was not compared), neither hit (0) nor miss (1)
+EXIT_UNKNOWN = 3
 
 
 def emit(document: Any) -> None:
@@ -77,7 +82,8 @@ def _nothing_listed(root: Path, functions: list[str] | None) -> str:
 
 def _require_functions(root: Path, functions: list[str] | None, outcome: str) -> None:
     """Refuse FUNCTION arguments without entries under ``root`` (a typo), naming what is there."""
-    missing = [f for f in functions or () if not _cache_admin.function_dirs(root, [f])]
+    missing = [f for f in functions or () if not _cache_admin.function_dirs(root, [f])
+               and not _cache_admin.unreadable_dirs(root, [f])]  # that one is reported as such
     if missing:
         raise CacheAdminError(f"{_nothing_listed(root, missing)}; {outcome}")
 
@@ -85,11 +91,13 @@ def _require_functions(root: Path, functions: list[str] | None, outcome: str) ->
 def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
         raise no_cache(root)
+    skipped = report_unreadable(root, args.functions, named=bool(args.functions))
+    status = 1 if args.functions and skipped else 0  # a FUNCTION asked for could not be listed
     rows, bad = _cache_admin.list_entries(root, args.functions)
     if as_json:
-        emit({"root": str(root), "entries": rows, "unusable": bad})
-        return 0
-    if not rows:
+        emit({"root": str(root), "entries": rows, "unusable": bad, "unreadable": [str(d) for d in skipped]})
+        return status
+    if not rows and not status:
         say(_nothing_listed(root, args.functions))
     else:
         # the best config by the fields that differ between the entry's candidates (the deciding
@@ -104,7 +112,7 @@ def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         say(f"\n{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} of {functions} function(s) under {root}")
     if bad:
         say(f"{len(bad)} unusable file(s) (treated as misses); `verify` says which and why")
-    return 0
+    return status
 
 
 def _speedup(default: Any, best: Any) -> str:
@@ -116,6 +124,12 @@ def _speedup(default: Any, best: Any) -> str:
 def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir() and not Path(args.entry).expanduser().is_file():
         raise no_cache(root)
+    if not Path(args.entry).expanduser().is_file():
+        function = args.entry.rpartition("/")[0]
+        if function:
+            require_readable(root, [function])
+        else:  # an id is looked for in every folder: those that cannot be read are skipped
+            report_unreadable(root)
     path = _cache_admin.find_entry(root, args.entry)
     entry, why = _packs.read_path(path)  # a loose file or a packed entry
     if entry is None:
@@ -255,12 +269,14 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     elif not args.no_import:
         tuner, resolved = _guess_tuner(root, args.function, key_text)
     name = tuner.target.name if tuner is not None else args.function.rpartition(".")[2]
+    require_readable(root, [name])  # not "no usable entry": the folder could not be read
     diag = _diagnose.explain_here(root, name, key_text, args.world_size,
                                   tuner.target if tuner is not None else None, digest=args.hardware)
+    status = {"miss": 1, "unknown": EXIT_UNKNOWN}.get(diag.verdict, 0)
     if as_json:
         emit({**diag.to_dict(), "root": str(root), "hardware_digest": args.hardware or _this_digest(),
               "imported": resolved})
-        return 1 if diag.verdict == "miss" else 0
+        return status
     say("\n".join(f"{k:<9} {v}" for k, v in [
         ("function", diag.function + (f" (compared with {resolved})" if resolved else "")),
         ("key", diag.key), ("verdict", diag.verdict.upper()),
@@ -275,7 +291,18 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
                                             for o in diag.others))
     if diag.skipped:
         say(f"\n{len(diag.skipped)} unusable file(s) skipped; `verify` says which and why")
-    return 1 if diag.verdict == "miss" else 0
+    if diag.verdict == "unknown":
+        say("\n" + _unknown_advice(args, name))
+    return status
+
+
+def _unknown_advice(args: argparse.Namespace, name: str) -> str:
+    """What an UNKNOWN verdict did not compare, and how to get a HIT or MISS instead."""
+    how = ("drop --no-import (the module its entries record is then imported) or give"
+           if args.no_import else "give")
+    return (f"unknown (exit {EXIT_UNKNOWN}): the entry matches key and hardware, but {name}'s source "
+            "and config space were not compared (its code was not imported). To know, "
+            f"{how} its import path: `why module:attr KEY` (e.g. mypkg.kernels:{name}).")
 
 
 # ---------------------------------------------------------------------------- verify / prune
@@ -296,9 +323,14 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         f"{counts['leftover']} leftovers (harmless); {len(problems)} problem(s)")
     if problems:
         say(table(["PROBLEM", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in problems], indent="  "))
-        by_hand = _not_pruned(root, problems)
-        if len(by_hand) < len(problems):
+        others = [f.path for f in problems if other_version(f.detail)]
+        by_hand = [p for p in _not_pruned(root, problems) if p not in others]
+        if len(by_hand) + len(others) < len(problems):
             say("These files are treated as cache misses. Remove them (`prune --invalid`) or re-seed.")
+        if others:
+            say(f"{len(others)} of them another triton_dist version wrote: that version reads them, so "
+                "`prune --invalid` keeps them; `prune --other-versions` removes them (only when no job of "
+                "that version uses this root)")
         if by_hand:
             say("`prune --invalid` deletes only files the cache writes; move or delete these by hand:\n  "
                 + "\n  ".join(by_hand))
@@ -309,22 +341,23 @@ def _not_pruned(root: Path, problems: list[_cache_verify.Finding]) -> list[str]:
     """The problems' paths that ``prune --invalid`` leaves (a stray file, a directory where a
     file belongs): asked of prune itself, so that verify's advice is what prune does."""
     try:
-        pruned = {r.path for r in _cache_admin.prune(root, invalid=True, dry_run=True)}
+        pruned = {r.path for r in _cache_admin.prune(root, invalid=True, other_versions=True, dry_run=True)}
     except OSError:  # prune could not look (permissions): the one advice verify can give
         return []
     return [f.path for f in problems if f.path not in pruned]
 
 
 def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
-    if args.older_than is None and not (args.other_hardware or args.history or args.invalid):
+    if args.older_than is None and not (args.other_hardware or args.history or args.invalid
+                                        or args.other_versions):
         if args.functions:  # issue 18 item 10: --function narrows a choice, it is not one
             names = " ".join(f"--function {f}" for f in args.functions)
             raise TritonDistError(
                 f"{names} only narrows what prune removes; say what to remove: --older-than DAYS, "
-                "--other-hardware, --history or --invalid. To remove every entry of it: "
+                "--other-hardware, --history, --invalid or --other-versions. To remove every entry of it: "
                 f"`prune {names} --older-than 0` (add --dry-run first to see what would go)")
         raise TritonDistError("prune needs at least one of --older-than DAYS, --other-hardware, "
-                              "--history, --invalid (add --dry-run to see what would go)")
+                              "--history, --invalid, --other-versions (add --dry-run to see what would go)")
     if not root.is_dir():
         raise no_cache(root)
     if args.older_than is not None and not args.older_than >= 0:
@@ -338,20 +371,26 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     elif args.hardware:
         raise TritonDistError("--hardware only goes with --other-hardware")
     _require_functions(root, args.functions, "nothing removed")  # a typo would report success
+    skipped = report_unreadable(root, args.functions, named=bool(args.functions))
     removals = _cache_admin.prune(root, older_than_days=args.older_than, keep_hardware=keep,
-                                  history=args.history, invalid=args.invalid, dry_run=args.dry_run,
-                                  functions=args.functions)
+                                  history=args.history, invalid=args.invalid, other_versions=args.other_versions,
+                                  dry_run=args.dry_run, functions=args.functions)
     failed = [r for r in removals if r.error]
     if as_json:
         emit({"root": str(root), "dry_run": args.dry_run, "kept_hardware": keep,
-              "removals": [r.__dict__ for r in removals]})
-        return 1 if failed else 0
+              "removals": [r.__dict__ for r in removals], "kept_other_versions": [r.path for r in removals.kept],
+              "unreadable": [str(d) for d in skipped]})
+        return 1 if failed or (args.functions and skipped) else 0
     verb = "would remove" if args.dry_run else "removed"
     if removals:
         say(table(["FILE", "WHY", "RESULT"], [[r.path, r.reason, r.error or ("-" if args.dry_run else "removed")]
                                                for r in removals]))
     say(f"{verb} {len(removals) - len(failed)} file(s) under {root}" + (f"; {len(failed)} failed" if failed else ""))
-    return 1 if failed else 0
+    if removals.kept:
+        say(f"kept {len(removals.kept)} file(s) that another triton_dist version wrote (another schema or "
+            "pack version): not invalid, that version reads them from a shared root; `prune "
+            "--other-versions` removes them")
+    return 1 if failed or (args.functions and skipped) else 0  # a FUNCTION asked for was not pruned
 
 
 # ---------------------------------------------------------------------------- export / import
@@ -360,9 +399,12 @@ def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
         raise no_cache(root)
     _require_functions(root, args.functions, "nothing exported")  # not an empty archive that seeds nothing
+    require_readable(root, args.functions or [])  # not an archive without the FUNCTION asked for
     if args.archive.is_dir():  # the archive is written beside it and renamed onto it: refused late
         raise CacheAdminError(f"ARCHIVE {args.archive} is a directory; name the file to write, "
                               f"e.g. {args.archive / 'autotune-cache.tar.gz'}")
+    if not args.functions:
+        report_unreadable(root)
     report = _cache_archive.export_archive(root, args.archive, args.functions, history=args.history,
                                            logs=args.logs)
     if as_json:

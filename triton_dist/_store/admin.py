@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
+import os
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -19,10 +20,12 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packfile as _packfile
 from triton_dist._store import packs as _packs
+from triton_dist._store.check import other_version
 from triton_dist._store.fingerprint import digest
 from triton_dist.errors import CacheAdminError
 
-__all__ = ["config_fields", "entry_problem", "find_entry", "list_entries", "prune", "varying_fields"]
+__all__ = ["Removals", "config_fields", "entry_problem", "find_entry", "list_entries", "prune", "unreadable_dirs",
+           "varying_fields"]
 
 ID_RE = re.compile(r"^[0-9a-f]{32}$")
 HISTORY_RE = re.compile(r"^([0-9a-f]{32})\.(\d{8}T\d{12}Z)(?:-\d+)?$")  # -N: same microsecond
@@ -70,7 +73,7 @@ def age_s(entry: dict[str, Any], now: float | None = None) -> float | None:
 
 # ---------------------------------------------------------------------------- walking
 
-def function_dirs(root: Path, functions: Iterable[str] | None = None) -> list[Path]:
+def _candidate_dirs(root: Path, functions: Iterable[str] | None) -> list[Path]:
     if functions:
         return [root / _cache.safe_name(f) for f in functions if (root / _cache.safe_name(f)).is_dir()]
     try:
@@ -78,6 +81,28 @@ def function_dirs(root: Path, functions: Iterable[str] | None = None) -> list[Pa
                       and not p.name.startswith("."))
     except OSError:
         return []
+
+
+def _unreadable(directory: Path) -> str | None:
+    """Why this user cannot list ``directory`` or open what is in it (its permissions), or None."""
+    try:
+        with os.scandir(directory) as listing:
+            next(listing, None)
+        os.stat(os.path.join(directory, os.curdir))  # search (x) permission: reach its files
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+    return None
+
+
+def function_dirs(root: Path, functions: Iterable[str] | None = None) -> list[Path]:
+    """The function folders under ``root`` (of ``functions``, or all) that this user can read;
+    :func:`unreadable_dirs` lists the others, which every command skips (and reports)."""
+    return [d for d in _candidate_dirs(root, functions) if _unreadable(d) is None]
+
+
+def unreadable_dirs(root: Path, functions: Iterable[str] | None = None) -> list[tuple[Path, str]]:
+    """(folder, why) of the function folders (of ``functions``, or all) this user cannot read."""
+    return [(d, why) for d in _candidate_dirs(root, functions) if (why := _unreadable(d)) is not None]
 
 
 def iter_entries(root: Path, functions: Iterable[str] | None = None, history: bool = False
@@ -242,6 +267,15 @@ class Removal:
     error: str | None = None
 
 
+class Removals(list[Removal]):
+    """What :func:`prune` removed (or would), and in ``kept`` what ``invalid`` left because
+    another triton_dist version wrote it (without ``other_versions``)."""
+
+    def __init__(self, removals: Iterable[Removal] = (), kept: Iterable[Removal] = ()) -> None:
+        super().__init__(removals)
+        self.kept = list(kept)
+
+
 def _history_age_s(path: Path, now: float) -> float | None:
     match = HISTORY_RE.match(path.stem)
     if match:  # the time it became history: the stamp write_entry gave it
@@ -264,25 +298,33 @@ def _remove(removal: Removal, path: Path, lock: bool) -> None:
 
 
 def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: str | None = None,
-          history: bool = False, invalid: bool = False, dry_run: bool = False,
-          functions: Iterable[str] | None = None) -> list[Removal]:
+          history: bool = False, invalid: bool = False, other_versions: bool = False,
+          dry_run: bool = False, functions: Iterable[str] | None = None) -> Removals:
     """Remove entries (with their logs) and history files that match any given criterion.
 
     ``older_than_days``: entries and history older than that; ``keep_hardware``: a hardware
     digest, entries and history for any other one go; ``history``: every history file;
-    ``invalid``: files that ``verify`` reports as corrupt, foreign or inconsistent. Temporary
-    files of interrupted writes older than an hour always go.
+    ``invalid``: files that ``verify`` reports as corrupt, foreign or inconsistent, but for
+    those another triton_dist version wrote (``check.other_version``: in a root two versions
+    share they are that version's entries), which are kept and listed in ``kept``;
+    ``other_versions``: those. Temporary files of interrupted writes older than an hour always go.
     """
     now = time.time()
     limit = None if older_than_days is None else older_than_days * 86400.0
     plan: list[tuple[Removal, Path, bool]] = []
+    kept: list[Removal] = []
 
-    def reasons(entry: dict[str, Any] | None, age: float | None, why: str | None) -> list[str]:
+    def unusable(path: Path, why: str | None) -> list[str]:
+        if not other_version(why):
+            return [f"unusable: {why}"] if invalid else []
+        if not other_versions and invalid:
+            kept.append(Removal(str(path), f"another version's: {why}"))
+        return [f"another version's: {why}"] if other_versions else []
+
+    def reasons(path: Path, entry: dict[str, Any] | None, age: float | None, why: str | None) -> list[str]:
         out = []
         if entry is None:
-            if invalid:
-                out.append(f"unusable: {why}")
-            return out
+            return unusable(path, why)
         if limit is not None and age is not None and age > limit:
             out.append(f"older than {older_than_days:g} days")
         if keep_hardware is not None and entry["hardware"].get("digest") != keep_hardware:
@@ -295,20 +337,21 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             problem = entry_problem(entry, path) if entry is not None else None
             if problem:
                 entry, why = None, problem
-            found = reasons(entry, age_s(entry, now) if entry else None, why)
+            found = reasons(path, entry, age_s(entry, now) if entry else None, why)
             if found:
                 plan.append((Removal(str(path), "; ".join(found)), path, True))
                 for log_path in sorted(directory.glob(f"{path.stem}*.log")):
                     plan.append((Removal(str(log_path), f"log of {path.name}"), log_path, False))
         for path, entry, why in _packed(directory, root):  # removed by rewriting their pack
-            found = reasons(entry, age_s(entry, now) if entry else None, why)
+            found = reasons(path, entry, age_s(entry, now) if entry else None, why)
             if found:  # (an unreadable pack itself, with --invalid: removed as a file)
                 plan.append((Removal(str(path), "; ".join(found)), path, _packs.is_packed(path)))
-        for path, why in _shadowed_unusable(directory, root) if invalid else ():
-            plan.append((Removal(str(path), f"unusable: {why} (a loose file serves its id)"), path, True))
+        for path, why in _shadowed_unusable(directory, root) if invalid or other_versions else ():
+            for found in unusable(path, why):
+                plan.append((Removal(str(path), f"{found} (a loose file serves its id)"), path, True))
         for path in sorted((directory / "history").glob("*.json")):
             entry, why = _cache.load_json(path, root)
-            found = ["history"] if history else reasons(entry, _history_age_s(path, now), why)
+            found = ["history"] if history else reasons(path, entry, _history_age_s(path, now), why)
             if found:
                 plan.append((Removal(str(path), "; ".join(found)), path, False))
         for path in [p for d in (directory, directory / "history", directory / _packfile.DIR_NAME)
@@ -328,7 +371,7 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
                 _remove(removal, path, lock)
         for directory, removals in packed.items():
             _remove_packed(root, directory, removals)
-    return [removal for removal, _, _ in plan]
+    return Removals((removal for removal, _, _ in plan), kept)
 
 
 def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, str]]) -> None:

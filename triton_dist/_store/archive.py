@@ -207,6 +207,8 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
         lines = "\n  ".join(f"{r['member']}: {r['why']}" for r in report.refused[:20])
         raise CacheAdminError(f"refusing the archive {archive}: nothing was imported; "
                               f"{len(report.refused)} member(s) refused:\n  {lines}", report=report.to_dict())
+    if not any(kind in ("entry", "history") for kind, _, _ in members):
+        raise CacheAdminError(_no_entries(archive, members), report=report.to_dict())
     # plan every write before the first one (all-or-nothing, --dry-run included): what each
     # entry becomes, its text, and that every directory is inside the root and writable
     root = Path(root)
@@ -234,6 +236,16 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
                               f"{exc}. The files written are complete entries; free space or fix "
                               "the permissions and import again.", report=report.to_dict()) from None
     return report
+
+
+def _no_entries(archive: Path, members: list[tuple[str, str, bytes]]) -> str:
+    """One line: an archive without one entry would import nothing and look like success."""
+    names = [name for _, name, _ in members]
+    what = (f"it holds only {', '.join(names[:3])}" + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            if names else "it holds no file")
+    return (f"the archive {archive} holds no cache entries ({what}; an entry is "
+            "<function>/<entry id>.json): nothing to import. Make one with `python -m "
+            "triton_dist.cache export ARCHIVE` on a machine whose cache has entries.")
 
 
 def _check_writable(root: Path, archive: Path, directories: set[Path]) -> None:

@@ -11,9 +11,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "SCHEMA_NAME", "check_entry"]
+__all__ = ["MAX_DEPTH", "OTHER_VERSION", "SCHEMA_NAME", "check_entry", "other_version"]
 
 SCHEMA_NAME = "triton_dist.autotune/v1"
+
+#: the words that every "why unusable" of a file another triton_dist version wrote holds (an
+#: entry of another schema version, a pack of another format version): see :func:`other_version`
+OTHER_VERSION = "written by another triton_dist version"
 
 #: how deep an entry's JSON may nest (configs of tuples of dicts stay far below): deeper documents
 #: crash the recursive renderers and encoders of the tools that read them (issue 17)
@@ -32,8 +36,8 @@ def check_entry(data: Any) -> str | None:
         if isinstance(schema, str) and schema.startswith(SCHEMA_NAME.rsplit("/", 1)[0] + "/"):
             # another triton_dist version's entry, not a stranger's file: say so (a fleet with
             # two versions would otherwise prune the other one's entries as foreign)
-            return (f"not a {SCHEMA_NAME} entry: its schema is {schema[:40]!r}, written by another "
-                    "triton_dist version; this one ignores it (read it with that version, or re-tune)")
+            return (f"not a {SCHEMA_NAME} entry: its schema is {schema[:40]!r}, {OTHER_VERSION}; "
+                    "this one ignores it (read it with that version, or re-tune)")
         return f"not a {SCHEMA_NAME} entry"
     for field, kind in (("function", str), ("key", str), ("source_hash", str), ("hardware", dict),
                         ("best", dict), ("candidates", list), ("versions", dict)):
@@ -47,6 +51,13 @@ def check_entry(data: Any) -> str | None:
     if not all(isinstance(c, dict) for c in data["candidates"]):
         return "field 'candidates' holds an item that is not an object"
     return _check_values(data)
+
+
+def other_version(why: str | None) -> bool:
+    """Whether ``why`` (a file's reason for being unusable) says another triton_dist version
+    wrote it: not a corrupt file but that version's, which ``prune --invalid`` keeps (a root that
+    two versions share) and ``prune --other-versions`` removes."""
+    return bool(why) and OTHER_VERSION in str(why)
 
 
 def _check_tree(data: Any) -> str | None:

@@ -39,6 +39,8 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from triton_dist._store.check import OTHER_VERSION
+
 __all__ = ["DIR_NAME", "MAGIC", "NAME_RE", "Pack", "build", "order", "pack_name", "pack_paths"]
 
 MAGIC = b"TDAPACK\n"
@@ -132,7 +134,8 @@ class Pack:
                 return cls(path, stamp, b"", 0, "not a triton_dist pack (foreign or truncated header)")
             _, version, count = _HEADER.unpack(head)
             if version != VERSION:
-                return cls(path, stamp, b"", 0, f"pack version {version}, this reader knows {VERSION}")
+                return cls(path, stamp, b"", 0, f"pack version {version}, this reader knows {VERSION}: "
+                                                f"{OTHER_VERSION}")
             if count > MAX_COUNT or _HEADER.size + count * _RECORD.size > stamp[1]:
                 return cls(path, stamp, b"", 0, f"truncated: its index of {count} entries is not all there")
             index = pread(count * _RECORD.size, _HEADER.size)
