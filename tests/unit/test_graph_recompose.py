@@ -338,3 +338,23 @@ def test_a_bug_in_the_pipeline_stops_measuring_with_the_failures_known():
     assert isinstance(bug, TypeError) and results == []
     assert calls == {0: 2, 1: 1}  # config 0: its first run and its capture; config 2 never ran
     assert not any(e[0] == "replay" for e in device.log)
+
+
+def test_a_bug_in_a_probe_replay_stops_measuring_before_the_next_config_runs():
+    # config 1's graph raises a TypeError when replayed (a bug, not a candidate failure) while
+    # its probe is queued, after config 2's first run: measuring stops there, config 3 never runs
+    class Buggy(ProbingDevice):
+        def shared_probe(self, graph: SimGraph, runs: int) -> SimProbe:
+            probe = super().shared_probe(graph, runs)
+
+            def replay() -> None:
+                raise TypeError("replay() takes 0 positional arguments but 1 was given")
+
+            probe.replay = replay  # type: ignore[method-assign]
+            return probe
+
+    device = Buggy({0: 0.042, 1: 0.030, 2: 0.031, 3: 0.032})
+    make_call, counts = host_calls(device)
+    results, bug = measure_candidates(make_call, list(range(4)), device, n_warmup=3, n_repeat=5, graphs=True)
+    assert isinstance(bug, TypeError) and results == []
+    assert 3 not in counts and counts[2] == 1  # config 2: its first run; its capture and config 3 never came
