@@ -22,6 +22,13 @@ def one_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
 
 
+class BuiltFromOnly(SimGraph):
+    """A capture that CUDA does not instantiate (``Backend.capture(..., replayed=False)``)."""
+
+    def replay(self) -> None:
+        raise AssertionError("a graph captured to be built from was replayed")
+
+
 class ComposingDevice(GraphDevice):
     recomposes = True
 
@@ -29,14 +36,15 @@ class ComposingDevice(GraphDevice):
         super().__init__(costs, **kwargs)
         self.refuse = refuse
 
-    def capture(self, fn: Any, runs: int, pool: Any) -> SimGraph:
+    def capture(self, fn: Any, runs: int, pool: Any, replayed: bool = True) -> SimGraph:
         """As CUDA's composition: the host function called once, its graph holding ``runs``
-        copies (``refuse``: a backend that cannot compose captures ``runs`` calls)."""
+        copies (``refuse``: a backend that cannot compose captures ``runs`` calls); a graph
+        captured with ``replayed=False`` (only built from) refuses to be replayed."""
         if self.refuse:
             return super().capture(fn, runs, pool)
         graph = super().capture(fn, 1, pool)
-        self.log[-1] = ("capture", runs)
-        return SimGraph(self, graph.ops * runs)
+        self.log[-1] = ("capture", runs) if replayed else ("capture", runs, "built from only")
+        return SimGraph(self, graph.ops * runs) if replayed else BuiltFromOnly(self, graph.ops * runs)
 
     def recompose(self, graph: SimGraph, runs: int) -> SimGraph | None:
         self.log.append(("recompose", runs))
@@ -159,9 +167,12 @@ def test_after_the_first_candidate_each_is_probed_through_one_shared_graph():
     results, bug = measure_candidates(make_call, list(costs), device, n_warmup=3, n_repeat=5, graphs=True)
     k0, k = _rounds.runs_per_sample(0.042), _rounds.runs_per_sample(0.030)
     assert bug is None and k > k0
+    # config 1's capture precedes the shared graph; 2, 3 and 4 are captured to be built from
+    # only (CUDA: not instantiated), never replayed themselves
+    only = ("capture", 1, "built from only")
     assert [e for e in device.log if e[0] in ("capture", "recompose", "probe graph", "load")] == [
-        ("capture", 1), ("capture", 1), ("recompose", k0), ("probe graph", k0), ("capture", 1), ("load", 2),
-        ("capture", 1), ("load", 3), ("capture", 1), ("load", 4)] + [("recompose", k)] * 5
+        ("capture", 1), ("capture", 1), ("recompose", k0), ("probe graph", k0), only, ("load", 2),
+        only, ("load", 3), only, ("load", 4)] + [("recompose", k)] * 5
     assert counts == {i: 2 for i in costs}  # the host function: one eager run, one capture each
     probes = [e[1] for e in device.log if e[0] == "replay" and len(e[1]) == k0]
     assert all((i,) * k0 in probes for i in costs)  # each probed with its own kernels
@@ -182,7 +193,8 @@ def test_the_shared_graph_built_at_the_fastest_candidates_k_builds_only_the_othe
     k = _rounds.runs_per_sample(0.030)
     assert bug is None
     assert [e for e in device.log if e[0] in ("capture", "recompose")] == [
-        ("capture", 1), ("capture", 1), ("recompose", k), ("capture", 1), ("recompose", k), ("recompose", k)]
+        ("capture", 1), ("capture", 1), ("recompose", k), ("capture", 1, "built from only"), ("recompose", k),
+        ("recompose", k)]
     assert [r.runs_per_sample for r in results] == [k] * 3
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in costs])
 
@@ -198,8 +210,9 @@ def test_a_shared_probe_graph_the_driver_refuses_leaves_each_candidate_a_graph_o
     k0, k = _rounds.runs_per_sample(0.042), _rounds.runs_per_sample(0.030)
     assert bug is None and all(r.ok for r in results)
     built = [e for e in device.log if e[0] in ("capture", "recompose", "probe graph")]
-    assert built == [("capture", 1), ("capture", 1), ("recompose", k0), ("probe graph", k0), ("capture", 1),
-                     ("recompose", k0), ("capture", k0), ("capture", k0)] + [("recompose", k)] * 5
+    assert built == [("capture", 1), ("capture", 1), ("recompose", k0), ("probe graph", k0),
+                     ("capture", 1, "built from only"), ("recompose", k0), ("capture", k0), ("capture", k0)] + \
+        [("recompose", k)] * 5
     assert [r.runs_per_sample for r in results] == [k] * 5
     assert [r.time_ms for r in results] == pytest.approx([costs[i] for i in costs])
 

@@ -206,11 +206,13 @@ class Backend(abc.ABC):
         ``placement`` > 0 asks for another pool, whose memory lies elsewhere."""
         raise NotImplementedError(f"{self.kind} has no device graphs")
 
-    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any, replayed: bool = True) -> Any:
         """A device graph of ``runs`` back-to-back calls of ``fn`` (which has run eagerly at
         least once: compiled, allocations warm); the result has ``replay()``, which queues
         the captured work on the current stream. Raises what the capture raised: a host
-        function that synchronises or touches host memory cannot be captured."""
+        function that synchronises or touches host memory cannot be captured. ``replayed=False``:
+        the graph is only built from (:meth:`recompose`, :meth:`shared_probe`), never replayed
+        itself; a backend may leave out what only a replay needs."""
         raise NotImplementedError(f"{self.kind} has no device graphs")
 
     @property

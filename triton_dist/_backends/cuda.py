@@ -115,14 +115,14 @@ class CudaBackend(Backend, kind="cuda"):
     def recomposes(self) -> bool:
         return self._compose
 
-    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any, replayed: bool = True) -> Any:
         try:
-            return self._capture(fn, runs, pool)
+            return self._capture(fn, runs, pool, replayed)
         except BaseException:
             _after_failed_capture(pool)
             raise
 
-    def _capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+    def _capture(self, fn: Callable[[], Any], runs: int, pool: Any, replayed: bool = True) -> Any:
         stream = self._capture_stream()
         if self._compose:  # one captured call, replayed `runs` times per launch (cuda_compose)
             from triton_dist._backends import cuda_compose
@@ -131,7 +131,9 @@ class CudaBackend(Backend, kind="cuda"):
                 return capture_graph(torch.cuda, graph_cls, stream, fn, 1, pool, self.device())
 
             try:  # one run: kept, so that recompose() builds samples of k runs from it
-                return cuda_compose.capture_kept(one) if runs == 1 else cuda_compose.compose(one, runs)
+                if runs == 1:
+                    return cuda_compose.capture_kept(one, instantiate=replayed)
+                return cuda_compose.compose(one, runs)
             except cuda_compose.Unavailable as exc:
                 self._compose = False
                 log.info("graph mode captures every run of a sample: %s", exc)

@@ -169,12 +169,16 @@ def _keep_graph_cls() -> Callable[[], Any]:
     return lambda: torch.cuda.CUDAGraph(keep_graph=True)
 
 
-def capture_kept(capture_one: Callable[[Any], Any]) -> Any:
+def capture_kept(capture_one: Callable[[Any], Any], instantiate: bool = True) -> Any:
     """``capture_one(graph_cls)`` captures one run into ``graph_cls()``; the torch graph, which
     keeps its raw graph for :func:`build`, instantiated now (its first replay would otherwise
-    instantiate it, inside the event pair of a probe). :class:`Unavailable` as :func:`compose`."""
+    instantiate it, inside the event pair of a probe), unless ``instantiate`` is False: a graph
+    only built from (:func:`build`, :class:`SharedProbe`) is never replayed itself, and its
+    instantiation was ~0.1 ms of host time per candidate in graph mode's warm-up loop (H200,
+    2026-12-04). :class:`Unavailable` as :func:`compose`."""
     graph = capture_one(_keep_graph_cls())
-    graph.instantiate()
+    if instantiate:
+        graph.instantiate()
     return graph
 
 

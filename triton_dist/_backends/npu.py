@@ -49,7 +49,7 @@ class NpuBackend(Backend, kind="npu"):
     def graph_pool(self, placement: int = 0) -> Any:
         return self._npu().graph_pool_handle()  # a new pool on every call
 
-    def capture(self, fn: Callable[[], Any], runs: int, pool: Any) -> Any:
+    def capture(self, fn: Callable[[], Any], runs: int, pool: Any, replayed: bool = True) -> Any:
         # torch_npu.npu.NPUGraph mirrors torch.cuda.CUDAGraph (capture_begin(pool,
         # capture_error_mode) / capture_end / replay). Whether triton-ascend kernels can be
         # captured depends on the CANN version; a failed capture makes the tuning fall back to

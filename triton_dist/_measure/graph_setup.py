@@ -153,8 +153,10 @@ class GraphSetUp(CandidateRuns):
         if settle is not None and settle():
             self.stale.update(self.graph_of)
         # one run: probed through the shared probe graph (_warm_rest), its graph of k runs built
-        # once, before the timed rounds (_finish_recomposed); at k0 where there is no shared graph
-        self.try_capture(index, (self.k0 or 1) if self.no_probe else 1)
+        # once, before the timed rounds (_finish_recomposed); at k0 where there is no shared graph.
+        # Once the shared graph exists, the one-run graph is only built from, never replayed
+        shared = self.k0 > 1 and self.probe is not None
+        self.try_capture(index, (self.k0 or 1) if self.no_probe else 1, replayed=not shared)
 
     def _first_k(self, index: int) -> None:
         """``k`` from the first candidate's probes (the only wait of the schedule: the device

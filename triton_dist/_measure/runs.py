@@ -123,12 +123,16 @@ class CandidateRuns:
         if self.timeout_s is not None and self.spent[index] > self.timeout_s:
             raise CandidateTimeoutError(f"timed out after {self.timeout_s:g}s")
 
-    def capture(self, index: int, n_runs: int) -> None:
-        """Capture ``n_runs`` runs of the candidate into a device graph."""
+    def capture(self, index: int, n_runs: int, replayed: bool = True) -> None:
+        """Capture ``n_runs`` runs of the candidate into a device graph (``replayed=False``: a
+        graph only built from, ``Backend.capture``)."""
         if not self.graph_of or self.pool is None:  # a pool lives as long as one of its graphs
             self.pool = self.backend.graph_pool()
         try:
-            self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+            if replayed:
+                self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool)
+            else:
+                self.graph_of[index] = self.backend.capture(self.calls[index], n_runs, self.pool, replayed=False)
         except BaseException:
             self.pool = None  # a failed capture may leave its pool unusable (CUDA: still "recording")
             raise
@@ -156,13 +160,13 @@ class CandidateRuns:
         self.kept.clear()
         self.probe = self.probe_of = None
 
-    def try_capture(self, index: int, n_runs: int | None = None) -> None:
+    def try_capture(self, index: int, n_runs: int | None = None, replayed: bool = True) -> None:
         """Graph mode, after the eager first run: capture ``n_runs`` runs (default ``k``; any
         capture error makes the measurement eager: ``broken`` says why)."""
         if self.broken is not None:
             return
         try:
-            self.capture(index, self.k if n_runs is None else n_runs)
+            self.capture(index, self.k if n_runs is None else n_runs, replayed)
         except Exception as exc:  # noqa: BLE001 - any capture error: measure eagerly instead
             self._drop(index)
             self.broken = describe(exc)
