@@ -303,7 +303,7 @@ def _as_other_user(argv: list[str]) -> tuple[int, str, str]:
                     code = 77
                 else:
                     code = cli.main(argv)
-            except BaseException:
+            except BaseException:  # noqa: BLE001 - the child reports anything, then exits
                 traceback.print_exc(file=err)
             finally:
                 out.flush()

@@ -97,8 +97,9 @@ def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if as_json:
         emit({"root": str(root), "entries": rows, "unusable": bad, "unreadable": [str(d) for d in skipped]})
         return status
-    if not rows and not status:
-        say(_nothing_listed(root, args.functions))
+    if not rows:
+        if not status:  # else the folder asked for could not be read: said above
+            say(_nothing_listed(root, args.functions))
     else:
         # the best config by the fields that differ between the entry's candidates (the deciding
         # ones), cut only to fit COLUMNS / the terminal (issue 18 item 9)
@@ -298,11 +299,13 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 
 def _unknown_advice(args: argparse.Namespace, name: str) -> str:
     """What an UNKNOWN verdict did not compare, and how to get a HIT or MISS instead."""
-    how = ("drop --no-import (the module its entries record is then imported) or give"
-           if args.no_import else "give")
+    if args.no_import:
+        why, how = "--no-import", "drop --no-import (the module its entries record is then imported) or give"
+    else:
+        why, how = "the module its entries record could not be imported", "give"
     return (f"unknown (exit {EXIT_UNKNOWN}): the entry matches key and hardware, but {name}'s source "
-            "and config space were not compared (its code was not imported). To know, "
-            f"{how} its import path: `why module:attr KEY` (e.g. mypkg.kernels:{name}).")
+            f"and config space were not compared ({why}). To know, {how} its import path: "
+            f"`why module:attr KEY` (e.g. mypkg.kernels:{name}).")
 
 
 # ---------------------------------------------------------------------------- verify / prune
@@ -324,13 +327,17 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if problems:
         say(table(["PROBLEM", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in problems], indent="  "))
         others = [f.path for f in problems if other_version(f.detail)]
-        by_hand = [p for p in _not_pruned(root, problems) if p not in others]
-        if len(by_hand) + len(others) < len(problems):
+        locked = [f.path for f in problems if f.kind == "unreadable" and f.detail.startswith("cannot list")]
+        by_hand = [p for p in _not_pruned(root, problems) if p not in others and p not in locked]
+        if len(by_hand) + len(others) + len(locked) < len(problems):
             say("These files are treated as cache misses. Remove them (`prune --invalid`) or re-seed.")
         if others:
             say(f"{len(others)} of them another triton_dist version wrote: that version reads them, so "
                 "`prune --invalid` keeps them; `prune --other-versions` removes them (only when no job of "
                 "that version uses this root)")
+        if locked:
+            say(f"{len(locked)} folder(s) this user cannot read: fix their permissions (`chmod u+rwx "
+                "FOLDER` as their owner) or run as their owner; the other commands skip them")
         if by_hand:
             say("`prune --invalid` deletes only files the cache writes; move or delete these by hand:\n  "
                 + "\n  ".join(by_hand))
@@ -399,11 +406,12 @@ def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir():
         raise no_cache(root)
     _require_functions(root, args.functions, "nothing exported")  # not an empty archive that seeds nothing
-    require_readable(root, args.functions or [])  # not an archive without the FUNCTION asked for
     if args.archive.is_dir():  # the archive is written beside it and renamed onto it: refused late
         raise CacheAdminError(f"ARCHIVE {args.archive} is a directory; name the file to write, "
                               f"e.g. {args.archive / 'autotune-cache.tar.gz'}")
-    if not args.functions:
+    if args.functions:
+        require_readable(root, args.functions)  # not an archive without a FUNCTION asked for
+    else:
         report_unreadable(root)
     report = _cache_archive.export_archive(root, args.archive, args.functions, history=args.history,
                                            logs=args.logs)

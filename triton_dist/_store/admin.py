@@ -347,8 +347,8 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             if found:  # (an unreadable pack itself, with --invalid: removed as a file)
                 plan.append((Removal(str(path), "; ".join(found)), path, _packs.is_packed(path)))
         for path, why in _shadowed_unusable(directory, root) if invalid or other_versions else ():
-            for found in unusable(path, why):
-                plan.append((Removal(str(path), f"{found} (a loose file serves its id)"), path, True))
+            for reason in unusable(path, why):
+                plan.append((Removal(str(path), f"{reason} (a loose file serves its id)"), path, True))
         for path in sorted((directory / "history").glob("*.json")):
             entry, why = _cache.load_json(path, root)
             found = ["history"] if history else reasons(path, entry, _history_age_s(path, now), why)

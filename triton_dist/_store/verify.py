@@ -19,7 +19,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store import packfile
 from triton_dist._store import packs as _packs
 from triton_dist._store.admin import entry_problem
-from triton_dist._store.check import check_entry
+from triton_dist._store.check import check_entry, other_version
 
 __all__ = ["Finding", "verify"]
 
@@ -134,7 +134,7 @@ def _walk_packs(folder: Path, root: Path) -> Iterator[Finding]:
 def _classify_pack(path: Path, served: set[tuple[str, str]]) -> Iterator[Finding]:
     pack = packfile.Pack.open(path)
     if pack.problem is not None:
-        kind = "foreign" if "not a triton_dist pack" in pack.problem else "corrupt"
+        kind = "foreign" if "not a triton_dist pack" in pack.problem or other_version(pack.problem) else "corrupt"
         yield Finding(str(path), kind, f"{pack.problem}; the tuner ignores every entry of it")
         return
     data = packfile.read_all(str(path))
