@@ -4,6 +4,8 @@ a defect found so: advice that did not work, a misleading error, a help page tha
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import io
 import json
 import os
@@ -14,6 +16,7 @@ import sys
 import tarfile
 import tempfile
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -273,6 +276,41 @@ def test_prune_invalid_keeps_the_entries_of_another_triton_dist_version(cache_di
     assert "--other-versions" in capsys.readouterr().out
 
 
+def _nobody() -> tuple[int, int]:
+    """(uid, gid) of ``nobody``, whom :func:`_as_other_user` becomes when this is root."""
+    try:
+        user = pwd.getpwnam("nobody")
+        return user.pw_uid, user.pw_gid
+    except KeyError:
+        return 65534, 65534
+
+
+@contextlib.contextmanager
+def _shared_root(cache_dir: Path) -> Iterator[Path]:
+    """A copy of ``cache_dir`` in a folder every user can reach (a shared cache root), removed
+    after, whatever its tests chmod'ed. :func:`_give_to_other_user` hands it over."""
+    base = Path(tempfile.mkdtemp(prefix="td-unreadable-"))
+    try:
+        base.chmod(0o755)  # another user must reach the root
+        root = base / "cache"
+        shutil.copytree(cache_dir, root)
+        yield root
+    finally:
+        for path in base.rglob("*"):
+            if path.is_dir() and not path.is_symlink():
+                path.chmod(0o700)
+        shutil.rmtree(base)
+
+
+def _give_to_other_user(root: Path) -> None:
+    """Everything under ``root`` owned by the user :func:`_as_other_user` runs as (when this is
+    root: ``nobody``; else it is this user already)."""
+    if os.geteuid() == 0:
+        uid, gid = _nobody()
+        for path in [root, *root.rglob("*")]:
+            os.chown(path, uid, gid, follow_symlinks=False)
+
+
 def _as_other_user(argv: list[str]) -> tuple[int, str, str]:
     """``cli.main(argv)`` as a user other than root (whom permissions do not stop): as this user
     when it is not root, else in a forked child that drops to ``nobody`` (the interpreter lives
@@ -283,11 +321,8 @@ def _as_other_user(argv: list[str]) -> tuple[int, str, str]:
     if not hasattr(os, "fork"):
         pytest.skip("running as root without os.fork: cannot run the command as a user whom "
                     "permissions stop (root reads a chmod 000 folder)")
-    try:
-        user = pwd.getpwnam("nobody")
-        uid, gid = user.pw_uid, user.pw_gid
-    except KeyError:
-        uid = gid = 65534
+    uid, gid = _nobody()
+    datetime.datetime.strptime("2026", "%Y")  # imports _strptime (prune's history stamps) here
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         pid = os.fork()
         if pid == 0:  # the child: never returns into pytest
@@ -339,20 +374,12 @@ def test_an_unreadable_function_folder_is_reported_and_the_others_are_served(cac
         return b
 
     beta(3)
-    base = Path(tempfile.mkdtemp(prefix="td-unreadable-"))
-    try:
-        base.chmod(0o755)  # another user must reach the root
-        root = base / "cache"
-        shutil.copytree(cache_dir, root)
+    with _shared_root(cache_dir) as root:
         (beta_entry,) = entries(root, "beta")
         (work_entry,) = entries(root, "work")
         corrupt = root / "beta" / ("0" * 32 + ".json")
         corrupt.write_text('{"schema": ')
-        if os.geteuid() == 0:
-            owner = pwd.getpwnam("nobody") if "nobody" in {u.pw_name for u in pwd.getpwall()} else None
-            uid, gid = (owner.pw_uid, owner.pw_gid) if owner else (65534, 65534)
-            for path in [root, *root.rglob("*")]:
-                os.chown(path, uid, gid, follow_symlinks=False)
+        _give_to_other_user(root)
         locked = root / "work"
         locked.chmod(0)
 
@@ -377,9 +404,65 @@ def test_an_unreadable_function_folder_is_reported_and_the_others_are_served(cac
                                   "--function", "work", "--function", "beta")
         assert code == 1 and str(corrupt) in out and names_the_folder(err), (out, err)
         assert corrupt.exists()
-    finally:
-        (base / "cache" / "work").chmod(0o700)
-        shutil.rmtree(base)
+
+
+def test_an_entry_file_the_user_cannot_read_is_kept_and_reported_not_pruned_as_corrupt(cache_dir, capsys):
+    """Another user's entry file with mode 0600 in a shared root (this user may still remove it:
+    the folder is writable): `prune --invalid` took it for a corrupt file and deleted it, and that
+    user's jobs started cold; `verify` had prune remove it too."""
+    for n in (1, 2):
+        assert _tune(n) == 2
+    with _shared_root(cache_dir) as root:
+        served, locked = entries(root, "work")
+        corrupt = root / "work" / ("0" * 32 + ".json")
+        corrupt.write_text('{"schema": ')
+        _give_to_other_user(root)
+        if os.geteuid() == 0:  # root's file, 0600, in nobody's root (else this user's, chmod 000)
+            os.chown(locked, 0, 0)
+        locked.chmod(0o600 if os.geteuid() == 0 else 0)
+        log = locked.with_suffix(".log")
+        assert log.exists()
+
+        def names_the_file(err: str) -> bool:
+            lines = [line for line in err.splitlines() if str(locked) in line]
+            return (len(lines) == 1 and "permission" in lines[0].lower() and "chmod" in lines[0]
+                    and "Traceback" not in err)
+
+        code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid", "--dry-run")
+        assert code == 0 and str(corrupt) in out and str(locked) not in out, (out, err)
+        assert "would remove 1 file(s)" in out and names_the_file(err), (out, err)
+        code, out, err = _as_user(capsys, "--dir", str(root), "--json", "prune", "--invalid")
+        document = json.loads(out)
+        assert code == 0 and [r["path"] for r in document["removals"]] == [str(corrupt)], (out, err)
+        assert document["unreadable_files"] == [str(locked)] and document["kept_other_versions"] == []
+        assert locked.exists() and log.exists() and not corrupt.exists() and served.exists()
+        corrupt.write_text('{"schema": ')
+        code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid")
+        assert code == 0 and locked.exists() and log.exists() and not corrupt.exists(), (out, err)
+        (kept,) = [line for line in out.splitlines() if line.startswith("kept")]
+        assert "1 file(s)" in kept and "cannot read" in kept, out
+        assert names_the_file(err), err
+        # the function named: the command could not do what was asked for all of it
+        code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid", "--function", "work")
+        assert code == 1 and locked.exists() and names_the_file(err), (out, err)
+
+        code, out, err = _as_user(capsys, "--dir", str(root), "verify")
+        (line,) = [line for line in out.splitlines() if str(locked) in line]
+        assert code == 1 and "unreadable" in line and "corrupt" not in out, out
+        assert "permission" in out.lower() and "prune --invalid" not in out, out
+        code, out, err = _as_user(capsys, "--dir", str(root), "ls")
+        assert code == 0 and served.stem[:12] in out and names_the_file(err), (out, err)
+        assert "unusable" not in out, out
+        code, out, err = _as_user(capsys, "--dir", str(root), "--json", "ls")
+        assert code == 0 and json.loads(out)["unreadable_files"] == [str(locked)], (out, err)
+        code, out, err = _as_user(capsys, "--dir", str(root), "ls", "work")
+        assert code == 1 and names_the_file(err), (out, err)
+        code, out, err = _as_user(capsys, "--dir", str(root), "show", served.stem[:12])
+        assert code == 0 and str(served) in out, (out, err)
+        for spec in (locked.stem[:12], str(locked)):
+            code, out, err = _as_user(capsys, "--dir", str(root), "show", spec)
+            assert code == 1 and out == "" and names_the_file(err), (spec, out, err)
+            assert len(err.strip().splitlines()) == 1, err
 
 
 def test_why_with_an_unknown_verdict_exits_3_saying_what_to_give(cache_dir, capsys):

@@ -1,7 +1,9 @@
-"""Function folders this user cannot read (another user's umask, a ``chmod 000``): each one is
-reported in one line naming it and the fix, and skipped, so that one folder with the wrong
-permissions does not stop a command for every other function. A command given that FUNCTION by
-name could not do what was asked for it: an ``error:`` line and exit 1. See docs/cache.md."""
+"""Function folders and cache files this user cannot read (another user's umask or 0600 file in
+a shared root, a ``chmod 000``): each one is reported in one line naming it and the fix, and
+skipped (a file: kept, never pruned as corrupt), so that wrong permissions do not stop a command
+for every other function nor lose another user's data. A command given that FUNCTION (or that
+entry) by name could not do what was asked for it: an ``error:`` line and exit 1. See
+docs/cache.md."""
 
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from triton_dist._store import admin as _cache_admin
+from triton_dist._store import packs as _packs
+from triton_dist._store.denied import DENIED, MODE
 from triton_dist.errors import CacheAdminError
 
-__all__ = ["report_unreadable", "require_readable", "unreadable_line"]
+__all__ = ["denied_line", "report_denied", "report_unreadable", "require_readable", "unreadable_line"]
 
 
 def _owner(directory: Path) -> str | None:
-    """The folder's owner when that is not this user (None: this user, or not known)."""
+    """The folder's (or file's) owner when that is not this user (None: this user, or not known)."""
     try:
         uid = directory.stat().st_uid
     except OSError:
@@ -53,3 +57,26 @@ def require_readable(root: Path, functions: Iterable[str]) -> None:
     name has a folder this user cannot read."""
     for directory, why in _cache_admin.unreadable_dirs(root, functions):
         raise CacheAdminError(unreadable_line(directory, why).replace("; skipped it.", "."))
+
+
+def denied_line(path: Path, why: str, done: str | None = None) -> str:
+    """One line: the cache file this user may not read (``_store.denied``), why, what the command
+    did (``done``: "kept it"), and the fix: the mode the cache writes, set by its owner."""
+    if _packs.is_packed(path):  # a packed entry: the file is its pack
+        path = path.parent
+    what = ("pack" if path.suffix == ".pack" else "history file" if path.parent.name == "history"
+            else "entry file")
+    why = why[why.find(DENIED):] if DENIED in why else why  # not "an unreadable pack: " first
+    owner = _owner(path)
+    fix = f"`chmod {MODE} {path}`" + (f" as its owner {owner}, or run this as {owner}" if owner else "")
+    return f"the {what} {path}: {why}{'; ' + done if done else ''}. Fix its permissions: {fix}"
+
+
+def report_denied(files: Iterable[tuple[str, str]], done: str, *, named: bool = False) -> list[str]:
+    """One line on stderr per (path, why) of a cache file this user may not read (``error:``
+    when the command was given its function or entry by name, else ``warning:``); their paths."""
+    paths = []
+    for path, why in files:
+        sys.stderr.write(f"{'error' if named else 'warning'}: {denied_line(Path(path), why, done)}\n")
+        paths.append(path)
+    return paths

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from triton_dist._cli.access import report_unreadable, require_readable
+from triton_dist._cli.access import denied_line, report_denied, report_unreadable, require_readable
 from triton_dist._cli.render import (
     render_age,
     render_config,
@@ -31,6 +31,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store import verify as _cache_verify
 from triton_dist._store.check import other_version
+from triton_dist._store.denied import MODE, denied
 from triton_dist._store.scan import scan_function_dir
 from triton_dist.errors import CacheAdminError, TritonDistError
 
@@ -94,8 +95,13 @@ def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     skipped = report_unreadable(root, args.functions, named=bool(args.functions))
     status = 1 if args.functions and skipped else 0  # a FUNCTION asked for could not be listed
     rows, bad = _cache_admin.list_entries(root, args.functions)
+    locked = report_denied(((b["path"], b["why"]) for b in bad if denied(b["why"])), "skipped it",
+                           named=bool(args.functions))
+    bad = [b for b in bad if not denied(b["why"])]  # counted apart: not unusable, unread
+    status = 1 if args.functions and locked else status  # an entry of a FUNCTION asked for, unlisted
     if as_json:
-        emit({"root": str(root), "entries": rows, "unusable": bad, "unreadable": [str(d) for d in skipped]})
+        emit({"root": str(root), "entries": rows, "unusable": bad, "unreadable": [str(d) for d in skipped],
+              "unreadable_files": locked})
         return status
     if not rows:
         if not status:  # else the folder asked for could not be read: said above
@@ -133,6 +139,8 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
             report_unreadable(root)
     path = _cache_admin.find_entry(root, args.entry)
     entry, why = _packs.read_path(path)  # a loose file or a packed entry
+    if entry is None and denied(why):  # its permissions, not its bytes: not "unusable"
+        raise CacheAdminError(denied_line(path, str(why)))
     if entry is None:
         raise CacheAdminError(f"{path} is not a usable entry: {why}")
     problem = _cache_admin.entry_problem(entry, path)
@@ -328,8 +336,9 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         say(table(["PROBLEM", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in problems], indent="  "))
         others = [f.path for f in problems if other_version(f.detail)]
         locked = [f.path for f in problems if f.kind == "unreadable" and f.detail.startswith("cannot list")]
-        by_hand = [p for p in _not_pruned(root, problems) if p not in others and p not in locked]
-        if len(by_hand) + len(others) + len(locked) < len(problems):
+        unread = [f.path for f in problems if denied(f.detail)]
+        by_hand = [p for p in _not_pruned(root, problems) if p not in others and p not in locked + unread]
+        if len(by_hand) + len(others) + len(locked) + len(unread) < len(problems):
             say("These files are treated as cache misses. Remove them (`prune --invalid`) or re-seed.")
         if others:
             say(f"{len(others)} of them another triton_dist version wrote: that version reads them, so "
@@ -338,6 +347,10 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         if locked:
             say(f"{len(locked)} folder(s) this user cannot read: fix their permissions (`chmod u+rwx "
                 "FOLDER` as their owner) or run as their owner; the other commands skip them")
+        if unread:
+            say(f"{len(unread)} file(s) this user cannot read (their permissions, not their bytes; maybe "
+                f"another user's): `prune` keeps them. Fix their permissions (`chmod {MODE} FILE` as their "
+                "owner) or run as their owner")
         if by_hand:
             say("`prune --invalid` deletes only files the cache writes; move or delete these by hand:\n  "
                 + "\n  ".join(by_hand))
@@ -383,11 +396,16 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
                                   history=args.history, invalid=args.invalid, other_versions=args.other_versions,
                                   dry_run=args.dry_run, functions=args.functions)
     failed = [r for r in removals if r.error]
+    # files it could not judge (this user may not read them): kept, each named with its fix
+    locked = report_denied(((r.path, r.reason) for r in removals.unreadable), "kept it",
+                           named=bool(args.functions))
+    # a FUNCTION asked for was not pruned (its folder), or not all of it (a file)
+    status = 1 if failed or (args.functions and (skipped or locked)) else 0
     if as_json:
         emit({"root": str(root), "dry_run": args.dry_run, "kept_hardware": keep,
               "removals": [r.__dict__ for r in removals], "kept_other_versions": [r.path for r in removals.kept],
-              "unreadable": [str(d) for d in skipped]})
-        return 1 if failed or (args.functions and skipped) else 0
+              "unreadable": [str(d) for d in skipped], "unreadable_files": locked})
+        return status
     verb = "would remove" if args.dry_run else "removed"
     if removals:
         say(table(["FILE", "WHY", "RESULT"], [[r.path, r.reason, r.error or ("-" if args.dry_run else "removed")]
@@ -397,7 +415,11 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         say(f"kept {len(removals.kept)} file(s) that another triton_dist version wrote (another schema or "
             "pack version): not invalid, that version reads them from a shared root; `prune "
             "--other-versions` removes them")
-    return 1 if failed or (args.functions and skipped) else 0  # a FUNCTION asked for was not pruned
+    if locked:
+        say(f"kept {len(locked)} file(s) this user cannot read (their permissions, not their bytes; maybe "
+            "another user's): not judged, never removed; stderr names each with its fix (its permissions, "
+            "or run as its owner)")
+    return status
 
 
 # ---------------------------------------------------------------------------- export / import

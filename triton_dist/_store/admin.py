@@ -21,6 +21,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store import packfile as _packfile
 from triton_dist._store import packs as _packs
 from triton_dist._store.check import other_version
+from triton_dist._store.denied import denied
 from triton_dist._store.fingerprint import digest
 from triton_dist.errors import CacheAdminError
 
@@ -268,12 +269,16 @@ class Removal:
 
 
 class Removals(list[Removal]):
-    """What :func:`prune` removed (or would), and in ``kept`` what ``invalid`` left because
-    another triton_dist version wrote it (without ``other_versions``)."""
+    """What :func:`prune` removed (or would), in ``kept`` what ``invalid`` left because another
+    triton_dist version wrote it (without ``other_versions``), and in ``unreadable`` the files
+    it could not judge because this user may not read them (``denied``: kept, whatever the
+    criteria; ``reason`` says why)."""
 
-    def __init__(self, removals: Iterable[Removal] = (), kept: Iterable[Removal] = ()) -> None:
+    def __init__(self, removals: Iterable[Removal] = (), kept: Iterable[Removal] = (),
+                 unreadable: Iterable[Removal] = ()) -> None:
         super().__init__(removals)
         self.kept = list(kept)
+        self.unreadable = list(unreadable)
 
 
 def _history_age_s(path: Path, now: float) -> float | None:
@@ -308,13 +313,21 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
     those another triton_dist version wrote (``check.other_version``: in a root two versions
     share they are that version's entries), which are kept and listed in ``kept``;
     ``other_versions``: those. Temporary files of interrupted writes older than an hour always go.
+    A file this user may not read (``denied``: its permissions, not its bytes; another user's
+    in a shared root) is never removed on what it holds: it is kept and listed in ``unreadable``.
     """
     now = time.time()
     limit = None if older_than_days is None else older_than_days * 86400.0
     plan: list[tuple[Removal, Path, bool]] = []
     kept: list[Removal] = []
+    unreadable: list[Removal] = []
+    judging = invalid or other_versions or limit is not None or keep_hardware is not None
 
     def unusable(path: Path, why: str | None) -> list[str]:
+        if denied(why):  # not known to be invalid, old or another's hardware: maybe a user's hit
+            if judging:
+                unreadable.append(Removal(str(path), str(why)))
+            return []
         if not other_version(why):
             return [f"unusable: {why}"] if invalid else []
         if not other_versions and invalid:
@@ -371,7 +384,7 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
                 _remove(removal, path, lock)
         for directory, removals in packed.items():
             _remove_packed(root, directory, removals)
-    return Removals((removal for removal, _, _ in plan), kept)
+    return Removals((removal for removal, _, _ in plan), kept, unreadable)
 
 
 def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, str]]) -> None:

@@ -40,6 +40,7 @@ from triton_dist._store import packfile
 from triton_dist._store.background_sync import sync_later
 from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist._store.create import create_entry_text
+from triton_dist._store.denied import why_denied
 from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
 from triton_dist.errors import TritonDistWarning
 
@@ -250,6 +251,8 @@ def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | No
             raw = f.read(MAX_ENTRY_BYTES + 1)
     except FileNotFoundError:
         return None, "missing"
+    except PermissionError as exc:  # its mode or owner, not its bytes: never pruned as corrupt
+        return None, why_denied(exc)
     except OSError as exc:
         return None, f"unreadable or not JSON ({type(exc).__name__}: {str(exc)[:200]})"
     return parse_entry(raw)

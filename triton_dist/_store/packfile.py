@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from triton_dist._store.check import OTHER_VERSION
+from triton_dist._store.denied import why_denied
 
 __all__ = ["DIR_NAME", "MAGIC", "NAME_RE", "Pack", "build", "order", "pack_name", "pack_paths"]
 
@@ -102,6 +103,8 @@ class Pack:
         path = os.fspath(path)
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except PermissionError as exc:  # its mode or owner, not its bytes
+            return cls(path, (0, 0, 0), b"", 0, why_denied(exc))
         except OSError as exc:
             return cls(path, (0, 0, 0), b"", 0, f"cannot open it ({exc.strerror or exc}; a link is never read)")
         try:

@@ -20,6 +20,7 @@ from triton_dist._store import packfile
 from triton_dist._store import packs as _packs
 from triton_dist._store.admin import entry_problem
 from triton_dist._store.check import check_entry, other_version
+from triton_dist._store.denied import denied, why_denied
 
 __all__ = ["Finding", "verify"]
 
@@ -45,6 +46,8 @@ def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
             return Finding(str(path), "invalid", f"it is larger than {_cache.MAX_ENTRY_BYTES} bytes "
                                                  f"({info.st_size}); the tuner ignores it")
         raw = path.read_bytes()  # at most MAX_ENTRY_BYTES, but for a file growing meanwhile
+    except PermissionError as exc:  # its mode or owner, not its bytes (prune keeps it)
+        return Finding(str(path), "unreadable", why_denied(exc))
     except OSError as exc:
         return Finding(str(path), "unreadable", f"{type(exc).__name__}: {exc.strerror or exc}")
     try:
@@ -133,6 +136,9 @@ def _walk_packs(folder: Path, root: Path) -> Iterator[Finding]:
 
 def _classify_pack(path: Path, served: set[tuple[str, str]]) -> Iterator[Finding]:
     pack = packfile.Pack.open(path)
+    if denied(pack.problem):
+        yield Finding(str(path), "unreadable", f"{pack.problem}; the tuner ignores every entry of it")
+        return
     if pack.problem is not None:
         kind = "foreign" if "not a triton_dist pack" in pack.problem or other_version(pack.problem) else "corrupt"
         yield Finding(str(path), kind, f"{pack.problem}; the tuner ignores every entry of it")
