@@ -4,61 +4,30 @@ exit status (0 done, 1 a negative answer, 2 bad usage, 3 ``why``'s verdict unkno
 from __future__ import annotations
 
 import argparse
-import ast
-import importlib
-import json
-import math
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from triton_dist._cli.access import denied_line, report_denied, report_unreadable, require_readable
+from triton_dist._cli.output import emit, say
 from triton_dist._cli.render import (
     render_age,
     render_config,
     render_fields,
     render_ms,
-    shorten,
     table,
     terminal_width,
 )
+from triton_dist._cli.why import EXIT_UNKNOWN, cmd_why, this_digest
 from triton_dist._store import admin as _cache_admin
 from triton_dist._store import archive as _cache_archive
-from triton_dist._store import diagnose as _diagnose
-from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store import verify as _cache_verify
 from triton_dist._store.check import other_version
 from triton_dist._store.denied import MODE, denied
-from triton_dist._store.scan import scan_function_dir
 from triton_dist.errors import CacheAdminError, TritonDistError
 
 __all__ = ["COMMANDS", "EXIT_UNKNOWN", "emit"]
-
-#: ``why``: the verdict is unknown (the function's code was not compared), neither hit (0) nor miss (1)
-EXIT_UNKNOWN = 3
-
-
-def emit(document: Any) -> None:
-    """One strict JSON document: NaN and infinities become null (strict parsers reject them)."""
-    sys.stdout.write(json.dumps(_json_safe(document), indent=2, sort_keys=True, default=str,
-                                allow_nan=False) + "\n")
-
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_safe(v) for v in value]
-    return value
-
-
-def say(text: str) -> None:
-    sys.stdout.write(text + "\n")
 
 
 # ---------------------------------------------------------------------------- ls / show
@@ -188,134 +157,6 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- why
-
-def _tuples(value: Any) -> Any:
-    # keys are hashable, so a list in KEY (e.g. written as JSON) stands for a tuple
-    if isinstance(value, (list, tuple)):
-        return tuple(_tuples(v) for v in value)
-    return value
-
-
-def _key_text(text: str) -> str:
-    """The key as ``repr`` writes it: "((4096,),'f32')", "((4096,), 'f32')" and '[[4096], "f32"]'
-    are one key."""
-    try:
-        return repr(_tuples(ast.literal_eval(text)))  # literals only: never runs code
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
-
-
-def _load_tuner(spec: str) -> Any:
-    from triton_dist.tune import AutoTuner
-
-    module_name, _, attr = spec.rpartition(":")
-    if os.getcwd() not in sys.path and "" not in sys.path:  # as `python -m` does
-        sys.path.insert(0, os.getcwd())
-    file = Path(module_name)
-    if file.suffix == ".py":  # path/to/module.py:attr: import it by its name from its directory
-        if str(file.parent.resolve()) not in sys.path:
-            sys.path.insert(0, str(file.parent.resolve()))
-        module_name = file.stem
-    try:
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except Exception as exc:
-        raise CacheAdminError(f"cannot import {spec!r}: {type(exc).__name__}: {exc}. Give the "
-                              "import path of the autotuned function as module:attr.") from exc
-    if not isinstance(obj, AutoTuner):
-        raise CacheAdminError(f"{spec!r} is a {type(obj).__name__}, not a function decorated with "
-                              "triton_dist.tune.autotune")
-    return obj
-
-
-def _from_qualname(qualname: str) -> Any | None:
-    """The AutoTuner at a dotted path ("pkg.mod.fn", as entries record it), or None."""
-    parts = qualname.split(".")
-    if len(parts) < 2 or parts[0] == "__main__" or not all(p.isidentifier() for p in parts):
-        return None  # "<locals>" and scripts cannot be imported
-    for cut in range(len(parts) - 1, 0, -1):
-        try:
-            return _load_tuner(".".join(parts[:cut]) + ":" + ".".join(parts[cut:]))
-        except CacheAdminError:
-            continue
-    return None
-
-
-def _guess_tuner(root: Path, name: str, key_text: str) -> tuple[Any | None, str | None]:
-    """A plain function name: the AutoTuner its entries' ``qualname`` names, if it imports."""
-    entries, _ = scan_function_dir(root / _cache.safe_name(name), root)
-    entries.sort(key=lambda pe: str(pe[1].get("created", "")), reverse=True)
-    entries.sort(key=lambda pe: pe[1]["key"] != key_text)  # stable: this key's newest first
-    tried: list[str] = []
-    for _, entry in entries:
-        qualname = entry.get("qualname")
-        if not isinstance(qualname, str) or qualname in tried or len(tried) >= 3:
-            continue
-        tried.append(qualname)
-        tuner = _from_qualname(qualname)
-        if tuner is not None and tuner.target.name == name:
-            return tuner, qualname
-    return None, None
-
-
-def _this_digest() -> str:
-    """This machine's hardware digest."""
-    from triton_dist._backends import get_backend
-    from triton_dist._store.fingerprint import hardware_info
-
-    return hardware_info(get_backend())["digest"]
-
-
-def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
-    key_text = _key_text(args.key)
-    tuner, resolved = None, None
-    if ":" in args.function:
-        tuner, resolved = _load_tuner(args.function), args.function
-    elif "." in args.function:
-        tuner, resolved = _from_qualname(args.function), args.function
-    elif not args.no_import:
-        tuner, resolved = _guess_tuner(root, args.function, key_text)
-    name = tuner.target.name if tuner is not None else args.function.rpartition(".")[2]
-    require_readable(root, [name])  # not "no usable entry": the folder could not be read
-    diag = _diagnose.explain_here(root, name, key_text, args.world_size,
-                                  tuner.target if tuner is not None else None, digest=args.hardware)
-    status = {"miss": 1, "unknown": EXIT_UNKNOWN}.get(diag.verdict, 0)
-    if as_json:
-        emit({**diag.to_dict(), "root": str(root), "hardware_digest": args.hardware or _this_digest(),
-              "imported": resolved})
-        return status
-    say("\n".join(f"{k:<9} {v}" for k, v in [
-        ("function", diag.function + (f" (compared with {resolved})" if resolved else "")),
-        ("key", diag.key), ("verdict", diag.verdict.upper()),
-        ("reason", diag.reason), ("expected", diag.expected_path or "(unknown without module:attr)"),
-        ("nearest", diag.nearest_path or "-")]))
-    if diag.differences:
-        say("\n" + table(["COMPONENT", "NOW", "ENTRY", "MISS?", "DETAIL"],
-                         [[d.component, shorten(d.now or "-", 24), shorten(d.entry or "-", 24),
-                           "yes" if d.blocking else "no", d.detail] for d in diag.differences], indent="  "))
-    if diag.others:
-        say("\nother entries: " + "; ".join(f"{Path(o['path']).name} ({', '.join(o['components']) or 'match'})"
-                                            for o in diag.others))
-    if diag.skipped:
-        say(f"\n{len(diag.skipped)} unusable file(s) skipped; `verify` says which and why")
-    if diag.verdict == "unknown":
-        say("\n" + _unknown_advice(args, name))
-    return status
-
-
-def _unknown_advice(args: argparse.Namespace, name: str) -> str:
-    """What an UNKNOWN verdict did not compare, and how to get a HIT or MISS instead."""
-    if args.no_import:
-        why, how = "--no-import", "drop --no-import (the module its entries record is then imported) or give"
-    else:
-        why, how = "the module its entries record could not be imported", "give"
-    return (f"unknown (exit {EXIT_UNKNOWN}): the entry matches key and hardware, but {name}'s source "
-            f"and config space were not compared ({why}). To know, {how} its import path: "
-            f"`why module:attr KEY` (e.g. mypkg.kernels:{name}).")
-
-
 # ---------------------------------------------------------------------------- verify / prune
 
 def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
@@ -387,7 +228,7 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         if args.hardware:
             keep = args.hardware
         else:
-            keep = _this_digest()
+            keep = this_digest()
     elif args.hardware:
         raise TritonDistError("--hardware only goes with --other-hardware")
     _require_functions(root, args.functions, "nothing removed")  # a typo would report success
