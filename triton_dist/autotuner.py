@@ -32,7 +32,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from triton_dist import _triton_prewarm
+from triton_dist import _torch_compile, _triton_prewarm
 from triton_dist._measure.collector import collector_paused
 from triton_dist.errors import TritonDistWarning, TunerActiveError
 
@@ -72,6 +72,8 @@ class ContextualAutoTuner(Generic[R]):
         self.n_warmup = _check_count("n_warmup", n_warmup, 0)
         self.compile_workers = None if compile_workers is None else _check_count("compile_workers", compile_workers, 1)
         functools.update_wrapper(self, fn)
+        # torch.compile'd callers break the graph at the call and run it eagerly, untraced
+        _torch_compile.opaque(ContextualAutoTuner.__call__, _torch_compile.contextual_message())
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
     @property

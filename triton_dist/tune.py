@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from triton_dist import _triton_prewarm, _tuning
+from triton_dist import _dataless, _torch_compile, _triton_prewarm, _tuning
 from triton_dist import dist as _dist
 from triton_dist._callers import Callers
 from triton_dist._callers import bind as bind_call
@@ -146,6 +146,7 @@ class AutoTuner(metaclass=_TunerType):
         self._calls = Callers()  # key -> its best config's caller (_callers.py), bound on a hit
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
+        self._told_once: set[str] = set()  # warnings given once per tuner
         self._source_hash: str | None = None
         self.target = _tuning.TuneTarget(
             fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
@@ -169,6 +170,8 @@ class AutoTuner(metaclass=_TunerType):
         face.__dict__.update(
             tuner=self, fn=self.fn, key_fn=self.key_fn, prune_fn=self.prune_fn, config_space=self.config_space,
             target=self.target, tune=self.tune, best_config=self.best_config, clear=self.clear)
+        # torch.compile'd callers break the graph at the call and run it eagerly, untraced
+        _torch_compile.opaque(face, _torch_compile.tuned_message(self.target.qualname))
         return face
 
     def _get_source_hash(self) -> str:
@@ -259,6 +262,9 @@ class AutoTuner(metaclass=_TunerType):
             ) from None
         self._check_positional(args)
         self._check_overwrite(self.config_space[0], kwargs, overwrite)
+        if _dataless.holds_no_data(args, kwargs):  # meta or fake tensors: nothing to measure
+            _dataless.untuned_without_data(self.target.qualname, self._told_once)
+            return self.config_space[0]  # not decided: a call with real tensors tunes
         # one tuning per key per process: a thread that misses a key another thread is tuning
         # waits for that result instead of measuring the same configs at the same time
         table = self._best if table is None else table

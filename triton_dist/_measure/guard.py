@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import logging
 import threading
@@ -56,6 +57,20 @@ def _restorable(t: Any) -> Any:
         if stride == 0 and size > 1:
             t = t.narrow(dim, 0, 1)
     return t
+
+
+def _version(t: Any) -> int:
+    """``t._version``; an inference tensor (made under ``torch.inference_mode``) keeps none: -1,
+    which never moves, and its changes are found by content, as Triton's writes are."""
+    return -1 if t.is_inference() else t._version
+
+
+def _writable(t: Any) -> Any:
+    """Where a restore may write ``t``: an inference tensor only under inference mode (a tensor
+    made there and tuned on after it, which a Triton kernel may write but torch would refuse)."""
+    import torch
+
+    return torch.inference_mode() if t.is_inference() else contextlib.nullcontext()
 
 
 def _geometry(t: Any) -> tuple[Any, ...]:
@@ -116,7 +131,7 @@ class RunGuard:
                 t = _restorable(t)
                 self._snapshots.append(t.detach().clone())
                 self._tensors.append(t)
-                self._versions.append(t._version)
+                self._versions.append(_version(t))
                 self._geometries.append(_geometry(t))
         except Exception as exc:  # noqa: BLE001 - out of memory for the copies: tune without them
             self._tensors, self._snapshots, self._versions, self._geometries = [], [], [], []
@@ -180,7 +195,7 @@ class RunGuard:
         for pos, t in enumerate(self._tensors):
             if pos in self.mutated or pos in self._given_up:
                 continue
-            if t._version != self._versions[pos] or _geometry(t) != self._geometries[pos]:
+            if _version(t) != self._versions[pos] or _geometry(t) != self._geometries[pos]:
                 self.mutated.add(pos)  # a torch in-place op: restored before the next run
                 continue
             todo.append(pos)
@@ -239,16 +254,16 @@ class RunGuard:
             # a moved version counter is a torch in-place op; known positions cover Triton writes
             if pos in self._given_up:
                 continue
-            if pos in self.mutated or t._version != self._versions[pos]:
+            if pos in self.mutated or _version(t) != self._versions[pos]:
                 self.mutated.add(pos)
                 try:
-                    with torch.no_grad():
+                    with torch.no_grad(), _writable(t):
                         if _geometry(t) != self._geometries[pos]:  # resized or restrided in place
                             t.as_strided_(*self._geometries[pos])
                         t.copy_(self._snapshots[pos])
                 except Exception as exc:  # noqa: BLE001 - the tuner's own step, never a candidate's failure
                     failed.append((pos, exc))
-                self._versions[pos] = t._version
+                self._versions[pos] = _version(t)
         for pos, error in failed:  # restoring it is given up; the candidates still run
             self._given_up.add(pos)
             self.mutated.discard(pos)
@@ -266,7 +281,7 @@ class RunGuard:
 
     def _detect(self, index: int) -> None:
         for pos, t in enumerate(self._tensors):
-            if pos not in self.mutated and pos not in self._given_up and (t._version != self._versions[pos]
+            if pos not in self.mutated and pos not in self._given_up and (_version(t) != self._versions[pos]
                                             or not _unchanged(t, self._snapshots[pos])):
                 self.mutated.add(pos)
                 log.debug("%s: candidate %d mutates tensor argument %d; it is restored before "
