@@ -335,6 +335,11 @@ class AutoTuner(metaclass=_TunerType):
         key = self._key(args, kwargs)
         hash(key)
         self._check_positional(args)
+        if _dataless.holds_no_data(args, kwargs):  # its "timings" would be written as the key's entry
+            raise ValueError(
+                f"{self.target.qualname}.tune() was given tensors that hold no data (the meta device, "
+                "or fake tensors: FakeTensorMode, torch.export without strict mode): nothing can be "
+                "measured on them. Call tune() with real tensors of the shapes to tune.")
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
                                   force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
                                   check_correctness=check_correctness, known_failures=known_failures)

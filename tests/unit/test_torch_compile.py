@@ -494,6 +494,15 @@ def test_tensors_without_data_are_never_measured_nor_cached(how: str, cache_dir:
     assert len(runs) == TUNING_RUNS and len(entries(cache_dir)) == 1
 
 
+def test_tune_refuses_tensors_without_data_and_writes_nothing(cache_dir: Path) -> None:
+    """An explicit ``tune()`` (what campaigns call) on meta tensors would write its "timings" of
+    nothing as the key's entry: it is refused, naming the fix, and the cache stays empty."""
+    host, runs = torch_host()
+    with pytest.raises(ValueError, match="hold no data.*real tensors"):
+        host.tune(torch.empty(64, 64, device="meta"))
+    assert runs == [] and entries(cache_dir) == [] and host.best_config(torch.empty(64, 64)) is None
+
+
 def test_non_strict_export_of_a_kernel_call_ends_in_torchs_custom_op_advice(cache_dir: Path) -> None:
     """Before: every candidate failed on the fake tensors, a NoValidConfigError listing each."""
     s = Scale()
