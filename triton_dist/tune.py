@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from triton_dist import _dataless, _torch_compile, _triton_prewarm, _tuning
+from triton_dist import _bound, _dataless, _torch_compile, _triton_prewarm, _tuning
 from triton_dist import dist as _dist
 from triton_dist._callers import Callers
 from triton_dist._callers import bind as bind_call
@@ -25,6 +25,7 @@ from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
 from triton_dist._measure.result import DoBench
+from triton_dist._signature import CONTROLS, call_signature
 from triton_dist._store.fingerprint import source_hash
 from triton_dist.errors import (
     ConfigSpaceError,
@@ -36,7 +37,7 @@ from triton_dist.errors import (
 __all__ = ["AutoTuner", "autotune", "to_hashable"]
 
 #: keyword-only call controls, consumed by the tuner and never passed to the host function
-_CONTROLS = frozenset({"autotune", "autotune_verbose", "autotune_allow_arg_overwrite", "autotune_pg"})
+_CONTROLS = frozenset(name for name, _ in CONTROLS)
 
 
 def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:
@@ -114,6 +115,12 @@ class AutoTuner(metaclass=_TunerType):
         flush_l2: bool = False,
         compile_workers: int | None = None,
     ) -> None:
+        if isinstance(fn, (staticmethod, classmethod)):  # autotune() unwraps them, an AutoTuner cannot
+            kind = type(fn).__name__
+            raise TypeError(
+                f"AutoTuner was given a {kind} ({fn.__func__!r:.100}): tune the function and make the "
+                f"{kind} of its face, as @autotune(...) above @{kind} does (or put @{kind} above "
+                "@autotune(...)).")
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
         if not isinstance(getattr(fn, "__name__", None), str) or not hasattr(fn, "__qualname__"):
@@ -170,6 +177,11 @@ class AutoTuner(metaclass=_TunerType):
         face.__dict__.update(
             tuner=self, fn=self.fn, key_fn=self.key_fn, prune_fn=self.prune_fn, config_space=self.config_space,
             target=self.target, tune=self.tune, best_config=self.best_config, clear=self.clear)
+        # what IDEs, help() and frameworks checking a call read: the call's, not fn's (_signature.py)
+        face.__dict__.pop("__signature__", None)  # a stacked inner face's, copied from fn
+        signature = call_signature(self.fn, self._fields)
+        if signature is not None:
+            face.__dict__["__signature__"] = self.__dict__["__signature__"] = signature
         # torch.compile'd callers break the graph at the call and run it eagerly, untraced
         _torch_compile.opaque(face, _torch_compile.tuned_message(self.target.qualname))
         return face
@@ -462,6 +474,10 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             compiles at its first launch. Skipped for a tuning with a process group.
     """
     def decorator(fn: Callable[..., Any]) -> AutoTuner:
+        if isinstance(fn, (staticmethod, classmethod)):  # @autotune above @staticmethod/@classmethod:
+            # the face of the function, as that kind (a plain function in a class binds instances)
+            return cast(AutoTuner, type(fn)(decorator(fn.__func__)))
+        _bound.warn_if_bound_to_an_instance(fn, stacklevel=2)
         tuner = AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
                           do_bench=do_bench, check_correctness=check_correctness,
                           restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs,

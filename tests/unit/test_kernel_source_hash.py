@@ -51,6 +51,25 @@ def test_kernel_edit_changes_the_source_hash(tmp_path):
     assert source_hash(_load(path, "kmod_c").double.fn) != base
 
 
+
+def test_a_kernel_edit_changes_the_hash_through_a_wraps_decorator(tmp_path):
+    """A ``functools.wraps`` decorator under ``@autotune`` (U15): the hash read the wrapper's code,
+    which names no kernel, so an edited kernel kept its entries (source and body hash alike)."""
+    from triton_dist._store.fingerprint import body_hash, source_hash
+
+    wrapped = MODULE.replace("import triton\n", "import functools\n\nimport triton\n", 1).replace(
+        "def unrelated():", "def logged(fn):\n    @functools.wraps(fn)\n    def wrapper(*args, **kwargs):\n"
+        "        return fn(*args, **kwargs)\n    return wrapper\n\n\ndef unrelated():").replace(
+        "def double(x, BLOCK):", "@logged\ndef double(x, BLOCK):")
+    path = tmp_path / "kwrap.py"
+    path.write_text(wrapped)
+    base = _load(path, "kwrap_a").double.fn
+    path.write_text(wrapped.replace("* 2, mask", "* 3, mask"))
+    edited = _load(path, "kwrap_b").double.fn
+    assert source_hash(edited) != source_hash(base)
+    assert body_hash(edited) != body_hash(base) and body_hash(base) is not None
+
+
 def test_the_source_hash_is_computed_once_per_function_object(tmp_path, monkeypatch):
     """Every new tuner of one function (a framework re-decorating it, each benchmark trial) reads
     its source once: the hash is kept per function object, as the body hash is; a function loaded

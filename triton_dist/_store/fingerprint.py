@@ -47,7 +47,20 @@ def _kernel_sources(fn: Callable[..., Any]) -> list[str]:
     """Sources of the Triton kernels the function names as globals (``@triton.jit`` functions and
     ``@triton.autotune`` wrappers): editing a kernel changes what the best config is, so it must
     invalidate the host function's entries too. Found through the code's global names only (no
-    import, no execution); then what its closure captures (:func:`_closure_texts`)."""
+    import, no execution); then what its closure captures (:func:`_closure_texts`). A wrapper
+    made with ``functools.wraps`` (a decorator under ``@autotune``) counts with the functions it
+    wraps (``__wrapped__``): its own code names none of their kernels (U15)."""
+    sources = _own_kernel_sources(fn)  # a function without __wrapped__: as before
+    seen = {id(fn)}
+    inner = getattr(fn, "__wrapped__", None)
+    while inner is not None and id(inner) not in seen and len(seen) < 16:
+        seen.add(id(inner))
+        sources += [f"wraps {getattr(inner, '__qualname__', '?')}", *_own_kernel_sources(inner)]
+        inner = getattr(inner, "__wrapped__", None)
+    return sources
+
+
+def _own_kernel_sources(fn: Callable[..., Any]) -> list[str]:
     code = getattr(fn, "__code__", None)
     namespace = getattr(fn, "__globals__", {})
     if code is None:

@@ -7,6 +7,7 @@ depends on ``PYTHONHASHSEED``), and refused when it could not name a readable en
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from triton_dist.errors import KeyFunctionError
@@ -50,13 +51,29 @@ def _unstable_part(value: Any, depth: int) -> str:
         return (f"a {module.partition('.')[0]}.{type(value).__name__} (keyed by its identity and printed "
                 "with its data: every call would tune again, and tensors of other shapes would share a cache file)")
     if depth > 50 or not isinstance(value, _CONTAINERS):
-        return ""
+        return _module_part(value)
     items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
     for k, v in items:
         found = _unstable_part(k, depth + 1) or _unstable_part(v, depth + 1)
         if found:
             return found
     return ""
+
+
+def _module_part(value: Any) -> str:
+    """A ``torch.nn.Module`` in a key (U15): a method's ``key_fn`` gets ``self`` first, and
+    upstream's ``to_hashable(A)`` returns it as it is. Compared by identity, every instance tuned
+    anew and was kept alive, parameters and all, by the tuner's decisions; printed without an
+    address (``Linear(in_features=4, ...)``, ``MyModule()``), instances that print alike named one
+    cache entry whatever their parameters' shapes."""
+    torch = sys.modules.get("torch")  # no module can exist before torch is imported
+    if torch is None or not isinstance(value, torch.nn.Module):
+        return ""
+    return (f"the torch.nn.Module {type(value).__qualname__} itself (compared by identity: every instance "
+            "would tune again and stay alive in the tuner's decisions, while instances that print alike "
+            "share one cache file). A method's key_fn gets self first: key it by the attributes that "
+            "decide the config, e.g. key_fn=lambda self, x, *args, **kwargs: (self.weight.shape, "
+            "to_hashable(x))")
 
 
 def _has_set(value: Any, depth: int) -> bool:
