@@ -37,6 +37,7 @@ from typing import Any
 
 import common
 
+from triton_dist import _callers
 from triton_dist._backends import get_backend
 from triton_dist.tune import autotune
 
@@ -120,15 +121,28 @@ def gpu_case(backend: Any) -> tuple[dict[str, str], dict[str, Any]]:
     def lookup_wrapper(*a: Any, **k: Any) -> Any:  # the least any tuner keyed by key_fn does
         return host(*a, **k, **table[key_fn(*a, **k)])
 
+    # the lookup wrapper's two halves of the face's design (issue 16, 2026-12-04): the lookup with
+    # the config's fields passed as keyword constants by a generated caller (what the face does),
+    # and the config merged into the call without the caller's business keywords
+    callers = {scale.key_fn(x, 2.5): _callers.bind(host, cfg, 2)}
+
+    def lookup_caller(*a: Any) -> Any:
+        return callers[key_fn(*a)](*a)
+
+    def lookup_plain(*a: Any) -> Any:
+        return host(*a, **table[key_fn(*a)])
+
     ns = {"host": host, "key_fn": scale.key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned, "x": x,
           "at_host": at_host, "at_direct": at_direct, "sync": backend.synchronize,
-          "lookup_wrapper": lookup_wrapper,
+          "lookup_wrapper": lookup_wrapper, "lookup_caller": lookup_caller, "lookup_plain": lookup_plain,
           "other": lambda: x.mul(2.0)}  # other code of the step: a torch op's launch
     stmts = {
         "host": "host(x, 2.5, **cfg)",
         "autotuner": "tuned(x, 2.5)",
         "wrapper": "wrapper(x, 2.5)",
         "lookup_wrapper": "lookup_wrapper(x, 2.5)",
+        "lookup_caller": "lookup_caller(x, 2.5)",
+        "lookup_plain": "lookup_plain(x, 2.5)",
         "key_fn+host": "key_fn(x, 2.5); host(x, 2.5, **cfg)",
         "wrapper_kw": "wrapper(x, alpha=2.5)",
         "autotuner_kw": "tuned(x, alpha=2.5)",

@@ -12,6 +12,11 @@ from an error of the host function by its traceback (no frame below the face's) 
 generic call. Config fields that cannot be keywords in source as they are (not identifiers,
 keywords, or not ASCII: source identifiers are NFKC-normalised) and calls of more than
 ``MAX_ARITY`` arguments get a caller that takes any number, with the generic call inside.
+
+The tuner keeps its callers in a plain ``dict`` that its face closes over: the face's lookup in
+a dict subclass (which this was, to be pickled empty) is not specialised by the interpreter, and
+cost ~100 ns more a hit on the CPU machine with cold caches (2026-12-04); ``AutoTuner.__reduce__``
+empties the dict instead.
 """
 
 from __future__ import annotations
@@ -21,23 +26,12 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_ARITY", "Callers", "bind"]
+__all__ = ["MAX_ARITY", "bind"]
 
 #: callers with named positional parameters up to this many arguments; more: ``*args``
 MAX_ARITY = 16
 
 _FACTORIES: dict[tuple[int, tuple[str, ...]], Callable[..., Callable[..., Any]]] = {}
-
-
-class Callers(dict[Any, Any]):
-    """key -> the caller of that key's best config. Generated code is not pickled: a tuner or
-    face copied to another process (``AutoTuner.__reduce__``) starts with none and binds again
-    on its next hits; pickle's memo keeps the tuner's and its face's the same dict there."""
-
-    __slots__ = ()
-
-    def __reduce__(self) -> tuple[type, tuple[()]]:
-        return (Callers, ())
 
 
 def bind(fn: Callable[..., Any], config: dict[str, Any], arity: int) -> Callable[..., Any]:

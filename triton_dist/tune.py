@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from triton_dist import _bound, _dataless, _torch_compile, _triton_prewarm, _tuning
 from triton_dist import dist as _dist
-from triton_dist._callers import Callers
 from triton_dist._callers import bind as bind_call
 from triton_dist._distributed import resolve_group
 from triton_dist._face import hot_path, importable
@@ -150,7 +149,8 @@ class AutoTuner(metaclass=_TunerType):
         # calls with autotune_pg, per group (its ranks): a decision made alone or in another group
         # must not let this rank skip the group's agreement (the others would wait for it)
         self._by_group: dict[tuple[int, ...], dict[Any, dict[str, Any]]] = {}
-        self._calls = Callers()  # key -> its best config's caller (_callers.py), bound on a hit
+        # key -> its best config's caller (_callers.py), bound on a hit; a plain dict (the face's lookup)
+        self._calls: dict[Any, Callable[..., Any]] = {}
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
         self._told_once: set[str] = set()  # warnings given once per tuner
@@ -407,17 +407,22 @@ class AutoTuner(metaclass=_TunerType):
                    "check_correctness": t.check_correctness, "restore_inplace": t.restore_inplace,
                    "adaptive": t.adaptive, "graphs": t.graphs, "flush_l2": t.flush_l2,
                    "compile_workers": t.compile_workers}
+        # the callers (generated functions, which pickle cannot take by reference) are emptied,
+        # here too: the face rebinds a key's caller on its next hit (a few µs, once). The same
+        # dict goes into the copy, as its face's closure reads it (pickle's memo); one pickled
+        # with the face before this runs (cloudpickle) holds the callers of the decisions pickled
+        self._calls.clear()
         return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best, self._calls)
 
 
 def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None, options: dict[str, Any],
-             decided: dict[Any, dict[str, Any]], calls: Callers | None = None) -> AutoTuner:
+             decided: dict[Any, dict[str, Any]], calls: dict[Any, Any] | None = None) -> AutoTuner:
     """A copy of a tuner by value (``AutoTuner.__reduce__``), its decisions the dict given (and
-    its callers', pickled empty: the same dict as its face's closure reads, by pickle's memo)."""
+    its callers': the same dict as its face's closure reads, by pickle's memo)."""
     tuner = AutoTuner(fn, config_space, key_fn, prune_fn, **options)
     tuner._best = decided
-    tuner._calls = calls if calls is not None else Callers()
+    tuner._calls = calls if calls is not None else {}
     tuner.face = tuner._make_face()
     return tuner
 

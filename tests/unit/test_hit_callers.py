@@ -10,7 +10,7 @@ import traceback
 
 import pytest
 
-from triton_dist._callers import MAX_ARITY, Callers, bind
+from triton_dist._callers import MAX_ARITY, bind
 from triton_dist.tune import autotune
 
 ONE = lambda fn, w, r: [1.0] * r  # noqa: E731 - every config equal: the first one wins
@@ -110,7 +110,7 @@ def test_a_decision_made_again_reaches_the_caller(cache_dir):
     assert tuned.best_config(10) is None and tuned(10) == 30 and tuned(10) == 30
 
 
-def test_callers_are_not_pickled_and_a_copy_binds_its_own(cache_dir):
+def test_a_copy_of_the_face_reads_its_own_tuners_callers(cache_dir):
     cloudpickle = pytest.importorskip("ray.cloudpickle", reason="Ray ships cloudpickle (not on the GPU machine)")
 
     def host(x, c):
@@ -118,10 +118,33 @@ def test_callers_are_not_pickled_and_a_copy_binds_its_own(cache_dir):
 
     tuned = autotune([{"c": 2}, {"c": 3}], key_fn=lambda x: (x,), do_bench=ONE)(host)
     assert tuned(5) == 10 and tuned(5) == 10 and (5,) in tuned.tuner._calls
-    assert pickle.loads(pickle.dumps(tuned.tuner._calls)) == {} and isinstance(
-        pickle.loads(pickle.dumps(tuned.tuner._calls)), Callers)
+    assert type(tuned.tuner._calls) is dict and closure_cell(tuned, "calls") is tuned.tuner._calls
     copy = cloudpickle.loads(cloudpickle.dumps(tuned))
-    assert closure_cell(copy, "calls") is copy.tuner._calls and copy.tuner._calls == {}
+    assert closure_cell(copy, "calls") is copy.tuner._calls and closure_cell(copy, "decided") is copy.tuner._best
     assert copy(5) == 10 and copy(5) == 10 and (5,) in copy.tuner._calls
     copy.tuner.clear()  # the copy's face reads the copy's callers: nothing stale stays
-    assert closure_cell(copy, "calls") == {} and copy(6) == 12
+    assert closure_cell(copy, "calls") == {} and copy(6) == 12 and copy(5) == 10
+    assert tuned(5) == 10 and (5,) in tuned.tuner._calls  # the original binds again after the pickling
+
+
+def test_a_tuner_with_bound_callers_pickles_by_value_with_the_standard_pickle(cache_dir):
+    """Generated callers cannot be pickled by reference: the tuner's copy by value (a face that
+    cannot be imported by its name) empties them, and the copy binds its own."""
+    tuned = autotune([{"c": 2}, {"c": 3}], key_fn=_module_key, do_bench=_one)(_module_host)
+    assert tuned(5) == 10 and tuned(5) == 10 and (5,) in tuned.tuner._calls
+    copy = pickle.loads(pickle.dumps(tuned.tuner))
+    assert copy is not tuned.tuner and copy._calls == {} and copy._best == {(5,): {"c": 2}}
+    assert copy.face(5) == 10 and copy.face(5) == 10 and (5,) in copy._calls
+    assert tuned(5) == 10
+
+
+def _module_host(x, c):
+    return x * c
+
+
+def _module_key(x):
+    return (x,)
+
+
+def _one(fn, warmup, rep):
+    return [1.0] * rep
