@@ -20,6 +20,7 @@ _P = inspect.Parameter
 #: the call controls and their defaults, as the face reads them (keyword-only)
 CONTROLS: tuple[tuple[str, Any], ...] = (
     ("autotune", True), ("autotune_verbose", False), ("autotune_allow_arg_overwrite", False), ("autotune_pg", None))
+_NAMES = frozenset(name for name, _ in CONTROLS)
 
 
 def call_signature(fn: Callable[..., Any], fields: Collection[str]) -> inspect.Signature | None:
@@ -34,6 +35,9 @@ def call_signature(fn: Callable[..., Any], fields: Collection[str]) -> inspect.S
         if param.name in fields and param.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY):
             after_field = after_field or param.kind is _P.POSITIONAL_OR_KEYWORD
             continue
+        if param.name in _NAMES and (param.kind is _P.KEYWORD_ONLY or (
+                after_field and param.kind is _P.POSITIONAL_OR_KEYWORD)):
+            continue  # a keyword the tuner takes: never fn's (positionally, before any field, it is)
         if after_field and param.kind is _P.POSITIONAL_OR_KEYWORD:
             param = param.replace(kind=_P.KEYWORD_ONLY)
         elif after_field and param.kind is _P.VAR_POSITIONAL:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from triton_dist import _bound, _dataless, _torch_compile, _triton_prewarm, _tuning
+from triton_dist import _dataless, _hosts, _torch_compile, _triton_prewarm, _tuning
 from triton_dist import dist as _dist
 from triton_dist._callers import bind as bind_call
 from triton_dist._distributed import resolve_group
@@ -40,7 +40,9 @@ _CONTROLS = frozenset(name for name, _ in CONTROLS)
 
 
 def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:
-    name = getattr(fn, "__qualname__", repr(fn))
+    # not repr(fn) as getattr's default, read eagerly: a method bound to a module that cloudpickle
+    # is still building (its tuner is rebuilt first) cannot print itself
+    name = getattr(fn, "__qualname__", None) or repr(fn)
     if not isinstance(config_space, (list, tuple)):
         raise ConfigSpaceError(
             f"config_space of {name} must be a list of dicts, got {type(config_space).__name__}; "
@@ -122,6 +124,7 @@ class AutoTuner(metaclass=_TunerType):
                 "@autotune(...)).")
         if not callable(fn):
             raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
+        _hosts.refuse_calls_that_run_nothing(fn)
         if not isinstance(getattr(fn, "__name__", None), str) or not hasattr(fn, "__qualname__"):
             raise TypeError(
                 f"autotune decorates a function (a def, a lambda, a method), got {type(fn).__name__} "
@@ -482,7 +485,7 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         if isinstance(fn, (staticmethod, classmethod)):  # @autotune above @staticmethod/@classmethod:
             # the face of the function, as that kind (a plain function in a class binds instances)
             return cast(AutoTuner, type(fn)(decorator(fn.__func__)))
-        _bound.warn_if_bound_to_an_instance(fn, stacklevel=2)
+        _hosts.warn_if_bound_to_an_instance(fn, stacklevel=2)
         tuner = AutoTuner(fn, config_space, key_fn, prune_fn, n_warmup=n_warmup, n_repeat=n_repeat,
                           do_bench=do_bench, check_correctness=check_correctness,
                           restore_inplace=restore_inplace, adaptive=adaptive, graphs=graphs,

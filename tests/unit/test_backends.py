@@ -105,6 +105,31 @@ def test_hardware_digest_is_stable_and_names_the_device():
     assert hardware_info(CpuBackend())["digest"] == first["digest"]
 
 
+
+def test_a_backend_at_the_address_of_a_dead_one_gets_its_own_hardware_and_versions():
+    """The descriptions were kept by ``id(backend)``: a backend made where a dead one had lived (a
+    test's fake device, a backend of another TRITON_DIST_DEVICE) got the dead one's digest, so its
+    entries were written for hardware it is not, and other processes missed them (U15: found as
+    spawned children that did not find their parent's entries after the unit suite's fakes)."""
+    from triton_dist._store import fingerprint
+
+    class Elsewhere(CpuBackend):
+        def hardware(self):
+            return {"device": "elsewhere"}
+
+        def software(self):
+            return {"stack": "elsewhere"}
+
+    for _ in range(50):  # CPython gives a freed object's memory to the next of its size (it did
+        dead = Elsewhere()  # at the first try before the fix; now the cache holds the dead one)
+        fingerprint.hardware_info(dead)
+        fingerprint.software_versions(dead)
+        del dead
+        backend = CpuBackend()
+        assert fingerprint.hardware_info(backend)["device"] == "cpu"
+        assert "stack" not in fingerprint.software_versions(backend)
+
+
 # ---------------------------------------------------------------- the NPU backend, faked
 
 class _FakeEvent:

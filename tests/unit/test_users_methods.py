@@ -206,6 +206,26 @@ def test_the_signature_is_the_calls_without_the_config_fields_and_with_the_contr
     assert str(inspect.signature(scaled)).startswith("(x: 'torch.Tensor', alpha: 'float', cfg: 'int'")
 
 
+
+@pytest.mark.parametrize(("host", "shown"), [
+    (lambda x, **kw: x, "(x, *, {controls}, **kw)"),
+    (lambda x, c, *rest, d=1: x, "(x, *, d=1, {controls})"),  # *rest: every extra would fill c
+    (lambda x, /, y, c=2, z=3: x, "(x, /, y, *, z=3, {controls})"),
+    (lambda x, c, autotune_pg=None: x, "(x, *, {controls})"),  # a control keyword is the tuner's
+], ids=["kwargs", "varargs-after-a-field", "positional-only", "a-control-named-parameter"])
+def test_the_signature_of_other_parameter_lists(host: Any, shown: str) -> None:
+    controls = "autotune=True, autotune_verbose=False, autotune_allow_arg_overwrite=False, autotune_pg=None"
+    tuned = autotune([{"c": 1}], key_fn=lambda *a, **k: 1)(host)
+    assert str(inspect.signature(tuned)) == shown.format(controls=controls)
+
+
+def test_stacked_tuners_show_the_outer_call() -> None:
+    inner = autotune([{"c": 1}, {"c": 2}], key_fn=lambda *a, **k: 1, do_bench=flat)(lambda x, c, d: x * c * d)
+    outer = autotune([{"d": 1}, {"d": 3}], key_fn=lambda *a, **k: 1, do_bench=flat)(inner)
+    assert list(inspect.signature(inner).parameters)[:2] == ["x", "d"]
+    assert list(inspect.signature(outer).parameters)[:2] == ["x", "autotune"]
+
+
 def test_rays_argument_check_takes_a_tuned_call() -> None:
     """What Ray's ``.remote()`` does before it sends a call: it failed with "missing a required
     argument: 'cfg'"."""
@@ -295,3 +315,52 @@ def test_a_bound_method_of_a_class_does_not_warn(cache_dir: Any, recwarn: Any) -
     bound_to_class = autotune(SPACE, key_fn=lambda x, *a, **k: (x,), do_bench=flat)(
         classmethod(lambda cls, x, c: x * c).__get__(None, Class))
     assert bound_to_class(2) == 4 and not [w for w in recwarn if "deepcopy" in str(w.message)]
+
+
+def test_cloudpickle_copies_a_modules_bound_method_tuner_with_the_module(cache_dir: Any) -> None:
+    """cloudpickle (Ray's) copies the face by value with the module it is bound to: the copy's
+    tuner is rebuilt around the half-built copy, whose ``repr`` (read eagerly as a default name)
+    raised "'PerInstance' object has no attribute '_modules'"."""
+    cloudpickle = pytest.importorskip("ray.cloudpickle", reason="Ray ships cloudpickle (not on the GPU machine)")
+    with pytest.warns(Warning, match="copy.deepcopy"):
+        module = PerInstance(10.0)
+    module.op(torch.ones(2))
+    copied = cloudpickle.loads(cloudpickle.dumps(module))
+    copied.factor = 100.0
+    assert copied.op.fn.__self__ is copied and torch.equal(copied.op(torch.ones(2)), torch.full((2,), 200.0))
+    assert copied.op.best_config(torch.ones(2)) == {"c": 2}  # the decision came along
+
+
+# ------------------------------------------------------------------ coroutine and generator functions
+
+async def async_host(x: int, c: int) -> int:
+    return x * c
+
+
+def generator_host(x: int, c: int) -> Any:
+    yield x * c
+
+
+@pytest.mark.parametrize(("host", "kind"), [(async_host, "coroutine function"),
+                                            (generator_host, "generator function")],
+                         ids=["async-def", "generator"])
+def test_a_host_function_whose_call_runs_nothing_is_refused_with_the_fix(host: Any, kind: str) -> None:
+    """An ``async def`` (or generator) host function: its call returns a coroutine that runs
+    nothing until awaited, so every candidate timed the making of one, a config was picked at
+    random and written as the key's entry, and Python warned "coroutine ... was never awaited"
+    for each run. (An async framework calls a synchronous host function from its coroutine.)"""
+    with pytest.raises(TypeError, match=f"{kind}.*nothing.*synchronous function"):
+        autotune(SPACE, key_fn=lambda x, *a, **k: (x,), do_bench=flat)(host)
+
+
+
+def test_a_synchronous_wrapper_that_runs_a_coroutine_is_tuned(cache_dir: Any) -> None:
+    import asyncio
+
+    def run(fn: Any) -> Any:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return asyncio.run(fn(*args, **kwargs))
+        return wrapper
+
+    assert autotune(SPACE, key_fn=lambda x, *a, **k: (x,), do_bench=flat)(run(async_host))(5) == 10

@@ -35,7 +35,8 @@ def test_spawned_children_find_the_parents_entry_and_write_their_own(cache_dir: 
     with context.Pool(2) as pool:
         seen = pool.map(spawn_tuned.Holder(), [4, 4, 6, 6])  # the holder pickled to each child
     assert all(sum == 2.0 * n for (_, sum, _), n in zip(seen, [4, 4, 6, 6], strict=True))
-    assert all(origin.startswith("loaded from the cache entry") for _, _, origin in seen[:2]), seen
+    assert all(origin.startswith("loaded from the cache entry") for _, _, origin in seen[:2]), "\n".join(
+        origin for _, _, origin in seen)
     child = context.Process(target=spawn_tuned.scaled, args=(torch.ones(8),))  # the face as a target
     child.start()
     child.join(120)
