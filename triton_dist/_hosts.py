@@ -1,4 +1,5 @@
-"""Host functions ``autotune`` is given that it cannot tune as they are (U15).
+"""Host functions ``autotune`` (and ``contextual_autotune``) is given that it cannot tune as they
+are (U15).
 
 - A coroutine or generator function (``async def``, ``yield``): its call returns an object that
   runs nothing until awaited or iterated, so every candidate would time the making of one, a
@@ -42,7 +43,7 @@ def warn_if_bound_to_an_instance(fn: Callable[..., Any], stacklevel: int) -> Non
         TritonDistWarning, stacklevel=stacklevel + 1)
 
 
-def refuse_calls_that_run_nothing(fn: Callable[..., Any]) -> None:
+def refuse_calls_that_run_nothing(fn: Callable[..., Any], who: str = "autotune") -> None:
     """A ``TypeError`` naming the fix for a coroutine or generator function. Not for a wrapper
     of one (``functools.wraps``): it may run it (``asyncio.run``, async_to_sync)."""
     for kind, test in (("coroutine function (async def)", inspect.iscoroutinefunction),
@@ -51,7 +52,7 @@ def refuse_calls_that_run_nothing(fn: Callable[..., Any]) -> None:
         if test(fn):
             name = getattr(fn, "__qualname__", type(fn).__name__)
             raise TypeError(
-                f"autotune cannot tune {name}: it is a {kind}, whose call returns an object that runs "
+                f"{who} cannot tune {name}: it is a {kind}, whose call returns an object that runs "
                 "nothing until awaited or iterated, so every candidate would time nothing. Tune a "
                 "synchronous function that launches the kernels (and returns or writes their output), "
                 "and call it from the coroutine or generator.")

@@ -28,11 +28,13 @@ import contextlib
 import functools
 import logging
 import threading
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-from triton_dist import _torch_compile, _triton_prewarm
+from triton_dist import _hosts, _torch_compile, _triton_prewarm
+from triton_dist._face import importable
 from triton_dist._measure.collector import collector_paused
 from triton_dist.errors import TritonDistWarning, TunerActiveError
 
@@ -59,8 +61,12 @@ class ContextualAutoTuner(Generic[R]):
 
     def __init__(self, fn: Callable[..., R], is_dist: bool = False, n_repeat: int = 5,
                  n_warmup: int = 3, compile_workers: int | None = None) -> None:
+        if isinstance(fn, classmethod):  # contextual_autotune() unwraps it, the class cannot
+            raise TypeError(f"ContextualAutoTuner was given a classmethod ({fn.__func__!r:.100}): make the "
+                            "classmethod of the tuner, as @contextual_autotune() above @classmethod does.")
         if not callable(fn):
             raise TypeError(f"contextual_autotune decorates a callable, got {fn!r}")
+        _hosts.refuse_calls_that_run_nothing(fn, "contextual_autotune")
         if not isinstance(is_dist, bool):
             raise TypeError(
                 f"contextual_autotune(is_dist=...) must be a bool, got {is_dist!r}; write "
@@ -88,7 +94,17 @@ class ContextualAutoTuner(Generic[R]):
         # a staticmethod decorated in turn (callable since Python 3.10) takes no instance
         if obj is None or isinstance(self.fn, staticmethod):
             return self
-        return functools.partial(self.__call__, obj)
+        # a method, not a partial of __call__: the method's signature (inspect reads the tuner's,
+        # fn's, less self), and copy.deepcopy binds it to the copy of its instance (U15)
+        return types.MethodType(self, obj)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # by reference where the module's name finds this tuner (a spawned process's target, a Ray
+        # task): its state pickled its fn by that name, which names the tuner ("not the same
+        # object"); deepcopy keeps it, as a function. Elsewhere (a closure: cloudpickle) by value.
+        if "__qualname__" in self.__dict__ and importable(self):  # (a callable object has none)
+            return str(self.__dict__["__qualname__"])  # update_wrapper's copy of fn's
+        return super().__reduce_ex__(protocol)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
         from triton_dist._contextual.session import Session
@@ -173,6 +189,8 @@ def contextual_autotune(is_dist: bool = False, n_repeat: int = 5, n_warmup: int 
     ContextualAutoTuner(lambda: None, is_dist, n_repeat, n_warmup, compile_workers)
 
     def decorate(fn: Callable[..., R]) -> ContextualAutoTuner[R]:
+        if isinstance(fn, classmethod):  # @contextual_autotune() above @classmethod: its tuner, as one
+            return classmethod(decorate(fn.__func__))
         return ContextualAutoTuner(fn, is_dist=is_dist, n_repeat=n_repeat, n_warmup=n_warmup,
                                    compile_workers=compile_workers)
 
