@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,37 @@ def test_spawned_children_find_the_parents_entry_and_write_their_own(cache_dir: 
     files = sorted(p.name for p in (cache_dir / "scaled").iterdir())
     assert len([f for f in files if f.endswith(".json")]) == 3, files  # shapes 4, 6 and 8
     assert not [f for f in files if f.endswith((".tmp", ".lock"))], files
+
+
+SCRIPT = '''
+import multiprocessing, sys
+import torch
+from triton_dist.tune import autotune
+
+@autotune([{"c": 2}, {"c": 3}], key_fn=lambda x, *a, **k: (tuple(x.shape),),
+          do_bench=lambda fn, w, r: (fn(), [1.0] * r)[1])
+def scaled(x, c):
+    return x * c
+
+def child(n):
+    return float(scaled(torch.ones(n)).sum()), scaled.tuner._origins.get(((n,),), "")
+
+if __name__ == "__main__":
+    scaled(torch.ones(4))
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        for result in pool.map(child, [4, 5]):
+            print(*result, sep="|")
+'''
+
+
+def test_a_function_tuned_in_the_script_run_as_main_reaches_spawned_children(cache_dir: Path, tmp_path: Path) -> None:
+    """The child imports the script as ``__mp_main__``, not ``__main__``: the face still pickles by
+    reference (pickle finds ``__main__.scaled`` there), and the entry of the parent's tuning is the
+    child's (the module's name is not part of what names an entry)."""
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    four, five = done.stdout.strip().splitlines()
+    assert four.startswith("8.0|loaded from the cache entry"), done.stdout
+    assert five.startswith("10.0|tuned in this process"), done.stdout
