@@ -35,6 +35,7 @@
 #               with finer steps, and the GPU tests of graph mode, the guard and the callers (~4 minutes).
 #   PART=abk:   the warm-up loop's k from the fastest probe completed so far, against the tree before it
 #               (.device/old), layer norm in two config orders (idle_ledger.py), GPU graph tests (~5 minutes).
+#   PART=p1ab:  P1 of the face over a plain dict (b52656c) taking turns with the tree before it (~3 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -261,6 +262,21 @@ case "${PART:-first}" in
         PYTHONPATH=$pp timeout 120 python3 scripts/device/host_steps.py ${LEDGER_KERNELS:-layer_norm} \
           >"$OUT/steps_${tree}_$rep.log" 2>&1
         echo "== $tree $rep"; head -40 "$OUT/steps_${tree}_$rep.log"
+      done
+    done
+    ;;
+  p1ab)  # the face's callers in a plain dict (b52656c) against the tree before it: P1 taking turns, the
+         # tree before in .device/old (git archive 2230978~2 triton_dist | tar -x -C .device/old;
+         # carry .device/old), REPS alternations of --rounds ${P1_ROUNDS:-80} (~45 s each); compare
+         # "autotuner" with "lookup_caller" after other code, and the headline over the host
+    for rep in $(seq "${REPS:-2}"); do
+      for tree in old new; do
+        pp=$PYTHONPATH
+        [ "$tree" = old ] && pp=$repo/.device/old:$PYTHONPATH
+        PYTHONPATH=$pp timeout 120 python3 benchmarks/p1_hot_path.py --rounds "${P1_ROUNDS:-80}" --number 20000 \
+          --out "$OUT/p1_${tree}_$rep" >"$OUT/p1_${tree}_$rep.log" 2>&1
+        echo "== $tree $rep"; grep -E "over the host function" "$OUT/p1_${tree}_$rep.log"
+        grep -A14 "after other code, the typical" "$OUT/p1_${tree}_$rep.log" | grep -E "^\| (host|autotuner|lookup_caller) \|"
       done
     done
     ;;
