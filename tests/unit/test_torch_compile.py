@@ -410,8 +410,12 @@ def test_a_contextual_tuned_call_in_compiled_code_runs_every_candidate_untraced(
     counter = CompileCounterWithBackend(backend)
     f = torch.compile(step(lambda x, alpha: outer(x)), backend=counter, dynamic=True)
     torch.testing.assert_close(f(x), (x + 1) * 6)
-    # the CPU's counts are its schedule's; a GPU's follow its timings (runs per timed sample)
-    assert counts == alone if DEVICE == "cpu" else min(counts.values()) >= W + R
+    # the CPU's counts are its schedule's (which config gets the kept run is the timing's, in
+    # either tuning); a GPU's follow its timings (runs per timed sample)
+    if DEVICE == "cpu":
+        assert sorted(counts.values()) == sorted(alone.values())
+    else:
+        assert min(counts.values()) >= W + R
     frames = counter.frame_count
     assert frames <= 2
     counts.clear()
