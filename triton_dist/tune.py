@@ -185,6 +185,11 @@ class AutoTuner(metaclass=_TunerType):
         signature = call_signature(self.fn, self._fields)
         if signature is not None:
             face.__dict__["__signature__"] = self.__dict__["__signature__"] = signature
+            # typing.get_type_hints(face) as well (update_wrapper shared fn's own dict with it)
+            hints = getattr(self.fn, "__annotations__", None)
+            if isinstance(hints, dict):
+                face.__annotations__ = {name: hint for name, hint in hints.items()
+                                        if name == "return" or name in signature.parameters}
         # torch.compile'd callers break the graph at the call and run it eagerly, untraced
         _torch_compile.opaque(face, _torch_compile.tuned_message(self.target.qualname))
         return face

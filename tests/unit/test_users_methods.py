@@ -206,6 +206,17 @@ def test_the_signature_is_the_calls_without_the_config_fields_and_with_the_contr
     assert str(inspect.signature(scaled)).startswith("(x: 'torch.Tensor', alpha: 'float', cfg: 'int'")
 
 
+def test_the_type_hints_are_the_calls_and_the_host_functions_stay_whole() -> None:
+    """``typing.get_type_hints(face)`` listed the config fields (``functools.update_wrapper``
+    gave the face the host function's own annotations dict)."""
+    import typing
+
+    hints = typing.get_type_hints(tuned_scaled)
+    assert "cfg" not in hints and hints["x"] is torch.Tensor and hints["alpha"] is float
+    assert set(hints) <= set(inspect.signature(tuned_scaled).parameters) | {"return"}
+    assert "cfg" in typing.get_type_hints(scaled) and tuned_scaled.__annotations__ is not scaled.__annotations__
+
+
 
 @pytest.mark.parametrize(("host", "shown"), [
     (lambda x, **kw: x, "(x, *, {controls}, **kw)"),
