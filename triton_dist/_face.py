@@ -8,14 +8,18 @@ the caller's (``scripts/device/hot_call.py``: ~0.1 µs a call warm, up to ~1 µs
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from triton_dist import _torch_compile
+from triton_dist._signature import call_signature
+
 if TYPE_CHECKING:
     from triton_dist.tune import AutoTuner
 
-__all__ = ["hot_path", "importable"]
+__all__ = ["hot_path", "importable", "make_face"]
 
 
 def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
@@ -77,6 +81,31 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
         return tuner._controlled(args, kwargs)
 
     return tuned
+
+
+def make_face(tuner: AutoTuner) -> Callable[..., Any]:
+    """The tuner's face (:func:`hot_path`), dressed as its host function (name, docs,
+    ``__wrapped__``) with the tuner's attributes, the call's signature and annotations, and
+    marked for torch.compile: all of it set here, once, nothing on a call's path."""
+    fn = tuner.fn
+    face = hot_path(tuner)
+    functools.update_wrapper(face, fn)
+    face.__dict__.update(
+        tuner=tuner, fn=fn, key_fn=tuner.key_fn, prune_fn=tuner.prune_fn, config_space=tuner.config_space,
+        target=tuner.target, tune=tuner.tune, best_config=tuner.best_config, clear=tuner.clear)
+    # what IDEs, help() and frameworks checking a call read: the call's, not fn's (_signature.py)
+    face.__dict__.pop("__signature__", None)  # a stacked inner face's, copied from fn
+    signature = call_signature(fn, tuner._fields)
+    if signature is not None:
+        face.__dict__["__signature__"] = tuner.__dict__["__signature__"] = signature
+        # typing.get_type_hints(face) as well (update_wrapper shared fn's own dict with it)
+        hints = getattr(fn, "__annotations__", None)
+        if isinstance(hints, dict):
+            face.__annotations__ = {name: hint for name, hint in hints.items()
+                                    if name == "return" or name in signature.parameters}
+    # torch.compile'd callers break the graph at the call and run it eagerly, untraced
+    _torch_compile.opaque(face, _torch_compile.tuned_message(tuner.target.qualname))
+    return face
 
 
 def importable(face: Callable[..., Any]) -> bool:

@@ -13,14 +13,15 @@ import inspect
 from collections.abc import Callable, Collection
 from typing import Any
 
-__all__ = ["CONTROLS", "call_signature"]
+__all__ = ["CONTROLS", "CONTROL_NAMES", "call_signature"]
 
 _P = inspect.Parameter
 
 #: the call controls and their defaults, as the face reads them (keyword-only)
 CONTROLS: tuple[tuple[str, Any], ...] = (
     ("autotune", True), ("autotune_verbose", False), ("autotune_allow_arg_overwrite", False), ("autotune_pg", None))
-_NAMES = frozenset(name for name, _ in CONTROLS)
+#: their names: keywords the tuner consumes, never passed to the host function
+CONTROL_NAMES = frozenset(name for name, _ in CONTROLS)
 
 
 def call_signature(fn: Callable[..., Any], fields: Collection[str]) -> inspect.Signature | None:
@@ -35,7 +36,7 @@ def call_signature(fn: Callable[..., Any], fields: Collection[str]) -> inspect.S
         if param.name in fields and param.kind in (_P.POSITIONAL_OR_KEYWORD, _P.KEYWORD_ONLY):
             after_field = after_field or param.kind is _P.POSITIONAL_OR_KEYWORD
             continue
-        if param.name in _NAMES and (param.kind is _P.KEYWORD_ONLY or (
+        if param.name in CONTROL_NAMES and (param.kind is _P.KEYWORD_ONLY or (
                 after_field and param.kind is _P.POSITIONAL_OR_KEYWORD)):
             continue  # a keyword the tuner takes: never fn's (positionally, before any field, it is)
         if after_field and param.kind is _P.POSITIONAL_OR_KEYWORD:

@@ -15,16 +15,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from triton_dist import _dataless, _hosts, _torch_compile, _triton_prewarm, _tuning
+from triton_dist import _dataless, _hosts, _triton_prewarm, _tuning
 from triton_dist import dist as _dist
 from triton_dist._callers import bind as bind_call
 from triton_dist._distributed import resolve_group
-from triton_dist._face import hot_path, importable
+from triton_dist._face import importable, make_face
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
 from triton_dist._measure.result import DoBench
-from triton_dist._signature import CONTROLS, call_signature
+from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
 from triton_dist.errors import (
     ConfigSpaceError,
@@ -34,10 +34,6 @@ from triton_dist.errors import (
 )
 
 __all__ = ["AutoTuner", "autotune", "to_hashable"]
-
-#: keyword-only call controls, consumed by the tuner and never passed to the host function
-_CONTROLS = frozenset(name for name, _ in CONTROLS)
-
 
 def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:
     # not repr(fn) as getattr's default, read eagerly: a method bound to a module that cloudpickle
@@ -147,7 +143,7 @@ class AutoTuner(metaclass=_TunerType):
         self._fields = frozenset(f for config in self.config_space for f in config)
         self._positional = positional_names(fn)
         self._flights: dict[Any, Flight] = {}
-        self._reserved = self._fields | _CONTROLS  # keywords that take __call__ off its fast path
+        self._reserved = self._fields | CONTROL_NAMES  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}  # calls without autotune_pg (the default group)
         # calls with autotune_pg, per group (its ranks): a decision made alone or in another group
         # must not let this rank skip the group's agreement (the others would wait for it)
@@ -170,29 +166,10 @@ class AutoTuner(metaclass=_TunerType):
         # updated=(): fn's __dict__ stays out of the tuner's (an inner tuner's face: its fn, target,
         # config_space would replace the outer's, stacked @autotune)
         functools.update_wrapper(self, fn, updated=())
-        self.face = self._make_face()
+        self.face = make_face(self)
         _dist.track(self)  # its default group's decisions are forgotten when that group changes
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
-    def _make_face(self) -> Callable[..., Any]:
-        face = hot_path(self)
-        functools.update_wrapper(face, self.fn)
-        face.__dict__.update(
-            tuner=self, fn=self.fn, key_fn=self.key_fn, prune_fn=self.prune_fn, config_space=self.config_space,
-            target=self.target, tune=self.tune, best_config=self.best_config, clear=self.clear)
-        # what IDEs, help() and frameworks checking a call read: the call's, not fn's (_signature.py)
-        face.__dict__.pop("__signature__", None)  # a stacked inner face's, copied from fn
-        signature = call_signature(self.fn, self._fields)
-        if signature is not None:
-            face.__dict__["__signature__"] = self.__dict__["__signature__"] = signature
-            # typing.get_type_hints(face) as well (update_wrapper shared fn's own dict with it)
-            hints = getattr(self.fn, "__annotations__", None)
-            if isinstance(hints, dict):
-                face.__annotations__ = {name: hint for name, hint in hints.items()
-                                        if name == "return" or name in signature.parameters}
-        # torch.compile'd callers break the graph at the call and run it eagerly, untraced
-        _torch_compile.opaque(face, _torch_compile.tuned_message(self.target.qualname))
-        return face
 
     def _get_source_hash(self) -> str:
         if self._source_hash is None:
@@ -431,7 +408,7 @@ def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn:
     tuner = AutoTuner(fn, config_space, key_fn, prune_fn, **options)
     tuner._best = decided
     tuner._calls = calls if calls is not None else {}
-    tuner.face = tuner._make_face()
+    tuner.face = make_face(tuner)
     return tuner
 
 

@@ -33,10 +33,10 @@ log = logging.getLogger(__name__)
 #: environment variable of the test/ops override of the hardware description (module docstring)
 HARDWARE_OVERRIDE = "TRITON_DIST_HARDWARE_OVERRIDE"
 
-# by id(backend), with the backend itself: held, its id is never another's (a backend made where
-# a dead one had lived got the dead one's description: a test's fake device, U15)
-_hardware: dict[tuple[int, str], tuple[Backend, dict[str, Any]]] = {}
-_software: dict[int, tuple[Backend, dict[str, str]]] = {}
+# by the backend itself (compared by identity), not its id: a backend made where a dead one had
+# lived got the dead one's description by id (a test's fake device, U15)
+_hardware: dict[tuple[Backend, str], dict[str, Any]] = {}
+_software: dict[Backend, dict[str, str]] = {}
 
 
 def digest(value: Any, length: int = 16) -> str:
@@ -211,8 +211,7 @@ def hardware_info(backend: Backend) -> dict[str, Any]:
     (``override``), so the digest differs from the device's own (module docstring).
     """
     override = os.environ.get(HARDWARE_OVERRIDE, "").strip()
-    held = _hardware.get((id(backend), override))
-    info = held[1] if held is not None and held[0] is backend else None
+    info = _hardware.get((backend, override))
     if info is None:
         info = dict(backend.hardware())
         if override:
@@ -222,7 +221,7 @@ def hardware_info(backend: Backend) -> dict[str, Any]:
             log.warning("%s=%r: the hardware digest is %s, not the device's own (a test/ops override; "
                         "entries tuned here hit only where it is set the same way)",
                         HARDWARE_OVERRIDE, override, info["digest"])
-        _hardware[(id(backend), override)] = (backend, info)
+        _hardware[(backend, override)] = info
     return info
 
 
@@ -236,8 +235,7 @@ def _version(dist: str) -> str | None:
 def software_versions(backend: Backend) -> dict[str, str]:
     """Versions the entry was tuned with: python, torch, triton (or triton-ascend), the project,
     and the device stack (CUDA, or torch_npu + CANN)."""
-    held = _software.get(id(backend))
-    versions = held[1] if held is not None and held[0] is backend else None
+    versions = _software.get(backend)
     if versions is None:
         import torch
 
@@ -251,5 +249,5 @@ def software_versions(backend: Backend) -> dict[str, str]:
             "triton_dist": __version__,
             **backend.software(),
         }
-        _software[id(backend)] = (backend, versions)
+        _software[backend] = versions
     return versions
