@@ -17,6 +17,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+import time
 import timeit
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -217,9 +218,23 @@ def alternating_ns(statements: Mapping[str, str], namespace: dict[str, Any], *, 
 
 def timed(fn: Callable[[], Any], clock: Callable[[], float] | None = None) -> tuple[Any, float]:
     """(result, seconds) of one call."""
-    import time
-
     clock = clock or time.perf_counter
     start = clock()
     result = fn()
     return result, clock() - start
+
+
+def host_loop_ms(steps: int = 100_000, repeats: int = 3) -> float:
+    """The host's speed now: the fastest of ``repeats`` runs of a pure-Python loop (ms). On the
+    H200 leases (a VM) it swung between 3.5 and 7.7 ms within one process and within seconds
+    (2026-12-04, scripts/device/idle_ledger.py), and the tuner's host work with it: the first
+    call's figures are printed with it."""
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        total = 0
+        for i in range(steps):
+            total += i & 7
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+

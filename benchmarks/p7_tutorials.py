@@ -272,7 +272,10 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
     print(f"{tut.name} {shape}: {len(kept)} configs, kernel {kernel_ms * 1e3:.1f} us (median config); "
           f"warm best {min(warm) * 1e3:.2f} us (config {warm.index(min(warm))}), "
           f"cold best {min(cold) * 1e3:.2f} us (config {cold.index(min(cold))})", flush=True)
-    done = [(trial, method, *runner.run(method, args)) for trial in range(trials) for method in methods]
+    # the host's speed right before each trial (common.host_loop_ms): the first call's host work
+    # follows it, and on the H200 leases it swung 2x within a process (2026-12-04)
+    done = [(trial, method, common.host_loop_ms(), *runner.run(method, args))
+            for trial in range(trials) for method in methods]
     before = sustained = warm
     if backend.kind != "cpu":
         # the warm oracle again, after the trials, in as many placements again: a pair of configs
@@ -294,7 +297,7 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
               f"a config moved by {spread * 100:.2f} % at most; regrets below against each config's mean",
               flush=True)
     rows = []
-    for trial, method, index, wall, entry in done:
+    for trial, method, host_ms, index, wall, entry in done:
         ideal = first_call_ideal_ms(entry, warm) if entry and "candidates" in entry else None
         # the same with the kernel times the tuning itself measured: the GPU's state during the
         # tuning (its clocks under load) can differ from the oracle's
@@ -307,7 +310,7 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
                # every config's oracle time (ms; None: pruned or failed), to judge any other pick later
                "oracle_ms": {"warm": warm, "warm_before": before, "cold": cold, "sustained": sustained,
                              "warm_placements": placements or [warm]},
-               "first_call_ratio": wall * 1e3 / ideal if ideal else None,
+               "first_call_ratio": wall * 1e3 / ideal if ideal else None, "host_loop_ms": host_ms,
                "first_call_ratio_measured": wall * 1e3 / own if own else None,
                "measured_ms": ({str(i): v for i, v in entry["contextual_ms"].items()}
                                if entry and "contextual_ms" in entry
@@ -318,7 +321,7 @@ def run_shape(tut: Any, shape: tuple, backend: Any, methods: list[str], trials: 
               f"(one placement {row['regret_warm_before'] * 100:6.2f} %, cold {row['regret_cold'] * 100:6.2f} %, "
               f"sustained {row['regret_sustained'] * 100:6.2f} %), "
               f"wall {wall * 1e3:8.1f} ms"
-              + (f", first call / ideal {row['first_call_ratio']:.3f}" if ideal else "")
+              + (f", first call / ideal {row['first_call_ratio']:.3f} (host loop {host_ms:.2f} ms)" if ideal else "")
               + (f" (/ its own measured ideal {row['first_call_ratio_measured']:.3f})" if own else "")
               + misranked(row, warm, index), flush=True)
     return rows
@@ -358,6 +361,13 @@ def summarize(rows: list[dict[str, Any]], methods: list[str]) -> dict[str, Any]:
         if ratios:
             entry["first_call_ratio_long_max"] = max(ratios)
             entry["first_call_ratio_long_median"] = statistics.median(ratios)
+            # reported beside it, not in its place: the trials whose host ran within 25 % of the
+            # fastest it ran in this process (the lease's CPU speed swings, common.host_loop_ms)
+            fastest = min(r["host_loop_ms"] for r in rows)
+            full = [r["first_call_ratio"] for r in long
+                    if r["first_call_ratio"] and r["host_loop_ms"] <= 1.25 * fastest]
+            entry["first_call_ratio_long_max_full_speed_host"] = max(full) if full else None
+            entry["host_loop_ms_range"] = [fastest, max(r["host_loop_ms"] for r in rows)]
         own = [r["first_call_ratio_measured"] for r in long if r.get("first_call_ratio_measured")]
         if own:
             entry["first_call_ratio_measured_long_max"] = max(own)

@@ -14,7 +14,10 @@ Run on the GPU machine: python3 scripts/device/idle_ledger.py [layer_norm|softma
 measures the configs reordered so that the slowest one (by the first tuning's entry) comes first:
 the first candidate's probes then set a short ``k0``, as in P7's worst trials of layer norm
 8192 x 4096 (2026-12-03, runs V and Y). PRE=stock (or stock,contextual) runs those methods' tunings
-of the same shape before each first call, as P7's trials do (stock, default, contextual in turn)."""
+of the same shape before each first call, as P7's trials do (stock, default, contextual in turn).
+HOST_DELAY_US=150 makes every call of the host function (eager or captured) spin that long first:
+a slower host's warm-up loop on a fast one (2026-12-04, the early samples of graph_setup). The
+``k0->k`` column adds how many candidates had an early sample."""
 
 from __future__ import annotations
 
@@ -110,10 +113,44 @@ class Marked(p7.Runner):
         return time.perf_counter() - start
 
 
+def where_host_runs() -> str:
+    """This process's CPU now, its NUMA node, its affinity, and a pure-Python loop's time (the
+    host's speed for the tuner's own steps), to set beside the phases' host times."""
+    cpu = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    nodes = sorted(p.name for p in Path(f"/sys/devices/system/cpu/cpu{cpu}").glob("node*"))
+    loops = []
+    for _ in range(5):
+        start = time.perf_counter()
+        total = 0
+        for i in range(100_000):
+            total += i & 7
+        loops.append((time.perf_counter() - start) * 1e3)
+    return (f"host: cpu {cpu} ({','.join(nodes) or 'no node'}), affinity {len(os.sched_getaffinity(0))} cpus, "
+            f"a 100k-step Python loop {min(loops):.2f} ms (min of 5)")
+
+
+def slowed(runner: Marked) -> Marked:
+    """``runner`` whose host function spins ``HOST_DELAY_US`` before each call (0: as it is)."""
+    delay = float(os.environ.get("HOST_DELAY_US", "0")) / 1e6
+    if delay > 0:
+        real = runner.host
+
+        def host(*a, **k):
+            until = time.perf_counter() + delay
+            while time.perf_counter() < until:
+                pass
+            return real(*a, **k)
+
+        host.__name__ = host.__qualname__ = real.__name__
+        runner.host = host
+    return runner
+
+
 def main(names: list[str]) -> None:
     import triton_dist
 
     print("triton_dist from", Path(triton_dist.__file__).parent)
+    print(where_host_runs())
     backend = get_backend()
     trials = int(os.environ.get("TRIALS", "5"))
     scratch = Path(tempfile.mkdtemp(prefix="ledger_"))
@@ -123,7 +160,7 @@ def main(names: list[str]) -> None:
         tut = next(t for t in tk.tutorials(backend.device()) if t.name == name)
         for shape in CASES[name]:
             args = tut.make_args(shape, backend.device())
-            runner = Marked(tut, backend, scratch, tk)
+            runner = slowed(Marked(tut, backend, scratch, tk))
             runner.ledger = ledger
             _, _, first = runner.run("default", args)  # compiled, as in P7's trials after the first
             for order in os.environ.get("ORDERS", "given").split(","):
@@ -131,7 +168,7 @@ def main(names: list[str]) -> None:
                     times = {c["index"]: c["time_ms"] for c in first["candidates"] if c.get("time_ms")}
                     slow = max(times, key=times.__getitem__)
                     configs = [tut.configs[slow]] + [c for i, c in enumerate(tut.configs) if i != slow]
-                    runner = Marked(dataclasses.replace(tut, configs=configs), backend, scratch, tk)
+                    runner = slowed(Marked(dataclasses.replace(tut, configs=configs), backend, scratch, tk))
                     runner.ledger = ledger
                     runner.run("default", args)
                 ledger_trials(runner, ledger, name, shape, order, trials, args)
@@ -153,7 +190,8 @@ def ledger_trials(runner: Marked, ledger: Ledger, name: str, shape: tuple, order
         walls.append(wall * 1e3)
         ideals.append(ideal)
         r = ledger.rounds
-        ks.append(f"{getattr(r, 'k0', '?')}->{getattr(r, 'k', '?')}")
+        ks.append(f"{getattr(r, 'k0', '?')}->{getattr(r, 'k', '?')}"
+                  + (f" ({len(r.early)} early)" if r is not None and hasattr(r, "early") else ""))
         marks = ledger.marks
         final = {c["index"]: c["runs"] for c in entry["candidates"] if c.get("time_ms")}
         before: dict[int, int] = {}
@@ -172,6 +210,7 @@ def ledger_trials(runner: Marked, ledger: Ledger, name: str, shape: tuple, order
         device, work, host = (statistics.median(col) for col in zip(*rows, strict=True))
         idle = statistics.median(d - w for d, w, _ in rows)
         print(f"  {label:16s} {device:10.3f} {work:9.3f} {idle:9.3f} {host:9.3f}")
+    print(f"  {where_host_runs()}")
 
 
 if __name__ == "__main__":

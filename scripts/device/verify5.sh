@@ -35,6 +35,8 @@
 #               with finer steps, and the GPU tests of graph mode, the guard and the callers (~4 minutes).
 #   PART=abk:   the warm-up loop's k from the fastest probe completed so far, against the tree before it
 #               (.device/old), layer norm in two config orders (idle_ledger.py), GPU graph tests (~5 minutes).
+#   PART=host:  layer norm's first calls in several processes, free and bound to each NUMA node, with each
+#               process's CPU and host speed (is a slow host a process's?) (~4 minutes).
 #   PART=p1ab:  P1 of the face over a plain dict (b52656c) taking turns with the tree before it (~3 minutes).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
@@ -263,6 +265,22 @@ case "${PART:-first}" in
           >"$OUT/steps_${tree}_$rep.log" 2>&1
         echo "== $tree $rep"; head -40 "$OUT/steps_${tree}_$rep.log"
       done
+    done
+    ;;
+  host)  # is a slow host a process's and not a lease's? (2026-12-04) the CPUs' topology, layer norm's first
+         # calls (idle_ledger.py, with the CPU, NUMA node and a Python loop's time of its process) in
+         # RUNS processes as they start, then in processes bound to each NUMA node's CPUs (~4 minutes)
+    { lscpu; for n in /sys/devices/system/node/node*; do echo "$n: $(cat $n/cpulist)"; done
+      cat /sys/fs/cgroup/cpu.max 2>/dev/null; } >"$OUT/topology.txt" 2>&1
+    grep -E "^(Model name|Socket|Core|Thread|NUMA|CPU\(s\))" "$OUT/topology.txt"; grep node "$OUT/topology.txt"
+    ledger() {  # $1: label, the rest: a command prefix
+      local label=$1; shift
+      TRIALS=${TRIALS:-3} timeout 100 "$@" python3 scripts/device/idle_ledger.py layer_norm >"$OUT/ledger_$label.log" 2>&1
+      echo "== $label"; grep -E "first call|host: cpu|rounds queued" "$OUT/ledger_$label.log" | cut -c1-150
+    }
+    for i in $(seq "${RUNS:-4}"); do ledger "free_$i"; done
+    for n in /sys/devices/system/node/node*; do
+      for i in 1 2; do ledger "$(basename $n)_$i" taskset -c "$(cat $n/cpulist)"; done
     done
     ;;
   p1ab)  # the face's callers in a plain dict (b52656c) against the tree before it: P1 taking turns, the
