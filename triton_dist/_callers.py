@@ -26,12 +26,16 @@ import linecache
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["MAX_ARITY", "bind"]
+__all__ = ["CODES", "MAX_ARITY", "bind"]
 
 #: callers with named positional parameters up to this many arguments; more: ``*args``
 MAX_ARITY = 16
 
 _FACTORIES: dict[tuple[int, tuple[str, ...]], Callable[..., Callable[..., Any]]] = {}
+
+#: the code of every caller made: a frame of one of them below the face's, in the traceback of
+#: an error its hit raised, says the host function raised it (``_face.hot_path``)
+CODES: set[Any] = set()
 
 
 def bind(fn: Callable[..., Any], config: dict[str, Any], arity: int) -> Callable[..., Any]:
@@ -43,7 +47,9 @@ def bind(fn: Callable[..., Any], config: dict[str, Any], arity: int) -> Callable
     factory = _FACTORIES.get((arity, names))
     if factory is None:
         factory = _FACTORIES[(arity, names)] = _factory(arity, names)
-    return factory(fn, *config.values())
+    caller = factory(fn, *config.values())
+    CODES.add(caller.__code__)
+    return caller
 
 
 def _factory(arity: int, names: tuple[str, ...]) -> Callable[..., Callable[..., Any]]:
@@ -66,4 +72,5 @@ def _any_arity(fn: Callable[..., Any], config: dict[str, Any]) -> Callable[..., 
     def call(*args: Any) -> Any:  # never fails to bind: the face's generic call's cost
         return fn(*args, **config)
 
+    CODES.add(call.__code__)
     return call

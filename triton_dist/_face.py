@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from triton_dist import _torch_compile
+from triton_dist._callers import CODES
 from triton_dist._signature import call_signature
 
 if TYPE_CHECKING:
@@ -28,59 +29,83 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
     No settings, logging or inspect here. The call controls are popped from ``**kwargs`` on the
     slow path instead of being keyword-only parameters, and a call without keywords (the common
     case) skips every keyword check: the hit then costs little more than a bare wrapper
-    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are closure cells (no
-    attribute, no type check). Without keywords, the lookup finds the key's caller
-    (:mod:`triton_dist._callers`: the config's fields as keyword constants), bound on the key's
-    first hit; a call of another number of arguments than the caller's fails to bind, which no
-    frame below this one tells from the host function's own TypeError, and takes the generic
-    call. A miss and an unhashable key both raise in the lookup (try is free when nothing
-    raises) and are told apart in ``_miss``, which runs after the except block: an error of the
-    first call then has no "During handling of the above exception" KeyError attached (issue 17).
+    function (benchmarks/p1_hot_path.py, issue 8). What a hit reads are two closure cells
+    (``calls``, ``key_fn``; no attribute, no type check), and the face has three (with the
+    tuner, for everything else): a call's frame takes a reference to every cell of its function
+    (``COPY_FREE_VARS``), a write to each cell's memory that every call pays. Without keywords,
+    the hit is one expression in one ``try``, the lookup of the key's caller
+    (:mod:`triton_dist._callers`: the config's fields as keyword constants, bound on the key's
+    first hit) and its call: a few dozen bytes of bytecode, where a statement each with its own
+    handler in between spread the hit over ~190 bytes (Python 3.11 places handlers inline).
+    Both cost calls with cold caches (2026-12-04: the H200's face read 0.8-1.7 µs over the same
+    lookup written as one expression with two cells, ``lookup_caller`` in P1, while as fast or
+    faster in blocks of calls). What raised is told apart in the handler by the frame
+    below the face's: a caller's (:data:`_callers.CODES`) is the host function's own error,
+    raised again as it is, and so is key_fn's (``key`` not assigned yet; a TypeError first
+    checked against key_fn's signature, ``AutoTuner._key_failed``) and anything but a KeyError
+    or TypeError from below (a key's ``__eq__``). The rest (a miss, an unhashable key, a call of
+    another number of arguments than the caller takes) goes to :func:`_missed` with the key, which
+    takes the lookup's steps again one by one after the except block: an error of the first
+    call then has no "During handling of the above exception" KeyError attached (issue 17);
+    key_fn runs once a call and the host function is never called twice.
     """
-    key_fn, fn, decided, reserved, calls = tuner.key_fn, tuner.fn, tuner._best, tuner._reserved, tuner._calls
+    key_fn, calls = tuner.key_fn, tuner._calls
 
     def tuned(*args: Any, **kwargs: Any) -> Any:
         if not kwargs:
             try:  # free on 3.11+ while nothing raises
-                key = key_fn(*args)
-            except TypeError as exc:
-                tuner._key_failed(exc, args, kwargs)
-                raise
-            try:
-                call = calls[key]
-            except (KeyError, TypeError):
-                call = None
-            if call is not None:
-                try:
-                    return call(*args)
-                except TypeError as exc:
-                    if exc.__traceback__ is None or exc.__traceback__.tb_next is not None:
-                        raise  # raised inside the call: the host function's own
-            # no caller yet (a miss, or decided since), or another number of arguments than it takes
-            best = tuner._decided(key)
-            if best is None:  # outside the handlers: first-call errors carry no KeyError context
-                best = tuner._miss(key, args, kwargs, False, False, None)
-            if call is None:
-                tuner._bind(key, best, len(args))
-            return fn(*args, **best)
+                return calls[(key := key_fn(*args))](*args)
+            except Exception as exc:
+                if "key" not in locals():  # key_fn's (no sentinel assigned on the hit's path)
+                    if isinstance(exc, TypeError):
+                        tuner._key_failed(exc, args, kwargs)
+                    raise
+                below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+                if below is not None and (below.tb_frame.f_code in CODES
+                                          or not isinstance(exc, (KeyError, TypeError))):
+                    raise  # the host function's (below: its caller), or a key's __eq__'s
+            return _missed(tuner, args, key)
         # the same steps with the keywords: kept as a near-copy on purpose, since one branch for
         # both would put a ``**kwargs`` merge (or a helper's call) on the common call's path
-        if reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
+        if tuner._reserved.isdisjoint(kwargs):  # business keywords only: no control, no clash
             try:
                 key = key_fn(*args, **kwargs)
             except TypeError as exc:
                 tuner._key_failed(exc, args, kwargs)
                 raise
             try:
-                best = decided[key]
+                best = tuner._best[key]
             except (KeyError, TypeError):
                 best = None
             if best is None:
                 best = tuner._miss(key, args, kwargs, False, False, None)
-            return fn(*args, **kwargs, **best)
+            return tuner.fn(*args, **kwargs, **best)
         return tuner._controlled(args, kwargs)
 
     return tuned
+
+
+def _missed(tuner: AutoTuner, args: tuple, key: Any) -> Any:
+    """The face's call without keywords whose hit did not go through (:func:`hot_path`): the
+    lookup's steps one by one, outside any handler. A miss tunes; a key decided without a caller
+    yet binds one; a call of another number of arguments than the key's caller takes (its
+    binding fails: no frame below this one) takes the generic call."""
+    try:
+        call = tuner._calls[key]
+    except (KeyError, TypeError):
+        call = None
+    if call is not None:
+        try:
+            return call(*args)
+        except TypeError as exc:
+            if exc.__traceback__ is None or exc.__traceback__.tb_next is not None:
+                raise  # raised inside the call: the host function's own
+    best = tuner._decided(key)
+    if best is None:  # outside the handlers: first-call errors carry no KeyError context
+        best = tuner._miss(key, args, {}, False, False, None)
+    if call is None:
+        tuner._bind(key, best, len(args))
+    return tuner.fn(*args, **best)
 
 
 def make_face(tuner: AutoTuner) -> Callable[..., Any]:

@@ -120,7 +120,7 @@ def test_a_copy_of_the_face_reads_its_own_tuners_callers(cache_dir):
     assert tuned(5) == 10 and tuned(5) == 10 and (5,) in tuned.tuner._calls
     assert type(tuned.tuner._calls) is dict and closure_cell(tuned, "calls") is tuned.tuner._calls
     copy = cloudpickle.loads(cloudpickle.dumps(tuned))
-    assert closure_cell(copy, "calls") is copy.tuner._calls and closure_cell(copy, "decided") is copy.tuner._best
+    assert closure_cell(copy, "calls") is copy.tuner._calls and closure_cell(copy, "tuner") is copy.tuner
     assert copy(5) == 10 and copy(5) == 10 and (5,) in copy.tuner._calls
     copy.tuner.clear()  # the copy's face reads the copy's callers: nothing stale stays
     assert closure_cell(copy, "calls") == {} and copy(6) == 12 and copy(5) == 10
@@ -148,3 +148,74 @@ def _module_key(x):
 
 def _one(fn, warmup, rep):
     return [1.0] * rep
+
+
+def test_errors_on_a_hit_are_told_apart_by_where_they_were_raised(cache_dir):
+    # the hit is one expression in one try (P1): its handler tells the host function's errors
+    # (raised below its caller), key_fn's and the lookup's apart. Each case: what propagates, how
+    # often key_fn and the host ran
+    import operator
+
+    runs, keys = [], []
+
+    def host(x, c):
+        runs.append(x)
+        if x == "key error":
+            raise KeyError("the host's own")
+        if x == "type error":
+            raise TypeError("the host's own")
+        return c
+
+    def key_fn(x):
+        keys.append(x)
+        if x == "bad key":
+            raise KeyError("key_fn's own")
+        return x if x != "none" else None
+
+    tuned = autotune([{"c": 1}, {"c": 2}], key_fn=key_fn, do_bench=ONE)(host)
+    for x in ("key error", "type error", "none", "ok"):
+        tuned.tuner._best[None if x == "none" else x] = {"c": 1}  # decided: hits from the first call
+    for x, error in (("key error", KeyError), ("type error", TypeError)):
+        for _ in range(2):  # unbound, then through its caller
+            runs.clear(), keys.clear()
+            with pytest.raises(error, match="the host's own") as info:
+                tuned(x)
+            assert runs == [x] and keys == [x]
+            assert info.value.__context__ is None and info.value.__cause__ is None
+            faces = [line for line in traceback.format_tb(info.value.__traceback__) if "return calls[" in line]
+            assert len(faces) <= 1  # raised again as it was, the face once in its traceback
+    runs.clear(), keys.clear()
+    with pytest.raises(KeyError, match="key_fn's own"):
+        tuned("bad key")
+    assert runs == [] and keys == ["bad key"]  # key_fn once, the host never
+    assert [tuned("none"), tuned("none"), tuned("ok"), tuned("ok")] == [1, 1, 1, 1]  # None is a key like any
+    # a key_fn written in C: no frame of its own below the face's
+    by_item = autotune([{"c": 1}, {"c": 2}], key_fn=operator.itemgetter("n"), do_bench=ONE)(lambda d, c: c)
+    assert by_item({"n": 3}) == 1 and by_item({"n": 3}) == 1
+    with pytest.raises(KeyError, match="'n'"):
+        by_item({"m": 3})
+    # key_fn that cannot take the call: the named error, as before
+    from triton_dist.errors import KeyFunctionError
+
+    two = autotune([{"c": 1}], key_fn=lambda x, y: (x, y), do_bench=ONE)(lambda x, c: c)
+    with pytest.raises(KeyFunctionError):
+        two(1)
+
+
+def test_an_unhashable_key_on_a_hit_path_is_the_named_error(cache_dir):
+    from triton_dist.errors import KeyFunctionError
+
+    tuned = autotune([{"c": 1}], key_fn=lambda x: [x], do_bench=ONE)(lambda x, c: c)
+    with pytest.raises(KeyFunctionError) as info:
+        tuned(1)
+    assert info.value.__context__ is None or not isinstance(info.value.__context__, KeyError)
+
+
+def test_the_hit_is_a_few_dozen_bytes_of_bytecode(cache_dir):
+    # P1 with cold caches: the hit's instructions, up to its return, fit one or two cache lines
+    # (a handler between its statements spread them over ~190 bytes on Python 3.11)
+    import dis
+
+    tuned = autotune([{"c": 1}], key_fn=lambda x: x, do_bench=ONE)(lambda x, c: c)
+    returns = [i.offset for i in dis.get_instructions(tuned) if i.opname in ("RETURN_VALUE", "RETURN_CONST")]
+    assert returns and returns[0] <= 64

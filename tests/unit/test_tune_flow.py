@@ -250,8 +250,8 @@ def test_a_face_copied_by_value_reads_its_own_tuner_with_the_decisions_made(cach
     copy = cloudpickle.loads(cloudpickle.dumps(tuned))
     assert copy is not tuned and copy.tuner is not tuned.tuner and copy.tuner.face is not tuned
     assert copy.best_config(5) == {"c": 2} and copy(5) == 10  # the decision came along
-    assert copy(7) == 14 and copy.tuner._best is copy.__closure__[  # a new decision: the face's dict
-        copy.__code__.co_freevars.index("decided")].cell_contents
+    assert copy(7) == 14 and copy.tuner is copy.__closure__[  # a new decision: the face's tuner's
+        copy.__code__.co_freevars.index("tuner")].cell_contents
     assert (7,) in copy.tuner._best and (7,) not in tuned.tuner._best
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(tuned)  # the standard pickle imports functions: a local one is an error
