@@ -37,17 +37,19 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
     (:mod:`triton_dist._callers`: the config's fields as keyword constants, bound on the key's
     first hit) and its call: a few dozen bytes of bytecode, where a statement each with its own
     handler in between spread the hit over ~190 bytes (Python 3.11 places handlers inline).
-    Both cost calls with cold caches (2026-12-04: the H200's face read 0.8-1.7 µs over the same
-    lookup written as one expression with two cells, ``lookup_caller`` in P1, while as fast or
-    faster in blocks of calls). What raised is told apart in the handler by the frame
-    below the face's: a caller's (:data:`_callers.CODES`) is the host function's own error,
-    raised again as it is, and so is key_fn's (``key`` not assigned yet; a TypeError first
-    checked against key_fn's signature, ``AutoTuner._key_failed``) and anything but a KeyError
-    or TypeError from below (a key's ``__eq__``). The rest (a miss, an unhashable key, a call of
-    another number of arguments than the caller takes) goes to :func:`_missed` with the key, which
-    takes the lookup's steps again one by one after the except block: an error of the first
-    call then has no "During handling of the above exception" KeyError attached (issue 17);
-    key_fn runs once a call and the host function is never called twice.
+    Both cost calls with cold caches: 110-150 ns a hit on the CPU machine (2026-12-04; 50-90 ns
+    over ``lookup_caller``, the same lookup written as one expression with two cells); on the
+    H200 within the host's noise, where the face reads 0-280 ns over ``lookup_caller`` with four
+    statements taking turns (docs/performance-history.md). What raised is told apart in the
+    handler by the frame below the face's: a caller's (:data:`_callers.CODES`) is the host
+    function's own error, raised again as it is, and so is key_fn's (``key`` not assigned yet;
+    a TypeError first checked against key_fn's signature, ``AutoTuner._key_failed``) and
+    anything but a KeyError or TypeError from below (a key's ``__eq__``). The rest (a miss, an
+    unhashable key, a call of another number of arguments than the caller takes) goes to
+    :func:`_missed` with the key, which takes the lookup's steps again one by one after the
+    except block: an error of the first call then has no "During handling of the above
+    exception" KeyError attached (issue 17); key_fn runs once a call and the host function is
+    never called twice.
     """
     key_fn, calls = tuner.key_fn, tuner._calls
 
