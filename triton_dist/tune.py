@@ -26,6 +26,7 @@ from triton_dist._logging import TuningLog
 from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
+from triton_dist._store.keytext import KeyTexts
 from triton_dist.errors import (
     ConfigSpaceError,
     DuplicateArgumentError,
@@ -150,6 +151,7 @@ class AutoTuner(metaclass=_TunerType):
         self._by_group: dict[tuple[int, ...], dict[Any, dict[str, Any]]] = {}
         # key -> its best config's caller (_callers.py), bound on a hit; a plain dict (the face's lookup)
         self._calls: dict[Any, Callable[..., Any]] = {}
+        self._texts = KeyTexts()  # the decided keys by their entries' text: a look-alike is refused
         self._origins: dict[Any, str] = {}  # key -> where its config came from (autotune_verbose)
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
         self._told_once: set[str] = set()  # warnings given once per tuner
@@ -246,6 +248,7 @@ class AutoTuner(metaclass=_TunerType):
         without ``autotune_pg`` were made with another group, or alone."""
         self._best.clear()
         self._calls.clear()
+        self._texts.clear()
 
     def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any,
               table: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -265,6 +268,7 @@ class AutoTuner(metaclass=_TunerType):
         # one tuning per key per process: a thread that misses a key another thread is tuning
         # waits for that result instead of measuring the same configs at the same time
         table = self._best if table is None else table
+        text = self._texts.check(key, self.target.qualname)
         with single_flight(self, key, table) as best:
             if best is not None:
                 return best
@@ -276,6 +280,7 @@ class AutoTuner(metaclass=_TunerType):
                                   "config_space[0], untuned (TRITON_DIST_AUTOTUNE_CACHE_ONLY=1)")
             if verbose and outcome.source == "cache":
                 self._told.add(key)  # resolve said it hit on disk
+            self._texts.record(key, text)
             table[key] = best  # last: another thread seeing it finds its origin too
             if table is self._best:
                 self._calls.pop(key, None)  # after: a caller bound meanwhile from an older config goes
@@ -367,6 +372,7 @@ class AutoTuner(metaclass=_TunerType):
         self._best.clear()
         self._by_group.clear()
         self._calls.clear()
+        self._texts.clear()
         self._origins.clear()
         self._told.clear()
 

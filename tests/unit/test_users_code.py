@@ -268,6 +268,65 @@ def test_keys_that_could_not_find_their_config_again_are_refused(key: Any, what:
         tuned(torch.ones(3))
 
 
+class GemmConfig:
+    """A config object as users write them: it prints itself, but compares by identity."""
+
+    def __init__(self, block_m: int) -> None:
+        self.block_m = block_m
+
+    def __repr__(self) -> str:
+        return f"GemmConfig(block_m={self.block_m})"
+
+
+def test_a_key_holding_an_object_compared_by_identity_is_refused_on_its_look_alike(cache_dir: Path) -> None:
+    # a new GemmConfig per call: every call missed, read the entry its text names from disk and
+    # kept the object alive in the tuner's decisions (U15's leftover); refused at the second
+    # call, with the fix
+    timed = []
+
+    def bench(fn: Any, w: int, r: int) -> list[float]:
+        timed.append(fn)
+        return [1.0] * r
+
+    tuned = autotune([{"c": 1}, {"c": 2}], key_fn=lambda x, cfg, *a, **k: (tuple(x.shape), cfg),
+                     do_bench=bench)(lambda x, cfg, c: x * c)
+    x = torch.ones(3)
+    tuned(x, GemmConfig(64))
+    tuned(x, GemmConfig(128))  # another key, printed otherwise: tuned, no error
+    with pytest.raises(KeyFunctionError, match=r"GemmConfig compared by identity.*frozen=True"):
+        tuned(x, GemmConfig(64))
+    assert len(tuned.tuner._best) == 2
+    # the same object on every call (a module's constant) hits, as does a class with equality
+    shared = GemmConfig(256)
+    assert [float(tuned(x, shared).sum()) for _ in range(3)] == [3.0] * 3 and len(tuned.tuner._best) == 3
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        block_m: int
+
+    timed.clear()
+    for _ in range(3):
+        tuned(x, Frozen(64))
+    assert len(timed) == 2  # one tuning of the key (two configs), then hits
+    # keys equal in value stay equal after clear(), which forgets the texts with the decisions
+    tuned.clear()
+    tuned(x, GemmConfig(64))
+
+
+def test_unequal_keys_that_print_alike_are_refused(cache_dir: Path) -> None:
+    class Block(int):  # equal by value to ints, but not to a float of the same text
+        def __repr__(self) -> str:
+            return "64"
+
+    tuned = autotune([{"c": 1}], key_fn=lambda x, b, *a, **k: (b,), do_bench=lambda fn, w, r: [1.0] * r)(
+        lambda x, b, c: x * c)
+    tuned(torch.ones(1), Block(64))
+    tuned(torch.ones(1), 64)  # equal to Block(64): a hit
+    with pytest.raises(KeyFunctionError, match="share one cache entry"):
+        tuned(torch.ones(1), Block(65))
+
+
 def test_a_captured_device_counts_by_its_kind_not_its_index() -> None:
     """A host function made per rank with its device captured (cuda:0, cuda:1) is the same
     function on every rank: the ranks agree on the source hash."""

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
+import types
 from typing import Any
 
 from triton_dist.errors import KeyFunctionError
 
-__all__ = ["MAX_KEY_BYTES", "key_repr", "stable_key_text"]
+__all__ = ["MAX_KEY_BYTES", "KeyTexts", "key_repr", "stable_key_text"]
 
 #: a key's text, JSON-escaped, may take at most this much of an entry (whose reader stops at
 #: 8 MiB): a longer key was written, never read back, and re-tuned by every process
@@ -135,3 +136,65 @@ def stable_key_text(key: Any) -> str:
             size=size,
         )
     return text
+
+
+class KeyTexts:
+    """The keys a tuner decided, by the text that names their cache entries (U15's leftover).
+
+    A key that prints like a decided one but is not equal to it is refused on its miss: an
+    object whose class prints itself (no address, so :func:`stable_key_text` takes it) but
+    compares by identity (no ``__eq__``/``__hash__`` of its own) is a new key at every call,
+    made anew per call as configs often are. Every call then missed, read the entry its text
+    names from disk and kept the object alive in the tuner's decisions; and two unequal keys
+    that print alike share one entry, the second reading the first's config."""
+
+    def __init__(self) -> None:
+        self._by_text: dict[str, Any] = {}
+
+    def check(self, key: Any, qualname: str) -> str | None:
+        """``key``'s text (None where it has no stable one: the entry's naming refuses it), or
+        :class:`KeyFunctionError` where a decided key that is not equal to it prints the same."""
+        text = key_repr(key)
+        if text is None or text not in self._by_text:
+            return text
+        other = self._by_text[text]
+        try:
+            same = other is key or bool(other == key)
+        except Exception:  # noqa: BLE001 - a comparison that fails tells them apart no better
+            same = False
+        if same:
+            return text
+        part = _identity_part(key, 0)
+        holds = (f"it holds {part}, so a new one is a new key at every call (tuned or read from disk "
+                 "again, and kept alive by the tuner)") if part else "keys that print alike share one cache entry"
+        raise KeyFunctionError(
+            f"key_fn of {qualname} returned {key!r:.200}, which prints like a key decided before but is "
+            f"not equal to it: {holds}. Give the class __eq__ and __hash__ (e.g. "
+            "@dataclasses.dataclass(frozen=True)), or return the fields that decide the config as plain "
+            "values, e.g. key_fn=lambda x, cfg, *args, **kwargs: (to_hashable(x), cfg.block_m, cfg.block_n)."
+        )
+
+    def record(self, key: Any, text: str | None) -> None:
+        if text is not None:
+            self._by_text[text] = key
+
+    def clear(self) -> None:
+        self._by_text.clear()
+
+
+def _identity_part(value: Any, depth: int) -> str:
+    """The first object in ``value`` compared by identity that is not a class, module or
+    constant ("" when none): what makes equal-looking keys unequal."""
+    if isinstance(value, _CONTAINERS) and depth <= 50:
+        items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
+        for k, v in items:
+            found = _identity_part(k, depth + 1) or (_identity_part(v, depth + 1) if v is not None else "")
+            if found:
+                return found
+        return ""
+    kind = type(value)
+    if (kind.__eq__ is object.__eq__ and kind.__hash__ is object.__hash__ and value is not None
+            and value is not Ellipsis and not isinstance(value, (type, types.ModuleType))):
+        return f"a {kind.__qualname__} compared by identity (its class defines no __eq__ or __hash__)"
+    return ""
+
