@@ -12,7 +12,10 @@ step: a torch op's launch on the GPU) before every timed call, so that each stat
 the same state: without it each starts from what its predecessor left, and on the H200 host the
 order moved a statement by ~1 µs (2026-12-02: in the reverse rounds, where the host call follows
 the tuner's, even ``key_fn`` + host read 1.16 µs over the host; in the forward rounds 0.56 µs
-under it). The statements:
+under it). A fourth way, call by call, has four of the statements take turns (the host, the
+tuner, ``key_fn`` + host and, on a GPU, ``lookup_caller``): with fewer statements between two
+calls of one, the H200 read the tuner 0-0.28 µs over ``lookup_caller`` where it read 0.6-1.7 µs
+among all (2026-12-04). The statements:
 
 - ``host``: the host function called directly with the best config;
 - ``key_fn+host``: ``key_fn`` and then the host function, inline (what any tuner must do);
@@ -177,6 +180,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # effects of ~1 µs on the H200 host, in both directions)
     after_other = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True,
                                         interlude="other()")
+    # the same call by call with four statements taking turns instead of all of them: on the H200
+    # the face read 0.6-1.7 µs over ``lookup_caller`` among eleven, 0-0.28 µs among four
+    # (2026-12-04, scripts/device/face_marked.py): how many statements run between two calls of
+    # one moves it, not what it does
+    four = [n for n in ("host", "autotuner", "key_fn+host", "lookup_caller") if n in stmts]
+    among_four = common.alternating_ns({n: stmts[n] for n in four}, ns, number=number, rounds=rounds,
+                                       setup=setup, typical=True)
+    four_over_host = [a - h for a, h in zip(among_four["autotuner"], among_four["host"], strict=True)]
+    four_over_lookup = ([a - b for a, b in zip(among_four["autotuner"], among_four["lookup_caller"], strict=True)]
+                        if "lookup_caller" in among_four else None)
     ns_per_call = {name: min(values) for name, values in per_round.items()}
     # minima and medians over rounds (issue 16 asks for both); differences are taken round by
     # round: of the typical calls in ``per_call`` (each "autotuner" call right after a "host"
@@ -221,6 +234,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         # the tuner's own cost: what it adds to the minimal wrapper (the same key_fn and call)
         "tuner_over_wrapper_median_ns": statistics.median(over_wrapper),
         "blocks_tuner_over_wrapper_median_ns": statistics.median(blocks_over_wrapper),
+        "four_statements_over_host_median_ns": statistics.median(four_over_host),
+        "four_statements_over_host_min_round_ns": min(four_over_host),
+        "four_statements_over_key_fn_host_median_ns": statistics.median(
+            a - b for a, b in zip(among_four["autotuner"], among_four["key_fn+host"], strict=True)),
+        "four_statements_over_lookup_caller_median_ns": (statistics.median(four_over_lookup)
+                                                         if four_over_lookup else None),
         "ratio_vs_wrapper": mine / wrap,
         "overhead_ratio_vs_wrapper": (mine - base) / (wrap - base) if wrap > base else None,
     }
@@ -244,13 +263,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"wrapper: {statistics.median(over_wrapper):.0f} ns (the typical call, median over rounds); "
           f"the host call's spread over rounds: {summary['host_call_spread_ns']['blocks']:.0f} ns in "
           f"blocks, {summary['host_call_spread_ns']['calls']:.0f} ns of the typical call")
+    print(f"\nover the host function with {', '.join(four)} taking turns, the typical call: "
+          f"{min(four_over_host):.0f} ns (minimum round), {statistics.median(four_over_host):.0f} ns (median "
+          f"over rounds); over key_fn+host {summary['four_statements_over_key_fn_host_median_ns']:.0f} ns"
+          + (f"; over lookup_caller {summary['four_statements_over_lookup_caller_median_ns']:.0f} ns"
+             if "lookup_caller" in among_four else ""))
     print(f"\nautotuner overhead {mine - base:.0f} ns (target <= 500 ns on the CPU machine, <= 1000 ns "
           f"over the host function on H200); minimal wrapper {wrap - base:.0f} ns; "
           f"autotuner / wrapper = {mine / wrap:.3f}")
     common.write_result("p1_hot_path", args, {"rounds": rounds, "number": number, "statements": stmts},
                         {"ns_per_call": ns_per_call, "ns_per_round": per_round,
                          "ns_per_round_typical_call": per_call,
-                         "ns_per_round_typical_call_after_other": after_other}, summary, backend)
+                         "ns_per_round_typical_call_after_other": after_other,
+                         "ns_per_round_typical_call_among_four": among_four}, summary, backend)
     return summary
 
 
