@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
+import common
 import p7_tutorials as p7
 import torch
 import tutorial_kernels as tk
@@ -118,15 +119,8 @@ def where_host_runs() -> str:
     host's speed for the tuner's own steps), to set beside the phases' host times."""
     cpu = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
     nodes = sorted(p.name for p in Path(f"/sys/devices/system/cpu/cpu{cpu}").glob("node*"))
-    loops = []
-    for _ in range(5):
-        start = time.perf_counter()
-        total = 0
-        for i in range(100_000):
-            total += i & 7
-        loops.append((time.perf_counter() - start) * 1e3)
     return (f"host: cpu {cpu} ({','.join(nodes) or 'no node'}), affinity {len(os.sched_getaffinity(0))} cpus, "
-            f"a 100k-step Python loop {min(loops):.2f} ms (min of 5)")
+            f"a 100k-step Python loop {common.host_loop_ms(repeats=5):.2f} ms (min of 5)")
 
 
 def slowed(runner: Marked) -> Marked:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 from triton_dist.errors import KeyFunctionError
@@ -39,11 +40,28 @@ def key_repr(key: Any) -> str | None:
 _CONTAINERS = (tuple, list, dict, set, frozenset)
 
 
+def _first_in(value: Any, depth: int, leaf: Callable[[Any], str]) -> str:
+    """``leaf(v)`` of the first value ``v`` inside the built-in containers of ``value`` (keys and
+    values of dicts) for which it is not "", else ""."""
+    if depth > 50 or not isinstance(value, _CONTAINERS):
+        return leaf(value)
+    items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
+    for k, v in items:
+        found = _first_in(k, depth + 1, leaf) or _first_in(v, depth + 1, leaf)
+        if found:
+            return found
+    return ""
+
+
 def _unstable_part(value: Any, depth: int) -> str:
     """What in a key could not find its config again ("" when nothing): a tensor or an array
     (hashed by identity, or not at all, and printed with its data, cut short with ``...``: every
     call would tune, and keys of other shapes would name the same file), or a NaN (never equal
     to itself: never found again)."""
+    return _first_in(value, depth, _unstable_leaf)
+
+
+def _unstable_leaf(value: Any) -> str:
     if isinstance(value, float) and value != value:
         return "a NaN (never equal to itself, so the key is never found again and every call would tune)"
     module = type(value).__module__
@@ -51,14 +69,7 @@ def _unstable_part(value: Any, depth: int) -> str:
             and type(value).__name__ in ("Tensor", "Parameter", "ndarray"):
         return (f"a {module.partition('.')[0]}.{type(value).__name__} (keyed by its identity and printed "
                 "with its data: every call would tune again, and tensors of other shapes would share a cache file)")
-    if depth > 50 or not isinstance(value, _CONTAINERS):
-        return _module_part(value)
-    items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
-    for k, v in items:
-        found = _unstable_part(k, depth + 1) or _unstable_part(v, depth + 1)
-        if found:
-            return found
-    return ""
+    return _module_part(value)
 
 
 def _module_part(value: Any) -> str:
@@ -185,16 +196,12 @@ class KeyTexts:
 def _identity_part(value: Any, depth: int) -> str:
     """The first object in ``value`` compared by identity that is not a class, module or
     constant ("" when none): what makes equal-looking keys unequal."""
-    if isinstance(value, _CONTAINERS) and depth <= 50:
-        items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
-        for k, v in items:
-            found = _identity_part(k, depth + 1) or (_identity_part(v, depth + 1) if v is not None else "")
-            if found:
-                return found
-        return ""
+    return _first_in(value, depth, _identity_leaf)
+
+
+def _identity_leaf(value: Any) -> str:
     kind = type(value)
     if (kind.__eq__ is object.__eq__ and kind.__hash__ is object.__hash__ and value is not None
             and value is not Ellipsis and not isinstance(value, (type, types.ModuleType))):
         return f"a {kind.__qualname__} compared by identity (its class defines no __eq__ or __hash__)"
     return ""
-
