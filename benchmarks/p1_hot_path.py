@@ -1,35 +1,45 @@
 """P1 cached-call overhead: what a tuned call costs once the key's best config is known.
 
-Measured in one run, three ways: in blocks of calls taking turns (``common.interleaved_ns``: a
-round runs each statement ``number`` times in a row, its figure the mean), and call by call
-(``common.alternating_ns(typical=True)``: every iteration runs each statement once, each timed on
-its own, a round's figure the median of its calls). The headline "over the host function" is the
-call-by-call figure: the H200 lease's host moves by ~5 µs per call between rounds on a ~19 µs
-host call (rare stalls of milliseconds inside a round, another tenant's), so the difference of
-two rounds' means is mostly that noise; the typical call of each, microseconds from the other's,
-is not (issue 16). A third way, call by call again, runs an untimed ``other()`` (other code of a
-step: a torch op's launch on the GPU) before every timed call, so that each statement starts from
-the same state: without it each starts from what its predecessor left, and on the H200 host the
-order moved a statement by ~1 µs (2026-12-02: in the reverse rounds, where the host call follows
-the tuner's, even ``key_fn`` + host read 1.16 µs over the host; in the forward rounds 0.56 µs
-under it). A fourth way, call by call, has four of the statements take turns (the host, the
-tuner, ``key_fn`` + host and, on a GPU, ``lookup_caller``): with fewer statements between two
-calls of one, the H200 read the tuner 0-0.28 µs over ``lookup_caller`` where it read 0.6-1.7 µs
-among all (2026-12-04). The statements:
+**The headline** ("over the host function", issue 16: min and median over rounds) is measured
+call by call (``common.alternating_ns(typical=True)``: every iteration runs each statement once,
+each timed on its own, a round's figure the median of its calls, forward and reverse order in
+turns) with four statements taking turns: the host function, the tuner, ``key_fn`` + host and
+``lookup_caller`` (the least any tuner keyed by ``key_fn`` does). A round's difference compares
+calls microseconds apart: the H200 lease's host moves by ~5 µs per call between rounds on a
+~19 µs host call, which cancels.
+
+Why four and not every statement (the headline until 2026-12-04): with eleven statements taking
+turns, where a statement sits in the loop moves it by more than the tuner costs. The H200 read
+``key_fn`` + host — the host's own call and more — 1.44 µs *under* the host in forward rounds and
+1.32 µs over it in reverse ones (run DD, 2026-12-04 13:15-13:22 UTC), the tuner 0.87 against 1.32 µs
+over it, ``lookup_caller`` 0.93 µs under it against 1.23 over: no keyed tuner could be told from
+the noise of its position. With four, the two orders agreed within 0.1 µs and ``key_fn`` + host
+read 0.49 / 0.56 µs over the host (the example's ``key_fn``'s cost). The benchmark prints that
+check (``order_check_ns``: ``key_fn`` + host over the host, forward and reverse, per way of
+measuring): a way of measuring whose check reads a negative cost cannot carry the headline.
+
+The other ways, printed as diagnostics: every statement taking turns, call by call; the same
+with an untimed ``other()`` before every timed call (other code of a step: a torch op's launch on
+the GPU), so that each statement starts from the same state; in blocks of calls taking turns
+(``common.interleaved_ns``: a round runs each statement ``number`` times in a row, its figure the
+mean). The statements:
 
 - ``host``: the host function called directly with the best config;
 - ``key_fn+host``: ``key_fn`` and then the host function, inline (what any tuner must do);
 - ``wrapper``: the minimal Python wrapper
   ``def w(*a, **k): key = key_fn(*a, **k); return fn(*a, **k, **cfg)``;
-- ``lookup_wrapper``: the same with the key's dict lookup, the least any tuner keyed by ``key_fn``
-  does (``return fn(*a, **k, **table[key_fn(*a, **k)])``);
+- ``lookup_wrapper``: the same with the key's dict lookup
+  (``return fn(*a, **k, **table[key_fn(*a, **k)])``);
+- ``lookup_caller``: the key's dict lookup of a generated caller with the config's fields as
+  keyword constants (``return callers[key_fn(*a)](*a)``), the face's own design without anything
+  else: the least any tuner keyed by ``key_fn`` does;
 - ``autotuner``: the ``triton_dist.tune.autotune`` tuner, cached (and ``autotuner_kw``: the same
   call with a business keyword argument);
 - on a GPU, ``triton.autotune``: the same kernel under plain ``triton.autotune``, cached, and
   ``triton.autotune_host``: the same kernel launched with its config, the way that decorator does.
 
-Overhead = autotuner - key_fn+host. Targets (issue 8): <= 0.5 us on the CPU machine (a minimal
-wrapper costs ~0.4 us there), <= 1 us over the host function on H200.
+Targets (issues 8 and 16): <= 0.5 us over ``key_fn`` + host on the CPU machine (a minimal wrapper
+costs ~0.4 us there), <= 1 us over the host function on an H200 in every run.
 """
 
 from __future__ import annotations
@@ -64,17 +74,23 @@ def cpu_case() -> tuple[dict[str, str], dict[str, Any]]:
 
     table = {key_fn(3, 4): cfg}
 
-    def lookup_wrapper(*a: Any, **k: Any) -> Any:  # the least any tuner keyed by key_fn does
+    def lookup_wrapper(*a: Any, **k: Any) -> Any:
         return host(*a, **k, **table[key_fn(*a, **k)])
+
+    callers = {key_fn(3, 4): _callers.bind(host, cfg, 2)}
+
+    def lookup_caller(*a: Any) -> Any:  # the least any tuner keyed by key_fn does
+        return callers[key_fn(*a)](*a)
 
     junk = list(range(64))
     ns = {"host": host, "key_fn": key_fn, "cfg": cfg, "wrapper": wrapper, "tuned": tuned,
-          "lookup_wrapper": lookup_wrapper, "other": lambda: sum(junk)}
+          "lookup_wrapper": lookup_wrapper, "lookup_caller": lookup_caller, "other": lambda: sum(junk)}
     stmts = {
         "host": "host(3, 4, **cfg)",
         "autotuner": "tuned(3, 4)",
         "wrapper": "wrapper(3, 4)",
         "lookup_wrapper": "lookup_wrapper(3, 4)",
+        "lookup_caller": "lookup_caller(3, 4)",
         "key_fn+host": "key_fn(3, 4); host(3, 4, **cfg)",
         "wrapper_kw": "wrapper(3, y=4)",
         "autotuner_kw": "tuned(3, y=4)",
@@ -173,73 +189,72 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         number, setup = max(1, args.number // 40), "sync()"
     rounds = 3 if args.quick else args.rounds
     number = min(number, 2000) if args.quick else number
-    per_round = common.interleaved_ns(stmts, ns, number=number, rounds=rounds, setup=setup)
-    per_call = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True)
-    # every call right after the same other code (an untimed ``other()``): each statement starts
-    # from the same state, where without it each starts from what its predecessor left (order
-    # effects of ~1 µs on the H200 host, in both directions)
-    after_other = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True,
-                                        interlude="other()")
-    # the same call by call with four statements taking turns instead of all of them: on the H200
-    # the face read 0.6-1.7 µs over ``lookup_caller`` among eleven, 0-0.28 µs among four
-    # (2026-12-04, scripts/device/face_marked.py): how many statements run between two calls of
-    # one moves it, not what it does
+    # the headline: call by call, the tuner taking turns with the calls it is compared with
     four = [n for n in ("host", "autotuner", "key_fn+host", "lookup_caller") if n in stmts]
     among_four = common.alternating_ns({n: stmts[n] for n in four}, ns, number=number, rounds=rounds,
                                        setup=setup, typical=True)
-    four_over_host = [a - h for a, h in zip(among_four["autotuner"], among_four["host"], strict=True)]
-    four_over_lookup = ([a - b for a, b in zip(among_four["autotuner"], among_four["lookup_caller"], strict=True)]
-                        if "lookup_caller" in among_four else None)
+    # diagnostics: in blocks; every statement taking turns call by call; the same with every call
+    # right after the same other code (an untimed ``other()``), each statement starting from the
+    # same state where without it each starts from what its predecessor left
+    per_round = common.interleaved_ns(stmts, ns, number=number, rounds=rounds, setup=setup)
+    per_call = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True)
+    after_other = common.alternating_ns(stmts, ns, number=number, rounds=rounds, setup=setup, typical=True,
+                                        interlude="other()")
     ns_per_call = {name: min(values) for name, values in per_round.items()}
-    # minima and medians over rounds (issue 16 asks for both); differences are taken round by
-    # round: of the typical calls in ``per_call`` (each "autotuner" call right after a "host"
-    # call), of the blocks in ``per_round`` ("autotuner" right after "host", before it in odd rounds)
-    over_host = [a - h for a, h in zip(per_call["autotuner"], per_call["host"], strict=True)]
-    after_over_host = [a - h for a, h in zip(after_other["autotuner"], after_other["host"], strict=True)]
-    after_over_wrapper = [a - w for a, w in zip(after_other["autotuner"], after_other["wrapper"], strict=True)]
-    after_over_lookup = [a - w for a, w in zip(after_other["autotuner"], after_other["lookup_wrapper"],
-                                               strict=True)]
-    lookup_over_host = [w - h for w, h in zip(after_other["lookup_wrapper"], after_other["host"], strict=True)]
-    after_over_key_fn_host = [a - b for a, b in zip(after_other["autotuner"], after_other["key_fn+host"],
-                                                    strict=True)]
-    over_wrapper = [a - w for a, w in zip(per_call["autotuner"], per_call["wrapper"], strict=True)]
-    blocks_over_host = [a - h for a, h in zip(per_round["autotuner"], per_round["host"], strict=True)]
-    blocks_over_wrapper = [a - w for a, w in zip(per_round["autotuner"], per_round["wrapper"], strict=True)]
+
+    def over(values: dict[str, list[float]], name: str, base: str) -> list[float]:
+        """``name`` minus ``base``, round by round (each round's two figures are calls
+        microseconds apart: the host's speed between rounds cancels)."""
+        return [a - b for a, b in zip(values[name], values[base], strict=True)]
+
+    def by_order(diffs: list[float]) -> dict[str, float]:  # even rounds forward, odd ones reversed
+        return {"forward": statistics.median(diffs[0::2]), "reverse": statistics.median(diffs[1::2] or diffs)}
+
+    over_host = over(among_four, "autotuner", "host")
+    all_over_host = over(per_call, "autotuner", "host")
+    after_over_host = over(after_other, "autotuner", "host")
+    blocks_over_host = over(per_round, "autotuner", "host")
+    # the check of a way of measuring: key_fn + host does the host's call and more, so a negative
+    # reading in either order says the position of a statement moves it more than what it does
+    order_check = {"four statements": by_order(over(among_four, "key_fn+host", "host")),
+                   "every statement": by_order(over(per_call, "key_fn+host", "host")),
+                   "after other code": by_order(over(after_other, "key_fn+host", "host"))}
     base, wrap, mine = ns_per_call["key_fn+host"], ns_per_call["wrapper"], ns_per_call["autotuner"]
+    med = statistics.median
     summary: dict[str, Any] = {
+        # the headline (issue 16: minimum and median over rounds)
+        "overhead_over_host_median_ns": med(over_host),
+        "overhead_over_host_min_round_ns": min(over_host),
+        "overhead_over_host_median_by_order_ns": by_order(over_host),
+        "overhead_over_key_fn_host_median_ns": med(over(among_four, "autotuner", "key_fn+host")),
+        "overhead_over_lookup_caller_median_ns": med(over(among_four, "autotuner", "lookup_caller")),
+        "lookup_caller_over_host_median_ns": med(over(among_four, "lookup_caller", "host")),
+        "order_check_ns": order_check,
+        # every statement taking turns, call by call (the headline until 2026-12-04)
+        "all_statements_over_host_median_ns": med(all_over_host),
+        "all_statements_over_host_min_round_ns": min(all_over_host),
+        "all_statements_over_host_median_by_order_ns": by_order(all_over_host),
+        "all_statements_over_lookup_caller_median_ns": (med(over(per_call, "autotuner", "lookup_caller"))
+                                                        if "lookup_caller" in per_call else None),
+        "tuner_over_wrapper_median_ns": med(over(per_call, "autotuner", "wrapper")),
+        # the same after other code
+        "after_other_over_host_median_ns": med(after_over_host),
+        "after_other_over_host_min_round_ns": min(after_over_host),
+        "after_other_over_key_fn_host_median_ns": med(over(after_other, "autotuner", "key_fn+host")),
+        "after_other_tuner_over_wrapper_median_ns": med(over(after_other, "autotuner", "wrapper")),
+        "after_other_tuner_over_lookup_wrapper_median_ns": med(over(after_other, "autotuner", "lookup_wrapper")),
+        "after_other_lookup_wrapper_over_host_median_ns": med(over(after_other, "lookup_wrapper", "host")),
+        # in blocks (min over rounds of each statement's mean per call)
         "autotuner_ns": mine,
         "wrapper_ns": wrap,
         "overhead_ns": mine - base,
         "overhead_over_host_ns": mine - ns_per_call["host"],
-        "overhead_over_host_median_ns": statistics.median(over_host),
-        "overhead_over_host_min_round_ns": min(over_host),
-        # the order's share: even rounds run the statements forward (the tuner right after the
-        # host call), odd ones in reverse (the tuner right after the minimal wrapper)
-        "overhead_over_host_median_by_order_ns": {"forward": statistics.median(over_host[0::2]),
-                                                  "reverse": statistics.median(over_host[1::2] or over_host)},
-        "overhead_over_key_fn_host_median_ns": statistics.median(
-            a - b for a, b in zip(per_call["autotuner"], per_call["key_fn+host"], strict=True)),
-        "after_other_over_host_median_ns": statistics.median(after_over_host),
-        "after_other_over_host_min_round_ns": min(after_over_host),
-        "after_other_over_key_fn_host_median_ns": statistics.median(after_over_key_fn_host),
-        "after_other_tuner_over_wrapper_median_ns": statistics.median(after_over_wrapper),
-        # the floor of any tuner keyed by key_fn: the minimal wrapper with the key's dict lookup
-        "after_other_tuner_over_lookup_wrapper_median_ns": statistics.median(after_over_lookup),
-        "after_other_lookup_wrapper_over_host_median_ns": statistics.median(lookup_over_host),
-        "blocks_overhead_over_host_median_ns": statistics.median(blocks_over_host),
+        "blocks_overhead_over_host_median_ns": med(blocks_over_host),
         "blocks_overhead_over_host_min_round_ns": min(blocks_over_host),
+        "blocks_tuner_over_wrapper_median_ns": med(over(per_round, "autotuner", "wrapper")),
         "host_call_spread_ns": {"blocks": statistics.pstdev(per_round["host"]),
-                                "calls": statistics.pstdev(per_call["host"])},
+                                "calls": statistics.pstdev(among_four["host"])},
         "wrapper_overhead_ns": wrap - base,
-        # the tuner's own cost: what it adds to the minimal wrapper (the same key_fn and call)
-        "tuner_over_wrapper_median_ns": statistics.median(over_wrapper),
-        "blocks_tuner_over_wrapper_median_ns": statistics.median(blocks_over_wrapper),
-        "four_statements_over_host_median_ns": statistics.median(four_over_host),
-        "four_statements_over_host_min_round_ns": min(four_over_host),
-        "four_statements_over_key_fn_host_median_ns": statistics.median(
-            a - b for a, b in zip(among_four["autotuner"], among_four["key_fn+host"], strict=True)),
-        "four_statements_over_lookup_caller_median_ns": (statistics.median(four_over_lookup)
-                                                         if four_over_lookup else None),
         "ratio_vs_wrapper": mine / wrap,
         "overhead_ratio_vs_wrapper": (mine - base) / (wrap - base) if wrap > base else None,
     }
@@ -247,30 +262,30 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary["triton_autotune_overhead_ns"] = ns_per_call["triton.autotune"] - ns_per_call["triton.autotune_host"]
     print(common.md_table(["call", "ns per call", "over key_fn+host (ns)"],
                           [[k, v, v - base] for k, v in ns_per_call.items()]))
-    print(common.md_table(["call", "ns per call, the typical call (median over rounds)"],
-                          [[k, statistics.median(v)] for k, v in per_call.items()]))
-    print(common.md_table(["call", "ns per call after other code, the typical call (median over rounds)"],
-                          [[k, statistics.median(v)] for k, v in after_other.items()]))
-    print(f"\nover the host function, every call after the same other code: {min(after_over_host):.0f} ns "
-          f"(minimum round), {statistics.median(after_over_host):.0f} ns (median over rounds); over "
-          f"key_fn+host {statistics.median(after_over_key_fn_host):.0f} ns; over the minimal wrapper "
-          f"{statistics.median(after_over_wrapper):.0f} ns; over the minimal wrapper with the key's lookup "
-          f"{statistics.median(after_over_lookup):.0f} ns (which is itself "
-          f"{statistics.median(lookup_over_host):.0f} ns over the host)")
-    print(f"\nover the host function, the typical call: {min(over_host):.0f} ns (minimum round), "
-          f"{statistics.median(over_host):.0f} ns (median over rounds); in blocks: "
-          f"{min(blocks_over_host):.0f} / {statistics.median(blocks_over_host):.0f} ns; over the minimal "
-          f"wrapper: {statistics.median(over_wrapper):.0f} ns (the typical call, median over rounds); "
-          f"the host call's spread over rounds: {summary['host_call_spread_ns']['blocks']:.0f} ns in "
-          f"blocks, {summary['host_call_spread_ns']['calls']:.0f} ns of the typical call")
-    print(f"\nover the host function with {', '.join(four)} taking turns, the typical call: "
-          f"{min(four_over_host):.0f} ns (minimum round), {statistics.median(four_over_host):.0f} ns (median "
-          f"over rounds); over key_fn+host {summary['four_statements_over_key_fn_host_median_ns']:.0f} ns"
-          + (f"; over lookup_caller {summary['four_statements_over_lookup_caller_median_ns']:.0f} ns"
-             if "lookup_caller" in among_four else ""))
-    print(f"\nautotuner overhead {mine - base:.0f} ns (target <= 500 ns on the CPU machine, <= 1000 ns "
-          f"over the host function on H200); minimal wrapper {wrap - base:.0f} ns; "
-          f"autotuner / wrapper = {mine / wrap:.3f}")
+    for title, values in (("every statement taking turns", per_call), ("after other code", after_other),
+                          (f"{', '.join(four)} taking turns (the headline)", among_four)):
+        print(common.md_table(["call", f"ns per call, the typical call (median over rounds), {title}"],
+                              [[k, med(v)] for k, v in values.items()]))
+    print("\norder check (key_fn + host over the host, ns, forward / reverse rounds; a negative figure says "
+          "the statements' positions move them more than their work): "
+          + "; ".join(f"{way} {c['forward']:.0f} / {c['reverse']:.0f}" for way, c in order_check.items()))
+    print(f"\ndiagnostics, over the host function: every statement taking turns {min(all_over_host):.0f} ns "
+          f"(minimum round), {med(all_over_host):.0f} ns (median over rounds; forward / reverse "
+          f"{summary['all_statements_over_host_median_by_order_ns']['forward']:.0f} / "
+          f"{summary['all_statements_over_host_median_by_order_ns']['reverse']:.0f}); after other code "
+          f"{min(after_over_host):.0f} / {med(after_over_host):.0f} ns (over the minimal wrapper with the key's "
+          f"lookup {summary['after_other_tuner_over_lookup_wrapper_median_ns']:.0f} ns); in blocks "
+          f"{min(blocks_over_host):.0f} / {med(blocks_over_host):.0f} ns; the host call's spread over rounds "
+          f"{summary['host_call_spread_ns']['blocks']:.0f} ns in blocks, "
+          f"{summary['host_call_spread_ns']['calls']:.0f} ns of the typical call")
+    print(f"\nover the host function (P1's headline: {', '.join(four)} taking turns, the typical call): "
+          f"{min(over_host):.0f} ns (minimum round), {med(over_host):.0f} ns (median over rounds); over "
+          f"key_fn+host {summary['overhead_over_key_fn_host_median_ns']:.0f} ns; over lookup_caller "
+          f"{summary['overhead_over_lookup_caller_median_ns']:.0f} ns (the least a tuner keyed by key_fn does, "
+          f"itself {summary['lookup_caller_over_host_median_ns']:.0f} ns over the host)")
+    print(f"\nautotuner overhead in blocks {mine - base:.0f} ns over key_fn+host (target <= 500 ns on the CPU "
+          f"machine); minimal wrapper {wrap - base:.0f} ns; autotuner / wrapper = {mine / wrap:.3f}; target on "
+          f"an H200: <= 1000 ns over the host function (the headline above)")
     common.write_result("p1_hot_path", args, {"rounds": rounds, "number": number, "statements": stmts},
                         {"ns_per_call": ns_per_call, "ns_per_round": per_round,
                          "ns_per_round_typical_call": per_call,

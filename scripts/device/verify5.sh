@@ -294,7 +294,8 @@ case "${PART:-first}" in
         PYTHONPATH=$pp timeout 120 python3 benchmarks/p1_hot_path.py --rounds "${P1_ROUNDS:-80}" --number 20000 \
           --out "$OUT/p1_${tree}_$rep" >"$OUT/p1_${tree}_$rep.log" 2>&1
         echo "== $tree $rep"; grep -E "over the host function" "$OUT/p1_${tree}_$rep.log"
-        grep -A14 "after other code, the typical" "$OUT/p1_${tree}_$rep.log" | grep -E "^\| (host|autotuner|lookup_caller) \|"
+        grep -A14 "typical call (median over rounds), after other code" "$OUT/p1_${tree}_$rep.log" \
+          | grep -E "^\| (host|autotuner|lookup_caller) \|"
       done
     done
     ;;

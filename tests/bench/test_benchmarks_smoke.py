@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +58,14 @@ def test_benchmark_runs_quick_and_writes_results(script: str, tmp_path: Path) ->
         assert {"host", "key_fn+host", "wrapper", "autotuner"} <= set(ns)
         assert all(v > 0 for v in ns.values())
         assert summary["ratio_vs_wrapper"] == pytest.approx(ns["autotuner"] / ns["wrapper"])
+        # the headline: the tuner over the host among the four statements, round by round
+        four = data["results"]["ns_per_round_typical_call_among_four"]
+        assert set(four) == {"host", "autotuner", "key_fn+host", "lookup_caller"}
+        diffs = [a - h for a, h in zip(four["autotuner"], four["host"], strict=True)]
+        assert summary["overhead_over_host_median_ns"] == pytest.approx(statistics.median(diffs))
+        assert summary["overhead_over_host_min_round_ns"] == pytest.approx(min(diffs))
+        assert set(summary["order_check_ns"]) == {"four statements", "every statement", "after other code"}
+        assert all(set(c) == {"forward", "reverse"} for c in summary["order_check_ns"].values())
     elif script == "p7_tutorials":
         rows = data["results"]["trials"]
         assert {r["kernel"] for r in rows} == {"matmul", "softmax", "layer_norm", "attention"}
