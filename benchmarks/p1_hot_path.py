@@ -189,10 +189,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         number, setup = max(1, args.number // 40), "sync()"
     rounds = 3 if args.quick else args.rounds
     number = min(number, 2000) if args.quick else number
-    # the headline: call by call, the tuner taking turns with the calls it is compared with
+    # the headline: call by call, the tuner taking turns with the calls it is compared with; the
+    # host's speed before and after it (a Python loop's time: on the H200 leases it moved 2x, and
+    # every figure here with it: the host call 17 us and the example's key_fn 0.5 us over it in
+    # one run, 38 us and 1.6 us in another, 2026-12-04 runs DD and FF)
     four = [n for n in ("host", "autotuner", "key_fn+host", "lookup_caller") if n in stmts]
+    host_loop = [common.host_loop_ms()]
     among_four = common.alternating_ns({n: stmts[n] for n in four}, ns, number=number, rounds=rounds,
                                        setup=setup, typical=True)
+    host_loop.append(common.host_loop_ms())
     # diagnostics: in blocks; every statement taking turns call by call; the same with every call
     # right after the same other code (an untimed ``other()``), each statement starting from the
     # same state where without it each starts from what its predecessor left
@@ -230,6 +235,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "overhead_over_lookup_caller_median_ns": med(over(among_four, "autotuner", "lookup_caller")),
         "lookup_caller_over_host_median_ns": med(over(among_four, "lookup_caller", "host")),
         "order_check_ns": order_check,
+        "host_loop_ms": host_loop,  # before and after the headline's rounds (common.host_loop_ms)
         # every statement taking turns, call by call (the headline until 2026-12-04)
         "all_statements_over_host_median_ns": med(all_over_host),
         "all_statements_over_host_min_round_ns": min(all_over_host),
@@ -282,7 +288,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{min(over_host):.0f} ns (minimum round), {med(over_host):.0f} ns (median over rounds); over "
           f"key_fn+host {summary['overhead_over_key_fn_host_median_ns']:.0f} ns; over lookup_caller "
           f"{summary['overhead_over_lookup_caller_median_ns']:.0f} ns (the least a tuner keyed by key_fn does, "
-          f"itself {summary['lookup_caller_over_host_median_ns']:.0f} ns over the host)")
+          f"itself {summary['lookup_caller_over_host_median_ns']:.0f} ns over the host); the host's Python loop "
+          f"{host_loop[0]:.2f} ms before, {host_loop[1]:.2f} ms after (common.host_loop_ms)")
     print(f"\nautotuner overhead in blocks {mine - base:.0f} ns over key_fn+host (target <= 500 ns on the CPU "
           f"machine); minimal wrapper {wrap - base:.0f} ns; autotuner / wrapper = {mine / wrap:.3f}; target on "
           f"an H200: <= 1000 ns over the host function (the headline above)")

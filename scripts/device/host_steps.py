@@ -5,7 +5,7 @@ its count. In the recompose schedule the device has one candidate's probes (a sa
 to run while the host runs the next candidate's first run and capture: per candidate, host time
 over ~1 ms is device idle.
 
-Run on the GPU machine: python3 scripts/device/host_steps.py [layer_norm|attention|softmax ...]"""
+Run on the GPU machine: python3 scripts/device/host_steps.py [layer_norm|attention|softmax|matmul ...]"""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ import tutorial_kernels as tk
 from triton_dist._backends import base, cuda_compose, get_backend
 from triton_dist._measure import guard, rounds, runs
 
-CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (8192, 8192)}
+CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (8192, 8192),
+         "matmul": (2048, 2048, 2048)}
 STEPS = [(rounds._Rounds, "warm_up"), (rounds._Rounds, "first_run"), (runs.CandidateRuns, "run"),
          (guard.RunGuard, "check_first"), (guard.RunGuard, "settle"), (rounds._Rounds, "next_capture"),
          (rounds._Rounds, "_capture_settled"), (runs.CandidateRuns, "capture"),
