@@ -245,3 +245,49 @@ def test_a_ctrl_c_taken_by_another_thread_reaches_the_thread_waiting_for_the_pas
         release.set()
         pool.shutdown()
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_child_holds_no_pipe_of_the_parent_open(tmp_path) -> None:
+    """A pipe the parent opened before the fork (as subprocess.Popen's pipe for its child's exec,
+    which Triton's ``ptxas --version`` query opens on another thread) reaches EOF when the parent
+    closes its end, while the compile child still runs: it held that Popen until it exited (a
+    hung child: 120 s, under load, 2026-12-04). The child's own pipe still reports its exit, and
+    its stdout is still the parent's."""
+    import selectors
+    import threading
+    import time
+
+    from triton_dist._measure import forked
+
+    started, done = tmp_path / "started", tmp_path / "done"
+    read_end, write_end = os.pipe()  # non-inheritable, as Popen's: still copied by a plain fork
+    sock_a, sock_b = __import__("socket").socketpair()
+
+    def compile_fn() -> None:  # in the child
+        os.write(1, b"")  # stdout is kept (an error here would make the child exit 1)
+        started.write_text(str(os.getpid()))
+        time.sleep(2.0)
+        done.write_text("")
+
+    outcome: list[str | None] = []
+    thread = threading.Thread(target=lambda: outcome.append(
+        forked._in_child(compile_fn, 30.0, forked._Children())))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 20
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert started.exists(), "the child never started"
+        os.close(write_end)  # the parent's copy: what Popen does after its fork
+        sock_b.close()
+        with selectors.DefaultSelector() as selector:
+            selector.register(read_end, selectors.EVENT_READ)
+            assert selector.select(1.0), "the child still holds the pipe's write end"
+        assert os.read(read_end, 1) == b""  # EOF
+        assert sock_a.recv(1) == b""  # the socket's peer is gone too
+        assert not done.exists()  # ... while the child still runs
+    finally:
+        thread.join(30)
+        os.close(read_end)
+        sock_a.close()
+    assert outcome == [None] and done.exists()  # it exited cleanly, seen through its own pipe

@@ -27,7 +27,9 @@ fork time stays held in the child; so the parent never runs Triton's compiler wh
 progress (``_fork_lock`` covers each fork and each of the parent's own ``compile_fn()`` calls, and
 the pass threads only submit while their mode is active). A lock held by a thread outside the
 pass (a user thread compiling something else) could still hang a child: the time-out kills it and
-the parent compiles that kernel itself.
+the parent compiles that kernel itself. A child also holds a copy of every descriptor the parent
+had open at fork time: its inherited pipes and sockets are pointed at ``/dev/null`` before it
+compiles (:func:`_release_inherited`), so that no other thread's subprocess or peer waits on it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import contextlib
 import os
 import selectors
 import signal
+import stat
 import sys
 import threading
 import time
@@ -128,6 +131,7 @@ def _fork(fn: Callable[[], Any]) -> tuple[int, int] | str:
             code = 1
             try:
                 os.close(read_end)
+                _release_inherited(keep=write_end)
                 fn()
                 code = 0
             except BaseException:  # noqa: BLE001 - the parent compiles again and sees the error
@@ -136,6 +140,39 @@ def _fork(fn: Callable[[], Any]) -> tuple[int, int] | str:
                 os._exit(code)
         os.close(write_end)  # before the next fork, so that no other child inherits it
     return pid, read_end
+
+
+def _release_inherited(keep: int) -> None:
+    """In a forked child: every inherited pipe and socket but stdin, stdout, stderr and ``keep``
+    pointed at ``/dev/null``. A fork copies every descriptor the parent has open, those of its
+    other threads' work included. One is the pipe through which ``subprocess.Popen`` waits for its
+    child's ``exec`` (its read sees EOF once every copy of the write end is closed): a compile
+    child forked while another thread of the parent started a subprocess (Triton's ``ptxas
+    --version`` while computing a kernel's cache key) kept that ``Popen`` waiting until the
+    compile child exited, 120 s for a hung child (``test_an_interrupt_kills_the_children_and_
+    compiles_nothing_more`` under load, 2026-12-04); a socket's peer would wait for EOF the same
+    way. ``dup2`` rather than ``close``: the number stays taken, so no file the compile opens
+    gets it while an object copied from the parent still names it. Files stay as they are."""
+    try:
+        names = os.listdir("/proc/self/fd")  # Linux
+    except OSError:
+        try:
+            names = os.listdir("/dev/fd")  # macOS, the BSDs
+        except OSError:
+            return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in sorted(int(name) for name in names if name.isdigit()):
+            if fd <= 2 or fd in (keep, null):
+                continue
+            try:
+                mode = os.fstat(fd).st_mode
+            except OSError:  # the listing's own descriptor, closed since
+                continue
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+                os.dup2(null, fd, inheritable=False)
+    finally:
+        os.close(null)
 
 
 def _in_child(fn: Callable[[], Any], timeout_s: float, children: _Children) -> str | None:
