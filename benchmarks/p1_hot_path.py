@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     # host's speed before and after it (a Python loop's time: on the H200 leases it moved 2x, and
     # every figure here with it: the host call 17 us and the example's key_fn 0.5 us over it in
     # one run, 38 us and 1.6 us in another, 2026-12-04 runs DD and FF)
-    four = [n for n in ("host", "autotuner", "key_fn+host", "lookup_caller") if n in stmts]
+    four = ["host", "autotuner", "key_fn+host", "lookup_caller"]  # both cases have the four
     host_loop = [common.host_loop_ms()]
     among_four = common.alternating_ns({n: stmts[n] for n in four}, ns, number=number, rounds=rounds,
                                        setup=setup, typical=True)
@@ -240,8 +240,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "all_statements_over_host_median_ns": med(all_over_host),
         "all_statements_over_host_min_round_ns": min(all_over_host),
         "all_statements_over_host_median_by_order_ns": by_order(all_over_host),
-        "all_statements_over_lookup_caller_median_ns": (med(over(per_call, "autotuner", "lookup_caller"))
-                                                        if "lookup_caller" in per_call else None),
+        "all_statements_over_lookup_caller_median_ns": med(over(per_call, "autotuner", "lookup_caller")),
         "tuner_over_wrapper_median_ns": med(over(per_call, "autotuner", "wrapper")),
         # the same after other code
         "after_other_over_host_median_ns": med(after_over_host),
