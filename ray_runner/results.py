@@ -86,6 +86,9 @@ def _value_text(value: Any) -> str:
             return "(" + ", ".join(_value_text(v) for v in inner) + ")"
         if tag == "dict" and isinstance(inner, list):
             return "{" + ", ".join(f"{_value_text(k)}: {_value_text(v)}" for k, v in inner) + "}"
+        if tag in ("set", "frozenset") and isinstance(inner, list):
+            items = ", ".join(_value_text(v) for v in inner)
+            return ("{" + items + "}" if tag == "set" else f"frozenset({{{items}}})") if inner else f"{tag}()"
         if tag == "float":
             return str(inner)
         if tag == "repr":

@@ -81,7 +81,11 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
                 best = None
             if best is None:
                 best = tuner._miss(key, args, kwargs, False, False, None)
-            return tuner.fn(*args, **kwargs, **best)
+            try:
+                return tuner.fn(*args, **kwargs, **best)
+            except TypeError as exc:  # free while nothing raises
+                tuner._binding_failed(exc, args)
+                raise
         return tuner._controlled(args, kwargs)
 
     return tuned
@@ -105,6 +109,8 @@ def _missed(tuner: AutoTuner, args: tuple, key: Any) -> Any:
     best = tuner._decided(key)
     if best is None:  # outside the handlers: first-call errors carry no KeyError context
         best = tuner._miss(key, args, {}, False, False, None)
+    else:  # decided by a call with keywords: its positional arguments were not checked
+        tuner._check_positional(args)
     if call is None:
         tuner._bind(key, best, len(args))
     return tuner.fn(*args, **best)

@@ -82,6 +82,8 @@ class _Plan:
     """the cache root this rank reads and writes (writers are elected per host and root)"""
     error: BaseException | None = None
     """this rank's own failure (key_fn, prune_fn, the disk): raised after the group has agreed"""
+    entry: dict[str, Any] | None = None
+    """a hit's entry as read (``AutoTuner.tune(force=False)`` returns it; never exchanged)"""
 
 
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
@@ -137,8 +139,8 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
     try:
         plan.call = call = _decide.identify(target, key, view.size if view is not None else 1, backend)
         plan.key_text, plan.path = call.key, call.path(root)
-        index, plan.why = (None, "forced re-tuning") if force or settings.always_tune else \
-            _decide.lookup(call, root, settings, stacklevel=6)
+        index, plan.why, plan.entry = (None, "forced re-tuning", None) if force or settings.always_tune \
+            else _decide.lookup(call, root, settings, stacklevel=6)
         if index is not None:
             plan.decision = f"hit:{index}"
         elif settings.cache_only != "off" and not force:
@@ -230,7 +232,7 @@ def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) ->
         TuningLog(None, True, rank_prefix).info(
             "%s: cache hit for key %s: config %d %s, from %s", target.qualname, plan.key_text, index,
             show_config(target.config_space[index]), plan.path)
-    return Outcome(index, "cache", path=plan.path)
+    return Outcome(index, "cache", entry=plan.entry, path=plan.path)
 
 
 def _log_path(path: Path | None, view: GroupView | None, write: bool, writer: bool) -> Path | None:

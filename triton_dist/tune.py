@@ -201,7 +201,21 @@ class AutoTuner(metaclass=_TunerType):
             self._tell_hit(key, best)
         if kwargs and not self._fields.isdisjoint(kwargs):
             return self._call(best, args, kwargs, overwrite)
-        return self.fn(*args, **kwargs, **best)
+        try:
+            return self.fn(*args, **kwargs, **best)
+        except TypeError as exc:
+            self._binding_failed(exc, args)
+            raise
+
+    def _binding_failed(self, exc: TypeError, args: tuple) -> None:
+        """A TypeError of a decided call: where the call's binding raised it (no frame below the
+        caller's) and a positional argument fills a config field's place, the same
+        DuplicateArgumentError as the key's first call; else the caller raises ``exc`` again."""
+        if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
+            try:
+                self._check_positional(args)
+            except DuplicateArgumentError as error:
+                raise error from None
 
     def _key(self, args: tuple, kwargs: dict) -> Any:
         try:
@@ -325,25 +339,33 @@ class AutoTuner(metaclass=_TunerType):
     def tune(self, *args: Any, autotune_pg: Any = None, autotune_verbose: bool = False,
              force: bool = True, write_cache: bool = True, cache_dir: str | Path | None = None,
              check_correctness: bool | None = None, known_failures: dict[int, str] | None = None,
-             **kwargs: Any) -> dict[str, Any]:
+             autotune_allow_arg_overwrite: bool = False, **kwargs: Any) -> dict[str, Any]:
         """Tune for these arguments now and return the cache entry (what campaigns call).
 
-        ``force`` re-measures even when an entry exists; ``write_cache=False`` leaves writing to
-        the caller (a Ray driver merges the gang's results and writes them).
+        ``force`` re-measures even when an entry exists (``force=False``: an entry that serves
+        this call is returned as it is); ``write_cache=False`` leaves writing to the caller (a
+        Ray driver merges the gang's results and writes them).
         ``check_correctness`` overrides the decorator's (campaigns turn it on);
         ``known_failures`` ({index: reason}) records candidates as failed without running them
-        (a retry after one of them left the device unusable).
+        (a retry after one of them left the device unusable);
+        ``autotune_allow_arg_overwrite`` as for a call: a keyword that is also a config field
+        wins over the configs' value.
         """
+        if "autotune" in kwargs:
+            raise TypeError(f"{self.target.qualname}.tune() takes no autotune= keyword: it always tunes. "
+                            "To run config_space[0] without tuning, call the function with autotune=False.")
         key = self._key(args, kwargs)
         hash(key)
         self._check_positional(args)
+        self._check_overwrite({}, kwargs, autotune_allow_arg_overwrite)
         if _dataless.holds_no_data(args, kwargs):  # its "timings" would be written as the key's entry
             raise ValueError(
                 f"{self.target.qualname}.tune() was given tensors that hold no data (the meta device, "
                 "or fake tensors: FakeTensorMode, torch.export without strict mode): nothing can be "
                 "measured on them. Call tune() with real tensors of the shapes to tune.")
         outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
-                                  force=force, write=write_cache, root=Path(cache_dir) if cache_dir else None,
+                                  overwrite=autotune_allow_arg_overwrite, force=force, write=write_cache,
+                                  root=Path(cache_dir) if cache_dir else None,
                                   check_correctness=check_correctness, known_failures=known_failures)
         if autotune_pg is None:
             self._best[key] = self.config_space[outcome.index]
@@ -437,7 +459,8 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         prune_fn: optional ``prune_fn(config, *args, **kwargs) -> bool``; True keeps the config.
         n_warmup, n_repeat: untimed and timed runs per candidate (the seed's 5 and 10).
         do_bench: optional ``do_bench(fn, n_warmup, n_repeat) -> per-run ms`` replacing the
-            device timer (tests, custom timing).
+            device timer (tests, custom timing): a list of per-run times, or one float (the
+            mean per run, as ``triton.testing.do_bench`` returns), taken as one sample.
         check_correctness: compare each candidate's output (return value and mutated tensor
             arguments) with the default config's, tolerances by dtype; a mismatch records the
             candidate as failed ("wrong result ..."). Off by default; campaigns turn it on.

@@ -23,6 +23,9 @@ def render_value(value: Any) -> str:
         if tag == "tuple" and isinstance(inner, list):
             items = ", ".join(render_value(v) for v in inner)
             return f"({items}{',' if len(inner) == 1 else ''})"
+        if tag in ("set", "frozenset") and isinstance(inner, list):
+            items = ", ".join(render_value(v) for v in inner)
+            return ("{" + items + "}" if tag == "set" else f"frozenset({{{items}}})") if inner else f"{tag}()"
         if tag == "float":
             return str(inner)
         if tag == "dict" and isinstance(inner, list):

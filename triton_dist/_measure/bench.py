@@ -17,6 +17,7 @@ MAX-reduced over WORLD (``Session._finish``).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -113,7 +114,7 @@ def _one_after_another(
             return measure(call, backend, n_warmup, n_repeat)
     else:
         def bench(call: Callable[[], Any]) -> Sequence[float]:
-            return do_bench(call, n_warmup, n_repeat)
+            return user_times(do_bench(call, n_warmup, n_repeat))
     results: list[CandidateResult] = []
     for index in indices:
         stop: BaseException | None = None
@@ -141,3 +142,26 @@ def _one_after_another(
         if stop is not None:
             return results, stop
     return results, None
+
+
+def user_times(value: Any) -> list[float]:
+    """What a user's ``do_bench`` returned, as per-run times in ms: a sequence of numbers, or one
+    number (the mean per run, as ``triton.testing.do_bench`` returns it) as one sample. Anything
+    else is a :class:`TypeError` that names what came back (a bug of the benchmarker: raised, not
+    recorded as the config's failure)."""
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return [float(value)]
+    if getattr(value, "ndim", None) == 0 and not isinstance(value, (str, bytes)):  # a 0-d tensor or array
+        try:
+            return [float(value)]
+        except (TypeError, ValueError):
+            pass
+    if not isinstance(value, (str, bytes, dict, bool)) and value is not None:
+        try:
+            return [float(t) for t in value]
+        except (TypeError, ValueError):
+            pass
+    raise TypeError(
+        f"do_bench returned {type(value).__name__} {value!r:.100}; it must return the per-run times in ms: "
+        "a list of floats (one per timed run), or one float (the mean per run, as "
+        "triton.testing.do_bench returns). A list of nothing, or of NaN, records the config as failed.")

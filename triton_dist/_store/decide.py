@@ -180,7 +180,8 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         verdict.why = ("the cached best config is written alike another config of config_space "
                        "that differs (values known to the disk by their type alone): re-tuned")
         return verdict
-    if best not in call.space:
+    index = _cache.find_config(best, call.space, entry["best"].get("index"))
+    if index is None:
         return unusable("the cached best config is no longer in config_space")
     new = unmeasured(entry, call.space)
     if new and cache_only in (False, "off"):
@@ -188,12 +189,14 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         # a tuning caller measures the new configs, reusing this entry's timings (see _reuse)
         verdict.why = f"config_space has {len(new)} config(s) the entry never measured ({new[:10]})"
         return verdict
-    verdict.index = call.space.index(best)
+    verdict.index = index
     return verdict
 
 
-def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5) -> tuple[int | None, str]:
-    """Inline tuning's question: (index of the cached best config, "") or (None, why it is a miss),
+def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
+           ) -> tuple[int | None, str, dict[str, Any] | None]:
+    """Inline tuning's question: (index of the cached best config, "", the entry) or (None, why it
+    is a miss, None),
     warning about a file that is there but unusable and about differing software versions
     (``stacklevel``: of the warnings, so that they name the user's call)."""
     verdict = decide(call, root, version_check=settings.version_check, cache_only=settings.cache_only)
@@ -205,4 +208,4 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5) -> tupl
     for note in verdict.notes:
         warnings.warn(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
                       TritonDistWarning, stacklevel=stacklevel)
-    return verdict.index, verdict.why
+    return verdict.index, verdict.why, verdict.entry if verdict.hit else None

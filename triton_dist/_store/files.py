@@ -82,6 +82,9 @@ def encode_value(value: Any) -> Any:
         return items if isinstance(value, list) else {"tuple": items}
     if isinstance(value, dict):
         return {"dict": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
+    if isinstance(value, (set, frozenset)):  # items sorted: their order follows PYTHONHASHSEED
+        return {"frozenset" if isinstance(value, frozenset) else "set":
+                sorted((encode_value(v) for v in value), key=config_text)}
     cls = type(value)
     if cls.__name__ == "Config" and hasattr(value, "kwargs") and hasattr(value, "num_warps"):
         # triton.Config (and triton-ascend's): every plain attribute, hooks by name only
@@ -101,7 +104,7 @@ def told_by_content(value: Any) -> bool:
     by its type alone."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return True
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, set, frozenset)):
         return all(told_by_content(v) for v in value)
     if isinstance(value, dict):
         return all(told_by_content(k) and told_by_content(v) for k, v in value.items())
@@ -168,13 +171,15 @@ def config_text(encoded: Any) -> str:
     return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
 
 
-def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]]) -> int | None:
-    """Index of the config whose encoding (taken at decoration time: ``TuneTarget.encoded``)
-    equals ``encoded``."""
-    for index, config in enumerate(encoded_space):
-        if config == encoded:
-            return index
-    return None
+def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]], index: Any = None) -> int | None:
+    """Index of the config whose encoding (taken at decoration time: ``TuneTarget.encoded``) is
+    written as ``encoded`` is (compared as JSON text: ``True``, ``1`` and ``1.0`` are equal in
+    Python and three configs on disk); of several, ``index`` (the entry's own) where it is one."""
+    text = config_text(encoded)
+    found = [i for i, config in enumerate(encoded_space) if config_text(config) == text]
+    if type(index) is int and index in found:
+        return index
+    return found[0] if found else None
 
 
 # ---------------------------------------------------------------------------- paths
@@ -184,9 +189,21 @@ def entry_id(source_hash: str, hardware_digest: str, key_text: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
+#: a function's folder name, in bytes: a file name may take 255 on most file systems
+MAX_NAME_BYTES = 255
+
+
 def safe_name(name: str) -> str:
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".")
-    return cleaned or "_"
+    """The folder of ``name``'s entries: letters, digits and ``._-`` (the rest as ``_``); a name
+    longer than a file name may be (e.g. a generated kernel's) is cut and ends with a digest of
+    the whole, so that two long names still name two folders. ``safe_name(safe_name(n)) ==
+    safe_name(n)``."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".") or "_"
+    data = cleaned.encode()
+    if len(data) <= MAX_NAME_BYTES:
+        return cleaned
+    head = data[:MAX_NAME_BYTES - 64].decode(errors="ignore")
+    return f"{head}-{hashlib.sha256(name.encode(errors='surrogatepass')).hexdigest()[:32]}"
 
 
 def entry_path(root: Path, function_name: str, eid: str) -> Path:

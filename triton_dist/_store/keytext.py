@@ -6,6 +6,8 @@ depends on ``PYTHONHASHSEED``), and refused when it could not name a readable en
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import json
 import sys
 import types
@@ -24,9 +26,12 @@ MAX_KEY_BYTES = 2**20
 def key_repr(key: Any) -> str | None:
     """The key's text if it is stable across processes, else None.
 
-    That is ``repr(key)``, except that sets and frozensets inside tuples, lists and dicts are
-    written with their items sorted by their own text: their iteration order depends on
-    ``PYTHONHASHSEED``, so a plain repr names a different entry in every process (issue 17).
+    That is ``repr(key)``, except that sets and frozensets inside tuples, lists, dicts, dataclass
+    instances and enum members are written with their items sorted by their own text: their
+    iteration order depends on ``PYTHONHASHSEED``, so a plain repr names a different entry in
+    every process (issue 17), and ranks holding equal keys disagree. A dataclass or enum member
+    holding one is written as its generated repr prints it (``Spec(ops=frozenset({'a', 'b'}), n=4)``,
+    ``<Fused.GELU: frozenset({'bias', 'gelu'})>``), whatever its own ``__repr__``.
     """
     def text_of(value: Any) -> str:
         return _canonical_repr(value, 0) if _has_set(value, 0) else repr(value)
@@ -64,12 +69,25 @@ def _unstable_part(value: Any, depth: int) -> str:
 def _unstable_leaf(value: Any) -> str:
     if isinstance(value, float) and value != value:
         return "a NaN (never equal to itself, so the key is never found again and every call would tune)"
-    module = type(value).__module__
-    if module.startswith(("torch", "numpy")) and hasattr(value, "shape") and hasattr(value, "dtype") \
-            and type(value).__name__ in ("Tensor", "Parameter", "ndarray"):
-        return (f"a {module.partition('.')[0]}.{type(value).__name__} (keyed by its identity and printed "
-                "with its data: every call would tune again, and tensors of other shapes would share a cache file)")
+    kind = _array_kind(value)
+    if kind:
+        return (f"{kind} (keyed by its identity and printed with its data: every call would tune again, "
+                "and tensors of other shapes would share a cache file)")
     return _module_part(value)
+
+
+def _array_kind(value: Any) -> str:
+    """``"a torch.Tensor"`` (``"a torch.Parameter"``, ``"a numpy.ndarray"``, ``"a torch.Tensor
+    subclass ScaledTensor"``) for a tensor or an array of any subclass, else "". No module can
+    make one before it is imported."""
+    for module, base in (("torch", "Tensor"), ("numpy", "ndarray")):
+        lib = sys.modules.get(module)
+        if lib is not None and isinstance(value, getattr(lib, base)):
+            name = type(value).__name__
+            if name in ("Tensor", "Parameter", "ndarray"):
+                return f"a {module}.{name}"
+            return f"a {module}.{base} subclass {type(value).__qualname__}"
+    return ""
 
 
 def _module_part(value: Any) -> str:
@@ -91,14 +109,35 @@ def _module_part(value: Any) -> str:
 def _has_set(value: Any, depth: int) -> bool:
     if isinstance(value, (set, frozenset)):
         return True
-    if depth > 50 or not isinstance(value, _CONTAINERS):
+    if depth > 50:
+        return False
+    if _is_dataclass_instance(value):
+        return any(_has_set(getattr(value, f.name, None), depth + 1) for f in _shown_fields(value))
+    if isinstance(value, enum.Enum):
+        return _has_set(value.value, depth + 1)
+    if not isinstance(value, _CONTAINERS):
         return False
     items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
     return any(_has_set(k, depth + 1) or _has_set(v, depth + 1) for k, v in items)
 
 
+def _is_dataclass_instance(value: Any) -> bool:
+    return dataclasses.is_dataclass(value) and not isinstance(value, type)
+
+
+def _shown_fields(value: Any) -> list[dataclasses.Field]:
+    """The fields a dataclass's generated repr prints."""
+    return [f for f in dataclasses.fields(value) if f.repr]
+
+
 def _canonical_repr(value: Any, depth: int) -> str:
-    # only the built-in containers' own reprs are rebuilt (subclasses may print themselves)
+    # the built-in containers' own reprs are rebuilt (their subclasses may print themselves), and
+    # those a dataclass or an enum member generates, where a set is inside (the caller's check)
+    if depth <= 50 and _is_dataclass_instance(value) and _has_set(value, depth):
+        return f"{type(value).__qualname__}(" + ", ".join(
+            f"{f.name}={_canonical_repr(getattr(value, f.name, None), depth + 1)}" for f in _shown_fields(value)) + ")"
+    if depth <= 50 and isinstance(value, enum.Enum) and _has_set(value.value, depth):
+        return f"<{type(value).__name__}.{value.name}: {_canonical_repr(value.value, depth + 1)}>"
     namedtuple = isinstance(value, tuple) and hasattr(value, "_fields")
     if depth > 50 or (type(value) not in _CONTAINERS and not namedtuple):
         return repr(value)
