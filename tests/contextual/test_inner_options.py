@@ -130,3 +130,15 @@ def test_the_first_write_of_the_log_says_where_it_is(tmp_path, caplog):
     assert said == [f"contextual tuning of outer_of.<locals>.outer logs to {path} (./.autotune_logs/ "
                     "of the working directory)"]
     assert path.is_file()
+
+
+def test_a_log_that_cannot_be_written_is_not_announced_as_written(tmp_path, caplog):
+    kernel, _ = make_kernel()
+    outer = outer_of(kernel)
+    (tmp_path / ".autotune_logs").write_text("a file where the log's folder would be")
+    with caplog.at_level(logging.WARNING, logger="triton_dist"):
+        y = outer(torch.randn(256, device=K.device()))
+    said = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("cannot write the tuning log") for m in said), said
+    assert not any(" logs to " in m for m in said), said  # before: "... logs to .../rank-0.log" as well
+    assert y.shape == (256,)

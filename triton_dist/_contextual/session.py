@@ -122,9 +122,11 @@ class Session:
     def info(self, message: str, *args: object) -> None:
         if self._log is None:
             self._log = TuningLog(self.log_path, verbose=False, prefix=f"[rank-{self.rank}] ")
-            # the seed puts it in the working directory: say so on its first write (issue 18)
-            announce_once(self.log_path, f"contextual tuning of {self.qualname} logs to {self.log_path} "
-                                         f"(./{LOG_DIR}/ of the working directory)")
+            # the seed puts it in the working directory: say so on its first write (issue 18),
+            # where it could be opened (else the log's own warning said why not)
+            if self._log.path is not None:
+                announce_once(self.log_path, f"contextual tuning of {self.qualname} logs to {self.log_path} "
+                                             f"(./{LOG_DIR}/ of the working directory)")
         self._log.info(message, *args)
 
     # -- the takeover handler --------------------------------------------------------------
