@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from triton_dist.errors import CampaignError, RayNotInstalledError, TritonDistError
 
@@ -59,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --seed nodes, do not ship the Triton binaries of the best configs into the "
                           "nodes' Triton caches (shipped by default to nodes whose Triton matches)")
     run.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
-    run.add_argument("--keep-gangs", type=float, default=0.0, metavar="SECONDS",
+    run.add_argument("--keep-gangs", type=_seconds(zero=True), default=0.0, metavar="SECONDS",
                      help="keep the gangs alive (idle) for SECONDS after the campaign, for the next campaign "
                           "on this cluster to reuse instead of starting its own (needs --address or "
                           "RAY_ADDRESS: an embedded Ray ends with the campaign)")
@@ -74,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--no-import", action="store_true",
                           help="check the file only; do not import the targets and argument builders "
                                "(offline validation, where the code is not installed)")
-    validate.add_argument("--import-timeout", type=float, default=120.0, metavar="SECONDS",
+    validate.add_argument("--import-timeout", type=_seconds(zero=False), default=120.0, metavar="SECONDS",
                           help="bound on importing every target and builder (default 120)")
     validate.add_argument("--address", help="also check the campaign's accelerator kinds (hardware) against this "
                                             "running Ray cluster (default: RAY_ADDRESS when set)")
@@ -84,10 +85,31 @@ def _parser() -> argparse.ArgumentParser:
     pre.add_argument("--address", help=ADDRESS_HELP)
     pre.add_argument("--cache-dir", help="the cache root to check on every node (default: each node's "
                                          "TRITON_DIST_AUTOTUNE_DIR, else ~/.triton_dist/autotune)")
+    pre.add_argument("--timeout", type=_seconds(zero=False), default=600.0, metavar="SECONDS",
+                     help="bound on the whole check (default 600): an argument builder or key_fn that hangs "
+                          "ends it with an error naming this bound")
 
     sub.add_parser("schema", help="print the JSON schema of campaign files (docs/campaign.schema.json), "
                                   "for editors and other tools")
     return parser
+
+
+#: the most seconds a duration flag takes (a week): beyond, a bound that never ends
+MAX_SECONDS = 7 * 24 * 3600.0
+
+
+def _seconds(zero: bool) -> Callable[[str], float]:
+    """An argparse type: a finite number of seconds, > 0 (``zero``: >= 0), at most a week."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero) or value > MAX_SECONDS:
+            raise argparse.ArgumentTypeError(f"must be a finite number of seconds {'>= 0' if zero else '> 0'}, "
+                                             f"at most {MAX_SECONDS:g} (a week); got {text!r}")
+        return value
+    return parse
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -194,7 +216,8 @@ def _preflight(args: argparse.Namespace) -> int:
     from .spec import load_campaign
 
     campaign = load_campaign(args.campaign)
-    ok, lines = summarize(preflight(campaign, address=args.address, cache_dir=args.cache_dir))
+    ok, lines = summarize(preflight(campaign, address=args.address, cache_dir=args.cache_dir,
+                                    timeout_s=args.timeout))
     print("\n".join(lines))
     print("preflight: every rank hits" if ok else "preflight: MISSES (see above)")
     return EXIT_OK if ok else EXIT_FAILED

@@ -3,9 +3,10 @@ few thousand nodes, whatever YAML aliases make a small file stand for (issue 17)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-__all__ = ["MAX_VALUE_DEPTH", "MAX_VALUE_NODES", "brief", "plain", "show"]
+__all__ = ["MAX_VALUE_DEPTH", "MAX_VALUE_NODES", "brief", "non_finite", "plain", "show"]
 
 #: bounds of one case value: YAML aliases can make a 300-byte file stand for a tree of 9^9 nodes
 MAX_VALUE_NODES = 10_000
@@ -29,6 +30,22 @@ def plain(value: Any) -> bool:
         elif not (item is None or isinstance(item, (bool, int, float, str))):
             return False
     return True
+
+
+def non_finite(value: Any) -> bool:
+    """Whether a plain value holds a NaN or an infinity (not JSON: reports and entries are strict
+    JSON). Walks at most the plain bounds' nodes (the value was bounded before)."""
+    stack, nodes = [value], 0
+    while stack and nodes <= MAX_VALUE_NODES:
+        item = stack.pop()
+        nodes += 1
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+    return False
 
 
 def brief(value: Any, budget: int = 80) -> str:

@@ -238,8 +238,9 @@ def _seed(campaign: Campaign, options: RunOptions, fleet: Fleet, stream: ResultS
     if options.seed != "nodes":
         return [{"root": str(root), "written": len(paths), "unchanged": 0, "errors": []}]
     bundles = load_binaries(root, _load_entries(paths)) if ship else None
-    return fleet.seed(by_kind, root, options.cache_dir, timeout_s=max(60.0, campaign.placement_timeout_s),
-                      binaries=bundles)
+    # --cache-dir as the driver resolved it (root): a relative one would be each raylet's own
+    return fleet.seed(by_kind, root, str(root) if options.cache_dir else None,
+                      timeout_s=max(60.0, campaign.placement_timeout_s), binaries=bundles)
 
 
 def _load_entries(paths: list[str]) -> list[dict[str, Any]]:

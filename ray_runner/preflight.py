@@ -74,7 +74,7 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
         del payload
         results = []
         for node, (ref, deadline) in zip(nodes, refs, strict=True):
-            result = _answer(ray, ref, deadline, node)
+            result = _answer(ray, ref, deadline, node, timeout_s)
             result["address"] = node.get("NodeManagerAddress")
             if plan.heterogeneous or campaign.hardware is not None:
                 result["hardware"] = "+".join(node_kinds(node)) or None
@@ -116,15 +116,17 @@ def _dispatch(ray: Any, nodes: Sequence[Mapping[str, Any]], payload: Any, cache_
     return [(ref, deadline) for ref in refs]
 
 
-def _answer(ray: Any, ref: Any, deadline: float, node: Mapping[str, Any]) -> dict[str, Any]:
-    """A node's answer, or an error naming why there is none."""
+def _answer(ray: Any, ref: Any, deadline: float, node: Mapping[str, Any], bound_s: float = 0.0) -> dict[str, Any]:
+    """A node's answer, or an error naming why there is none (``bound_s``: the check's bound, said)."""
     try:
         if ref is None:
             raise TimeoutError("not checked: the reference node of its kind did not answer in time")
         ready, _ = ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))
         if not ready:
             ray.cancel(ref, force=True)
-            raise TimeoutError("the check did not finish in time")
+            raise TimeoutError(f"the check did not finish within {bound_s:g}s (preflight --timeout): does an "
+                               "argument builder or key_fn hang? `run` names the case whose attempt times out "
+                               "(case_timeout_s); a larger campaign may need a larger --timeout")
         return dict(ray.get(ref, timeout=0))
     except Exception as exc:  # noqa: BLE001 - reported per node
         return {"host": node.get("NodeManagerAddress"), "error": f"{type(exc).__name__}: {exc}"[:500], "rows": []}

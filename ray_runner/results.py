@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from triton_dist._store import files as _cache
+
 from .spec import Campaign, CaseSpec, case_text
 
 __all__ = ["ResultStream", "campaign_digest", "case_id", "case_row", "config_text", "entry_paths",
@@ -148,12 +150,13 @@ def case_row(run: Any) -> dict[str, Any]:
 
 
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
-    """The stream's records; a torn last line (the driver killed mid-write) is skipped."""
-    with open(path, encoding="utf-8") as f:
+    """The stream's records; a torn last line (the driver killed mid-write) and any line that is not
+    a JSON object in UTF-8 are skipped."""
+    with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is skipped like a torn one
         for line in f:
             try:
                 record = json.loads(line)
-            except ValueError:
+            except ValueError:  # UnicodeDecodeError too
                 continue
             if isinstance(record, dict):
                 yield record
@@ -252,12 +255,16 @@ class ResultStream:
 
 
 def _exists(path: Any) -> bool:
-    """The entry file is there and not empty (the driver writes entries with the fsync in the
-    background: a machine crash may leave an empty file behind a row)."""
-    try:
-        return isinstance(path, str) and os.stat(path).st_size > 0
-    except OSError:
+    """The entry file is there and the reader would take it (an inline call's rule: the driver
+    writes entries with the fsync in the background, so a machine crash may leave an empty file
+    behind a row; anything may have damaged it since). A case whose entry is not is tuned again."""
+    if not isinstance(path, str):
         return False
+    entry, why = _cache.load_json(Path(path))
+    if entry is None and why != "missing":
+        log.warning("the entry %s of a case an earlier run finished is unusable (%s): the case is tuned again",
+                    path, why)
+    return entry is not None
 
 
 def entry_paths(path: Path, campaign: Campaign, kinds: Iterable[str | None] = (None,)) -> list[str]:

@@ -168,13 +168,23 @@ def _seed_here(shipped: Sequence[tuple[str, bytes]], root: str | None,
     return result
 
 
-def _chunks(paths: Sequence[str], root: Path) -> Iterator[list[tuple[str, bytes]]]:
-    """The entry files under ``root``, read once, in chunks of at most ~:data:`CHUNK_BYTES`."""
+def _chunks(paths: Sequence[str], root: Path, refused: list[str]) -> Iterator[list[tuple[str, bytes]]]:
+    """The entry files under ``root``, read once, in chunks of at most ~:data:`CHUNK_BYTES`; one
+    that the reader would not take (damaged since its case finished) is left out and said in
+    ``refused``: a node's good copy must not be replaced by it."""
     chunk: list[tuple[str, bytes]] = []
     size = 0
     for path in paths:
         rel = Path(path).relative_to(root).as_posix()
-        data = Path(path).read_bytes()
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            refused.append(f"{path}: {type(exc).__name__}: {exc}"[:500])
+            continue
+        entry, why = _cache.parse_entry(data)
+        if entry is None:
+            refused.append(f"{path}: {why}"[:500])
+            continue
         chunk.append((rel, data))
         size += len(data)
         if size >= CHUNK_BYTES:
@@ -202,7 +212,8 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
                             "address": n.get("NodeManagerAddress"), "written": 0, "unchanged": 0, "errors": [],
                             "seconds": 0.0, "cpu_s": 0.0, "flush_s": 0.0} for n in nodes}
     started = time.monotonic()
-    for chunk in _chunks(paths, Path(root)):
+    refused: list[str] = []
+    for chunk in _chunks(paths, Path(root), refused):
         built, expected = build_packs(chunk)  # once, here: a node writes one file per function
         ids = {PurePosixPath(rel).stem for rel, _ in chunk}
         shipped = ray.put({i: b for i, b in binaries.items() if i in ids}) if binaries else None
@@ -213,11 +224,15 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
         del payload, shipped
         _collect(ray, refs, totals, expected, timeout_s)
     results = list(totals.values())
+    for result in results:  # every node lacks them: each one's summary says so (and the run fails)
+        result["errors"] += [f"not seeded, the driver's entry is unusable (run the campaign again to tune "
+                             f"its case): {why}" for why in refused]
     for result in results:
         log.info("seeded node %s (%s): %d written, %d already there, root %s, %.1fs%s", result["node_id"][:12],
                  result["address"], result["written"], result["unchanged"], result["root"], result["seconds"],
                  f", {len(result['errors'])} errors" if result["errors"] else "")
-    log.info("seeded %d entries on %d node(s) in %.1fs", len(paths), len(nodes), time.monotonic() - started)
+    log.info("seeded %d entries on %d node(s) in %.1fs", len(paths) - len(refused), len(nodes),
+             time.monotonic() - started)
     return results
 
 

@@ -56,7 +56,7 @@ from triton_dist.errors import CampaignError
 from triton_dist.settings import DEVICE_KINDS
 
 from ._spec_errors import CAMPAIGN_ERROR, error_lines
-from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, Screen, Unchecked, glimpse, plain
+from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, Screen, Unchecked, glimpse, non_finite, plain
 from .hardware import parse_hardware
 
 __all__ = ["DEVICES", "MAX_CASES", "Campaign", "CaseSpec", "TargetSpec", "campaign_schema", "load_campaign",
@@ -108,7 +108,14 @@ def _plain_value(value: Any, info: ValidationInfo) -> Any:
     if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
         _fail(f"must be a plain value (number, string, bool, null or a list/mapping of them, at most "
               f"{MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep), got {glimpse(value)}")
+    _finite(value)
     return value
+
+
+def _finite(value: Any) -> None:
+    if non_finite(value):
+        _fail(f"holds NaN or infinity ({glimpse(value)}), which JSON cannot hold (the reports and cache keys "
+              "are JSON): write it as a string, e.g. 'inf', and convert it in the argument builder")
 
 
 def _grid_values(value: Any, info: ValidationInfo) -> Any:
@@ -117,6 +124,7 @@ def _grid_values(value: Any, info: ValidationInfo) -> Any:
     if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
         _fail(f"values must be plain (numbers, strings, bools, null), at most {MAX_VALUE_NODES} of them, "
               f"got {glimpse(value)}")
+    _finite(value)
     return value
 
 
@@ -194,6 +202,11 @@ _MODEL = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, vali
 
 # ---------------------------------------------------------------------------- the models
 
+#: the largest gang a case may ask for (a world larger than any job's; Ray refuses resource
+#: quantities past 1e14, which a campaign once reached with a world of 10^20 and a traceback)
+MAX_WORLD_SIZE = 65536
+
+
 class TargetSpec(BaseModel):
     """One tuned function and the cases to tune it for (``targets[i]``)."""
 
@@ -203,8 +216,8 @@ class TargetSpec(BaseModel):
                                  "`triton_dist.tune.autotune`, importable on the device actors.")
     args: ImportPath = Field(description="`module:attr` of the argument builder "
                              "`builder(case: dict, ctx) -> (args: tuple, kwargs: dict)`.")
-    world_size: int = Field(1, ge=1, strict=True, description="Ranks per case: each case runs on a gang "
-                            "of this many device actors, in a world of exactly that size.")
+    world_size: int = Field(1, ge=1, le=MAX_WORLD_SIZE, strict=True, description="Ranks per case: each case runs "
+                            "on a gang of this many device actors, in a world of exactly that size (at most 65536).")
     cases: Annotated[tuple[Case, ...], _null_is(())] = Field(
         (), description="The explicit cases: mappings of parameter names to plain values, handed to the builder.")
     grid: Annotated[dict[ParamName, GridValues], Field(min_length=1)] | None = Field(

@@ -70,6 +70,11 @@ def load_attr(path: str, what: str) -> Any:
             "be importable on every node (installed in the image, or under the working directory "
             "that `ray job submit --working-dir .` uploads)."
         ) from exc
+    except Exception as exc:  # the module's own code failed while it was imported
+        raise CampaignError(
+            f"{what}: importing module {module_name!r} raised {type(exc).__name__}: {str(exc)[:300]}. "
+            "The module fails at import time: fix it, or point the campaign at another module."
+        ) from exc
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

@@ -266,14 +266,7 @@ class AutoTuner(metaclass=_TunerType):
 
     def _miss(self, key: Any, args: tuple, kwargs: dict, verbose: bool, overwrite: bool, pg: Any,
               table: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
-        try:
-            hash(key)
-        except TypeError:
-            raise KeyFunctionError(
-                f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
-                f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
-                "(tuple(x.shape), str(x.dtype))."
-            ) from None
+        self._check_hashable(key)
         self._check_positional(args)
         self._check_overwrite(self.config_space[0], kwargs, overwrite)
         if _dataless.holds_no_data(args, kwargs):  # meta or fake tensors: nothing to measure
@@ -311,6 +304,16 @@ class AutoTuner(metaclass=_TunerType):
         self._calls[key] = bind_call(self.fn, best, arity)
         if self._best.get(key) is not best:  # decided again meanwhile (another thread): not this one
             self._calls.pop(key, None)
+
+    def _check_hashable(self, key: Any) -> None:
+        try:
+            hash(key)
+        except TypeError:
+            raise KeyFunctionError(
+                f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
+                f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
+                "(tuple(x.shape), str(x.dtype))."
+            ) from None
 
     def _check_positional(self, args: tuple) -> None:
         """A positional argument in the place of a config field would reach the function twice."""
@@ -355,7 +358,7 @@ class AutoTuner(metaclass=_TunerType):
             raise TypeError(f"{self.target.qualname}.tune() takes no autotune= keyword: it always tunes. "
                             "To run config_space[0] without tuning, call the function with autotune=False.")
         key = self._key(args, kwargs)
-        hash(key)
+        self._check_hashable(key)
         self._check_positional(args)
         self._check_overwrite({}, kwargs, autotune_allow_arg_overwrite)
         if _dataless.holds_no_data(args, kwargs):  # its "timings" would be written as the key's entry

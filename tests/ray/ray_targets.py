@@ -70,3 +70,9 @@ def make_host_args(case: dict[str, Any], ctx: Any) -> tuple[tuple, dict[str, Any
 
 def not_tuned(n: int) -> int:
     return n
+
+
+def make_args_that_hang(case: dict[str, Any], ctx: Any) -> tuple[tuple, dict[str, Any]]:
+    """A builder that never returns (a user's bug): what a preflight check's bound is for."""
+    time.sleep(3600)
+    return make_host_args(case, ctx)

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -278,3 +279,13 @@ def test_a_gang_whose_case_failed_is_not_kept(ray_address: str, tmp_path: Path) 
         assert ray.get(rank0.node.remote(), timeout=30)["pid"] != int((tmp_path / "die").read_text())
     finally:
         stop_pooled(ray)
+
+
+def test_preflight_ends_a_check_that_hangs_at_its_timeout_and_names_the_bound(ray_address: str, tmp_path: Path) -> None:
+    hangs = campaign([target(("tests.ray.ray_targets:host", "tests.ray.ray_targets:make_args_that_hang"), 1,
+                             [{"n": 1}])], tmp_path)
+    started = time.monotonic()
+    ok, lines = summarize(preflight(hangs, cache_dir=str(tmp_path / "cache"), timeout_s=5))
+    # before: 600 s whatever the campaign, "the check did not finish in time"
+    assert not ok and time.monotonic() - started < 60
+    assert "did not finish within 5s (preflight --timeout)" in "\n".join(lines), lines

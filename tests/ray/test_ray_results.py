@@ -37,7 +37,8 @@ def _entry(n: int) -> dict[str, Any]:
     best = {"index": n % 3, "time_ms": 1.0 + n % 5, "config": {"cost_ms": float(n % 3)}}
     return {"schema": _cache.SCHEMA_NAME, "id": f"{n:032x}", "function": "sleepy", "qualname": "sleepy",
             "key": f"({n},)", "source_hash": "s", "hardware": {"digest": "hw"}, "versions": {}, "world_size": 1,
-            "best": best, "default_time_ms": 2.0 + n % 5, "candidates": [{"index": 0, "time_ms": 2.0}]}
+            "best": best, "default_time_ms": 2.0 + n % 5,
+            "candidates": [{"index": i, "time_ms": 2.0 + i} for i in range(3)]}  # an entry the reader takes
 
 
 def _finish(queue: sch.CaseQueue, root: Path, tuned: int, failed: int) -> list[sch.CaseRun]:
@@ -280,3 +281,39 @@ def test_a_campaign_over_two_kinds_is_done_per_case_and_kind(tmp_path: Path) -> 
     assert not set(by_kind["KA"]) & set(by_kind["KB"])  # one case, two kinds: two entry files
     assert len(entry_paths(second.path, campaign, ("KA", "KB"))) == 420
     second.close()
+
+
+def test_a_resumed_case_whose_entry_was_damaged_and_a_line_that_is_not_utf8_are_not_taken(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 4)
+    stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    _finish(sch.CaseQueue(campaign.cases(), 0, on_done=stream.write), root, tuned=4, failed=0)
+    stream.close()
+    with open(stream_path(campaign), "ab") as f:
+        f.write(b'{"case_id": "\xff\xfe", "status": "tuned"}\n')  # not UTF-8: skipped, as a torn line is
+    rows, _ = read_rows(stream_path(campaign))
+    paths = [Path(row["path"]) for row in rows.values()]
+    paths[0].write_text('{"schema": 1, "trunc')  # damaged since (before: non-empty was enough)
+    paths[1].write_text(paths[1].read_text().replace('"best"', '"bets"'))  # valid JSON, not an entry
+    with caplog.at_level("WARNING", logger="ray_runner.results"):
+        resumed = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    resumed.close()
+    assert len(resumed.done) == 2  # the two damaged cases are tuned again
+    assert sum("is unusable" in r.getMessage() and "tuned again" in r.getMessage() for r in caplog.records) == 2
+
+
+def test_seeding_leaves_out_an_entry_the_reader_would_refuse_and_says_so(tmp_path: Path) -> None:
+    from ray_runner.seed import _chunks
+
+    driver = tmp_path / "driver"
+    paths = [_cache.write_entry(driver, _entry(n)) for n in range(3)]
+    paths[1].write_text('{"schema": 1, "trunc')
+    refused: list[str] = []
+    chunks = list(_chunks([str(p) for p in paths], driver, refused))
+    # a node's good copy is never replaced by the damaged bytes (before: copied, "verified"
+    # byte-identical, and the run said it seeded them)
+    assert [[rel for rel, _ in chunk] for chunk in chunks] == [[p.relative_to(driver).as_posix()
+                                                                for p in (paths[0], paths[2])]]
+    assert len(refused) == 1 and str(paths[1]) in refused[0] and "JSON" in refused[0]
+

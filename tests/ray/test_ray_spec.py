@@ -64,6 +64,11 @@ def test_defaults_and_grid_expansion() -> None:
     (lambda d: d.update(env={"A": ["x"]}), "env.A: must be a string"),
     (lambda d: d.update(targets=[]), "targets: must be a non-empty list"),
     (lambda d: d["targets"][0].pop("cases") and d["targets"][0].pop("grid"), "targets[0]: has no cases"),
+    # session 27's tester: a world past Ray's resource bound was a Ray traceback at run time, and
+    # NaN or infinity in a case was written into the reports and keys as non-standard JSON
+    (lambda d: d["targets"][0].update(world_size=10**20), "targets[0].world_size: must be <= 65536"),
+    (lambda d: d["targets"][0].update(cases=[{"n": 8, "x": math.nan}]), "targets[0].cases[0].x: holds NaN"),
+    (lambda d: d["targets"][0].update(grid={"y": [1, math.inf]}), "targets[0].grid.y: holds NaN or infinity"),
 ])
 def test_errors_name_the_field_path(mutate, expected: str) -> None:
     data = copy.deepcopy(GOOD)

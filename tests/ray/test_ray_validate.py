@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from ray_runner import scheduler as sch
@@ -69,3 +70,30 @@ def test_one_case_per_cache_entry() -> None:
     assert conflict is not None and conflict.kind == "conflict" and "ignores the world size" in conflict.message
     first.status = sch.FAILED  # a failed owner's entry goes to the next case that has it
     assert claims.claim(dup, ident) is None
+
+
+def test_validate_names_a_module_that_raises_while_it_is_imported(tmp_path: Path) -> None:
+    (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('module import side effect failure')\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"device": "cpu", "targets": [
+        {"function": "raises_at_import:f", "args": "raises_at_import:g", "cases": [{"n": 1}]}]}))
+    proc = subprocess.run([sys.executable, "-m", "ray_runner", "validate", str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    # before: "error: module import side effect failure", naming neither the module nor the field
+    assert proc.returncode == 2, proc.stderr
+    assert ("function raises_at_import:f: importing module 'raises_at_import' raised RuntimeError: module import "
+            "side effect failure") in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--import-timeout", "nan"), ("--import-timeout", "inf"),
+                                             ("--import-timeout", "0"), ("--import-timeout", "-1"),
+                                             ("--keep-gangs", "nan"), ("--keep-gangs", "1e308")])
+def test_duration_flags_take_finite_seconds_only(tmp_path: Path, flag: str, value: str) -> None:
+    command = "validate" if flag == "--import-timeout" else "run"
+    proc = subprocess.run([sys.executable, "-m", "ray_runner", command, str(tmp_path / "c.yaml"), flag, value],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    # before: a traceback (nan, inf: exit 1), a timeout "within -1s", or nan accepted silently
+    assert proc.returncode == 2 and f"argument {flag}: must be a finite number of seconds" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr
+

@@ -262,3 +262,18 @@ def test_every_json_document_is_strict_json(valid, cache_dir, tmp_path, capsys):
                  ["prune", "--invalid", "--dry-run"], ["export", str(tmp_path / "a.tar.gz")]):
         status, out, err = run_cli(capsys, argv[0], "--json", "--dir", str(cache_dir), *argv[1:])
         assert isinstance(strict_json(out), dict), argv
+
+
+def test_an_entry_that_cannot_be_created_names_its_folder_not_dot(tmp_path):
+    folder = tmp_path / "root" / "host"
+    folder.mkdir(parents=True)
+    script = ("from triton_dist._store.create import create_entry_text\n"
+              "try:\n"
+              f"    create_entry_text({str(folder / 'e.json')!r}, b'{{}}')\n"
+              "except OSError as exc:\n"
+              "    print('FILENAME', exc.filename, type(exc).__name__)\n")
+    done = _in_private_mounts(f"mount --bind {folder} {folder} && mount -o remount,bind,ro {folder} && "
+                              f"exec {sys.executable} -c \"$SCRIPT\"", {"SCRIPT": script})
+    # before: "[Errno 30] Read-only file system: '.'" (the unnamed file is opened as "." of the folder)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["FILENAME", str(folder), "OSError"], done.stdout

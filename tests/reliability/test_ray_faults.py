@@ -263,3 +263,37 @@ def test_sigterm_to_the_whole_process_group_with_an_embedded_ray_reports_and_exi
     report = json.loads((tmp_path / "reports" / "grouped.json").read_text())
     assert report["interrupted"] is True
     assert [row["status"] for row in report["cases"]].count("tuned") >= len(kept) - 1  # a case may finish meanwhile
+
+
+def test_a_rerun_tunes_again_a_case_whose_entry_was_damaged_and_seeds_no_damaged_entry(ray_address, tmp_path):
+    """A re-run resumes only cases whose entries the reader would take (before: a non-empty file
+    was enough, so a damaged entry was reported "finished by an earlier run", exit 0, and
+    ``--seed nodes`` copied it over the nodes' good copies)."""
+    cache = tmp_path / "cache"
+    campaign = write_campaign(tmp_path, "damaged", "slow_host", [{"n": 1}, {"n": 2}])
+
+    def run() -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "ray_runner", "run", str(campaign), "--address", ray_address,
+                               "--cache-dir", str(cache), "--seed", "nodes", "--no-progress"], cwd=REPO,
+                              env={**os.environ, **RAY_ENV}, capture_output=True, text=True, timeout=240)
+
+    first = run()
+    assert first.returncode == 0, first.stderr[-3000:]
+    loose = sorted((cache / "slow_host").glob("*.json"))
+    assert len(loose) == 2
+    loose[0].write_text('{"schema": 1, "trunc')  # damaged after the run (a full disk, a bad copy)
+    second = run()
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "unusable" in second.stderr and "1 of 2 cases were finished by an earlier run" in second.stderr
+    rows = report_rows(tmp_path, "damaged")
+    assert sorted((row["status"], row["run"]) for row in rows.values()) == [("tuned", 1), ("tuned", 2)]
+    verify = subprocess.run([sys.executable, "-m", "triton_dist.cache", "verify", "--dir", str(cache)], cwd=REPO,
+                            capture_output=True, text=True, timeout=120)
+    # the damaged bytes are kept in history (nothing is lost), and only there
+    problems = [line for line in verify.stdout.splitlines() if line.strip().startswith("corrupt")]
+    assert len(problems) == 1 and "/slow_host/history/" in problems[0], verify.stdout[-2000:]
+    check = ("from tests.reliability.ray_fault_targets import slow_host\nprint([slow_host(n) for n in (1, 2)])")
+    done = subprocess.run([sys.executable, "-c", check], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache),
+                               "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict"})
+    assert done.returncode == 0, done.stderr[-2000:]

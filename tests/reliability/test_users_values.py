@@ -267,3 +267,13 @@ def test_a_set_config_value_is_shown_as_the_set_it_stands_for():
     assert render_value(encoded) == "frozenset({'bias', 'gelu'})"
     assert render_value(encode_value({3, 1})) == "{1, 3}" and render_value(encode_value(set())) == "set()"
     assert config_text({"ops": encoded}) == "ops=frozenset({'bias', 'gelu'})"
+
+
+def test_tune_names_an_unhashable_key_as_a_call_does(cache_dir):
+    @autotune([{"scale": 1}, {"scale": 2}], lambda x: [tuple(x.shape)], n_warmup=1, n_repeat=2)
+    def host(x, scale):
+        return x * scale
+
+    for call in (lambda: host(torch.ones(2)), lambda: host.tune(torch.ones(2))):  # tune(): a bare TypeError before
+        with pytest.raises(KeyFunctionError, match="returned an unhashable list"):
+            call()

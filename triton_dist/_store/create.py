@@ -30,6 +30,10 @@ def create_entry_text(path: Path | str, text: str | bytes, fsync: bool = True, f
         dir_fd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY) if folder is None else folder
         try:
             created = _create_unnamed(dir_fd, os.path.basename(path), data, fsync)
+        except OSError as exc:  # the unnamed file is opened as "." of the folder: name the folder
+            if exc.filename != ".":
+                raise
+            raise type(exc)(exc.errno, exc.strerror, os.path.dirname(path) or ".") from None
         finally:
             if folder is None:
                 os.close(dir_fd)
