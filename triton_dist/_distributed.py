@@ -54,6 +54,12 @@ def resolve_group(pg: Any) -> GroupView | None:
             "autotune_pg was given but torch.distributed is not initialised in this process; "
             "call torch.distributed.init_process_group (or triton_dist.dist.init_distributed) first."
         )
+    non_member = getattr(getattr(dist, "GroupMember", None), "NON_GROUP_MEMBER", object())
+    if pg is non_member or (type(pg) is int and pg == non_member):  # new_group's answer to a non-member
+        raise RankFailureError(
+            f"this process (global rank {dist.get_rank()}) is not a member of the autotune_pg it passed "
+            "(torch.distributed.new_group returns a placeholder to the ranks it leaves out); pass the group "
+            "this rank belongs to, or call the tuned function without it on the other ranks.")
     if not isinstance(pg, dist.ProcessGroup):
         raise RankFailureError(
             f"autotune_pg must be a torch.distributed process group, got {type(pg).__name__} {pg!r:.100}; "
@@ -186,13 +192,16 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
                 by_value.setdefault(str(v), []).append(view.ranks[r])
             seen = "; ".join(f"ranks {rs} saw {v[:300]}" for v, rs in by_value.items())
             lines.append(f"  {name}: {seen}")
+    spaces = ("\nThe config spaces differ between ranks (other configs, or the same ones in another order): "
+              "build config_space identically on every rank, so that an index names one config everywhere."
+              if any(line.lstrip().startswith("space:") for line in lines) else "")
     source = ("\nThe source hashes differ: the function, the Triton kernels it calls or what its closure "
               "captures differ between ranks (a function made per rank, closing over the rank): pass "
               "such values as arguments, so that every rank tunes the same function."
               if any(line.lstrip().startswith("source:") for line in lines) else "")
     raise RankDisagreementError(
         f"the ranks of the tuning {view.describe()} disagree, so none of them tunes:\n"
-        + "\n".join(lines) + source
+        + "\n".join(lines) + spaces + source
         + "\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
         "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
         "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "

@@ -17,6 +17,7 @@ and writes). Keeping it in one place keeps the two byte-compatible.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import logging
 import math
 import warnings
@@ -219,10 +220,21 @@ def _fields(plan: _Plan) -> dict[str, str]:
     # entries: the group's entry, written under one rank's, would be a miss for the others;
     # "host": one writer per node and cache root (ranks of one node may keep their own caches)
     root = "" if plan.root is None else str(plan.root.resolve())
+    # "space": the configs themselves, not their indices (ranks whose spaces hold other configs, or
+    # the same in another order, would agree on indices and run different configs)
     return {"key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
+            "space": _space_text(plan.call.space) if plan.call is not None else "",
             "source": plan.call.source_hash if plan.call is not None else "",
             "error": describe(plan.error) if plan.error else "", "host": f"{host_id()}:{root}",
             "reuse": plan.reuse.signature() if plan.reuse is not None else ""}
+
+
+def _space_text(space: list[Any]) -> str:
+    """The encoded config space, as the agreement compares and shows it (a digest after its start)."""
+    text = "[" + ", ".join(_cache.config_text(c) for c in space) + "]"
+    if len(text) <= 120:
+        return text
+    return f"{text[:100]}... ({len(space)} configs, sha256 {hashlib.sha256(text.encode()).hexdigest()[:16]})"
 
 
 def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) -> Outcome:

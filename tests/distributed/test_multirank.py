@@ -150,3 +150,17 @@ def test_a_bad_autotune_pg_is_a_clear_error(tmp_path, what):
     results = run_ranks(workers.bad_group, 2, env=_env(tmp_path), args=(what,), tmp=tmp_path)
     assert [r.get("error") for r in results] == ["RankFailureError"] * 2, results
     assert all("must be a torch.distributed process group" in r["message"] for r in results)
+
+
+def test_spaces_that_differ_by_rank_at_one_length_are_a_disagreement(tmp_path):
+    results = run_ranks(workers.disagree_space, 2, env=_env(tmp_path), tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
+    for r in results:
+        assert "space: ranks [0] saw" in r["message"] and "The config spaces differ" in r["message"], r
+
+
+def test_a_rank_left_out_of_a_subgroup_is_told_so(tmp_path):
+    results = run_ranks(workers.outside_subgroup, 3, env=_env(tmp_path), tmp=tmp_path)
+    assert "ok" in results[0] and "ok" in results[1], results
+    assert results[2].get("error") == "RankFailureError", results
+    assert "global rank 2) is not a member of the autotune_pg" in results[2]["message"], results[2]

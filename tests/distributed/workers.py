@@ -267,3 +267,26 @@ def closure_over_rank(rank, world_size):
 def bad_group(rank, world_size, what):
     group = {"ranks": [0, 1], "flag": True}[what]
     return host(7, COST_MS[rank], autotune_pg=group)
+
+
+def _space_by_rank() -> list[dict[str, int]]:
+    space = [{"cfg": 0}, {"cfg": 1}, {"cfg": 2}]
+    return space if int(os.environ["RANK"]) == 0 else [space[0], space[2], space[1]]  # same configs, other order
+
+
+def disagree_space(rank, world_size):
+    """Spaces of one length whose configs differ by rank: before, the ranks agreed on the indices
+    and each ran its own config at the index the group picked (no error)."""
+
+    @autotune(config_space=_space_by_rank(), key_fn=_key, n_warmup=1, n_repeat=2)
+    def host_rank_space(n, rank_cost, cfg):
+        time.sleep([20.0, 1.0, 2.0][cfg] / 1000.0)
+        return cfg
+
+    return host_rank_space(1, None, autotune_pg=dist.group.WORLD)
+
+
+def outside_subgroup(rank, world_size):
+    """Rank 2 is left out of new_group([0, 1]) (torch hands it a placeholder) and passes it."""
+    group = dist.new_group([0, 1])
+    return host(4, [1.0, 2.0, 3.0], autotune_pg=group)
