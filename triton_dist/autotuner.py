@@ -118,6 +118,7 @@ class ContextualAutoTuner(Generic[R]):
                 while True:
                     session.begin_run()
                     result = self.fn(*args, **kwargs)
+                    session.end_run()
                     if session.is_final_run():
                         return result
                     stalled = session.stalled()

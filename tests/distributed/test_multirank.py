@@ -164,3 +164,27 @@ def test_a_rank_left_out_of_a_subgroup_is_told_so(tmp_path):
     assert "ok" in results[0] and "ok" in results[1], results
     assert results[2].get("error") == "RankFailureError", results
     assert "global rank 2) is not a member of the autotune_pg" in results[2]["message"], results[2]
+
+
+def test_contextual_a_kernel_launched_on_one_rank_only_is_a_disagreement_at_once(tmp_path):
+    import contextual_workers
+
+    results = run_ranks(contextual_workers.extra_kernel_on_one_rank, 2, timeout_s=90,
+                        env=_env(tmp_path, TRITON_INTERPRET="1", TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="60"),
+                        tmp=tmp_path)
+    # before: both ranks waited out the timeout in different phases (a registration against the
+    # MAX reduction), each with a message saying a rank "did not call" the function
+    assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
+    assert "the end of run 1" in results[0]["message"] and "the registration of _scale" in results[1]["message"]
+
+
+def test_contextual_a_kernel_tuned_alone_before_is_tuned_again_with_the_group(tmp_path):
+    import contextual_workers
+
+    results = _ok(run_ranks(contextual_workers.tuned_alone_before_on_one_rank, 2, timeout_s=120,
+                            env=_env(tmp_path, TRITON_INTERPRET="1", TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="30"),
+                            tmp=tmp_path))
+    # before: rank 0 took its own config without the group and returned; rank 1 timed out
+    assert results[0]["y"] == results[1]["y"] == [2.0] * 128
+    assert results[0]["config"] == results[1]["config"]  # one decision, the group's
+    assert results[0]["runs"] == results[1]["runs"] > 1 and results[0]["then"] == results[1]["then"] == 1

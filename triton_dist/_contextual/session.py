@@ -26,6 +26,7 @@ import logging
 import math
 import statistics
 import warnings
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,11 @@ LOG_DIR = ".autotune_logs"
 NO_VALID_CONFIG = "cannot find valid config"
 #: runs after the first that were to be kept and met a new key: more, and the keys never settle
 MAX_LATE_KEYS = 4
+#: the (key, WORLD ranks) of each autotuner that a group decided (``is_dist=True``): a config in its
+#: ``cache`` that this rank decided alone (an ``is_dist=False`` call, a stock tuning, a warm-up)
+#: does not let it skip the group's tuning, which the other ranks would wait for (U7's rule for
+#: ``autotune``: decisions per group)
+_GROUP_DECIDED: weakref.WeakKeyDictionary[Any, set[tuple[Any, tuple[int, ...]]]] = weakref.WeakKeyDictionary()
 
 
 def _key_text(key: tuple, named: dict[str, Any]) -> str:
@@ -140,7 +146,7 @@ class Session:
         state = self.states.get((id(at), key))
         if state is None:
             cache = getattr(at, "cache", None)
-            if cache is None or key not in cache:
+            if cache is None or key not in cache or not self._decided_by_group(at, key):
                 state = self._register(at, key, named, args, kwargs)
             if state is None:  # tuned before this call, or pruned to one config
                 return self._launch_decided(at, at.cache[key], original, args, kwargs)
@@ -163,6 +169,26 @@ class Session:
                    + ". Give the kernel a list of configs (plain triton.autotune) to tune it in context.")
         self.info("%s", message)
         warnings.warn(message, TritonDistWarning, stacklevel=4)
+
+    def _decided_by_group(self, at: Any, key: tuple) -> bool:
+        """Without ``is_dist``, any cached config is this call's; with it, only the group's."""
+        return self.view is None or (key, self.view.ranks) in _GROUP_DECIDED.get(at, ())
+
+    def _group_decided(self, at: Any, key: tuple) -> None:
+        if self.view is not None:
+            _GROUP_DECIDED.setdefault(at, set()).add((key, self.view.ranks))
+
+    def end_run(self) -> None:
+        """With ``is_dist``, after a run that tuned: every rank is at the end of the same run with
+        the same kernels registered. A rank that launched a kernel the others did not is then at
+        another collective (its kernel's registration): the fields differ and every rank raises
+        the same RankDisagreementError at once, where they would otherwise time out in different
+        phases (a registration against a MAX reduction) with a message naming neither."""
+        if self.view is None or not self.run_tunes:
+            return
+        kernels = ", ".join(f"{s.name} {s.key_text}" for s in self.states.values())
+        self._agree_at({"kernel": f"(the end of run {self.run_index} of the outer function)",
+                        "key": f"kernels tuning: {kernels}", "configs": ""}, f"the end of run {self.run_index}")
 
     def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
                         kwargs: dict) -> Any:
@@ -193,6 +219,7 @@ class Session:
             if getattr(at, "cache", None) is None:
                 at.cache = {}
             at.cache[key] = configs[0]
+            self._group_decided(at, key)
             return None
         candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
         if not precompile_candidates(candidates, at, args, kwargs, self, f"func: {name} | key: {key_text}"):
@@ -240,17 +267,24 @@ class Session:
         # The schedule length depends on the candidate count: ranks that disagree would stop
         # matching launches (and hang in the MAX reduction), so check before the first one.
         # the key too: timings of other problems on other ranks must not be MAX-reduced together
-        fields = {"kernel": name, "key": key_text, "configs": " | ".join(str(c) for c in configs)}
+        self._agree_at({"kernel": name, "key": key_text, "configs": " | ".join(str(c) for c in configs)},
+                       f"the registration of {name}, key {key_text}")
+
+    def _agree_at(self, fields: dict[str, str], where: str) -> None:
+        """Every collective of an ``is_dist`` tuning but the MAX itself is this agreement, with the
+        same three fields: ranks at different points of their runs (one registering a kernel the
+        others do not launch, one at the end of its run or at a MAX reduction) compare unequal
+        fields and all raise at once, instead of pairing mismatched collectives until a timeout."""
         try:
             agree(self.view, self.backend, fields, self.timeout_s)  # type: ignore[arg-type]
         except RankDisagreementError as exc:
             lines = "\n".join(exc.details.get("disagreement", []))
             raise RankDisagreementError(
                 f"contextual tuning of {self.qualname} (is_dist=True): the WORLD ranks registered "
-                f"different inner kernels, keys or candidate lists at the same launch (this rank: "
-                f"{name}, key {key_text}):\n{lines}\nEvery WORLD rank must run the same outer "
-                "function with the same kernels and shapes; make prune_configs_by independent of "
-                "the rank.",
+                f"different inner kernels, keys or candidate lists, or reached different points of "
+                f"the outer function's run (this rank: {where}):\n{lines}\nEvery WORLD rank must run "
+                "the same outer function with the same kernels and shapes (a kernel launched on some "
+                "ranks only cannot be tuned over WORLD); make prune_configs_by independent of the rank.",
                 disagreement=exc.details.get("disagreement", []),
             ) from exc
 
@@ -403,6 +437,8 @@ class Session:
                  for c in state.candidates]
         if self.view is not None:
             local = means
+            self._agree_at({"kernel": state.name, "key": state.key_text, "configs": "(the MAX of its timings)"},
+                           f"the MAX reduction of {state.name}, key {state.key_text}")
             means = max_reduce(self.view, self.backend, means, self.timeout_s)
             self.info("func: %s | key: %s | MAX over WORLD (%d ranks): %s (this rank: %s)",
                       state.name, state.key_text, self.view.size, _fmt(means), _fmt(local))
@@ -422,6 +458,7 @@ class Session:
         if cache is None:
             cache = state.at.cache = {}
         cache[state.key] = best.config
+        self._group_decided(state.at, state.key)
         state.at.configs_timings = {c.config: m for c, m in zip(state.candidates, means, strict=True)}
         state.best, state.done = best, True
         state.inner.finished(state.at, state.name, state.key, best.config, state.at.configs_timings)
