@@ -71,14 +71,16 @@ def _parser() -> argparse.ArgumentParser:
     pool.add_argument("--address", help="Ray address of the cluster that keeps them (default: RAY_ADDRESS; required)")
 
     validate = sub.add_parser("validate", help="check a campaign file without running it")
-    validate.add_argument("campaign", help=CAMPAIGN_HELP + "; checks every field (and prints the cases it expands to)")
+    validate.add_argument("campaign", help=CAMPAIGN_HELP + "; checks every field (and prints how many cases it "
+                                                           "expands to)")
     validate.add_argument("--no-import", action="store_true",
                           help="check the file only; do not import the targets and argument builders "
                                "(offline validation, where the code is not installed)")
     validate.add_argument("--import-timeout", type=_seconds(zero=False), default=120.0, metavar="SECONDS",
                           help="bound on importing every target and builder (default 120)")
     validate.add_argument("--address", help="also check the campaign's accelerator kinds (hardware) against this "
-                                            "running Ray cluster (default: RAY_ADDRESS when set)")
+                                            "running Ray cluster (default: RAY_ADDRESS when set, except with "
+                                            "--no-import, which stays offline)")
 
     pre = sub.add_parser("preflight", help="check that every rank of every node will hit the cache")
     pre.add_argument("campaign", help=CAMPAIGN_HELP + "; every case is checked on every node")

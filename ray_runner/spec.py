@@ -251,7 +251,8 @@ class Campaign(BaseModel):
 
     name: Name = Field(
         "campaign", description="Names the report files `<report_dir>/<name>.json`, `.md`, `.png`; "
-                                "default: the file's stem.")
+                                "default: the file's stem (`campaign` where the stem is not a safe name).",
+        json_schema_extra=lambda schema: schema.pop("default", None))  # the stem: no one default
     device: Device = Field(
         "auto", description="`auto` (NPU, else GPU, else CPU, from the cluster's resources), `npu`, `cuda` "
                             "or `cpu`: what the device actors tune on.")
@@ -280,10 +281,12 @@ class Campaign(BaseModel):
     max_cases: int = Field(MAX_CASES, ge=1, strict=True, description="The most cases the campaign may have, "
                            "counted from `cases` and the grids' sizes before any case is built.")
     hardware: Annotated[tuple[str, ...] | None, BeforeValidator(_hardware), WithJsonSchema(
-        {"anyOf": [{"const": "auto"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]})] = Field(
-        None, description="The accelerator kinds every case is tuned on, once per kind: `auto` (every kind "
-                          "the cluster's device nodes declare as Ray's `accelerator_type:<KIND>`) or a list; "
-                          "a listed kind the cluster lacks fails its cases (ray_runner/hardware.py).")
+        {"anyOf": [{"const": "auto"}, {"type": "null"}, {"type": "array", "items": {"type": "string"},
+                                                         "minItems": 1}]})] = Field(
+        None, json_schema_extra={"default": "auto"},
+        description="The accelerator kinds every case is tuned on, once per kind: `auto` (every kind the "
+                    "cluster's device nodes declare as Ray's `accelerator_type:<KIND>`; also when empty) or a "
+                    "list; a listed kind the cluster lacks fails its cases (ray_runner/hardware.py).")
     targets: Annotated[tuple[TargetSpec, ...], BeforeValidator(_targets)] = Field(
         description="The functions to tune and their cases (a non-empty list).", json_schema_extra={"minItems": 1})
 

@@ -42,6 +42,16 @@ def test_every_campaign_file_of_the_repository_passes_schema_and_model(path: Pat
     assert load_campaign(path).cases()
 
 
+def test_schema_and_model_take_the_same_empty_hardware_and_the_schema_names_the_real_defaults() -> None:
+    """Session 27's new user: the schema refused ``hardware:`` left empty, which the model takes as
+    auto, and gave ``name`` a default of "campaign" where the file's stem is the default."""
+    data = {**copy.deepcopy(GOOD), "hardware": None}
+    jsonschema.validate(data, campaign_schema())
+    assert parse_campaign(data).hardware is None  # auto
+    properties = campaign_schema()["properties"]
+    assert properties["hardware"]["default"] == "auto" and "default" not in properties["name"]
+
+
 @pytest.mark.parametrize("mutate, path", [
     (lambda d: d.update(devise="cpu"), "devise"),
     (lambda d: d.update(device="gpu"), "device"),
