@@ -30,6 +30,8 @@ CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": 
 STEPS = [(rounds._Rounds, "warm_up"), (rounds._Rounds, "first_run"), (runs.CandidateRuns, "run"),
          (guard.RunGuard, "check_first"), (guard.RunGuard, "settle"), (rounds._Rounds, "next_capture"),
          (rounds._Rounds, "_capture_settled"), (runs.CandidateRuns, "capture"),
+         # the branch detections-next-turn (2026-12-04, session 28; absent from main: skipped)
+         (rounds._Rounds, "_read_detections"), (rounds._Rounds, "_capture_one"),
          (cuda_compose.ComposedGraph, "__init__"),
          (rounds._Rounds, "_warm_rest"), (rounds._Rounds, "_first_k"), (rounds._Rounds, "_finish_recomposed"),
          (rounds._Rounds, "_rebuild"), (rounds._Rounds, "timed_rounds"), (rounds._Rounds, "results"),

@@ -38,6 +38,11 @@
 #   PART=host:  layer norm's first calls in several processes, free and bound to each NUMA node, with each
 #               process's CPU and host speed (is a slow host a process's?) (~4 minutes).
 #   PART=p1ab:  P1 of the face over a plain dict (b52656c) taking turns with the tree before it (~3 minutes).
+#   PART=abd:   this tree against another (.device/old/triton_dist, e.g. git archive main triton_dist):
+#               the GPU tests of graph mode and the callers, host_steps.py on STEPS (optional), then
+#               idle_ledger.py (LEDGER_KERNELS, default matmul and layer norm) taking turns, with and
+#               without every host call slowed (DELAYS, HOST_DELAY_US), until BUDGET_S has passed; the
+#               ledgers come back in ledgers.tgz (session 28: the detections read at the next turn, ~9 min).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
 # At most 8 files land in $OUT (what the device tool brings back).
 set -uo pipefail
@@ -244,6 +249,31 @@ case "${PART:-first}" in
       tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_graph_placements.py \
       tests/unit/test_tune_flow.py tests/unit/test_cuda_compose.py >"$OUT/pytest.txt" 2>&1
     tail -5 "$OUT/pytest.txt"
+    ;;
+  abd)
+    timeout 150 python3 -m pytest -q -rfs --tb=short -p no:cacheprovider tests/gpu/test_cuda_graphs.py \
+      tests/unit/test_graph_recompose.py tests/unit/test_graph_measure.py tests/unit/test_graph_placements.py \
+      tests/unit/test_tune_flow.py tests/unit/test_cuda_compose.py tests/unit/test_hit_callers.py \
+      >"$OUT/pytest.txt" 2>&1
+    tail -5 "$OUT/pytest.txt"
+    [ -n "${STEPS:-}" ] && timeout 150 python3 scripts/device/host_steps.py $STEPS 2>&1 | grep -v "^ *[0-9.]* µs in *0 calls"
+    end=$((SECONDS + ${BUDGET_S:-400}))
+    rep=0
+    while [ "$SECONDS" -lt "$end" ]; do
+      rep=$((rep + 1))
+      for delay in ${DELAYS:-200 0}; do
+        [ "$SECONDS" -lt "$end" ] || break
+        for tree in old new; do
+          pp=$PYTHONPATH
+          [ "$tree" = old ] && pp=$repo/.device/old:$PYTHONPATH
+          HOST_DELAY_US=$delay PYTHONPATH=$pp TRIALS=${TRIALS:-4} ORDERS=given timeout 150 python3 \
+            scripts/device/idle_ledger.py ${LEDGER_KERNELS:-matmul layer_norm} >"/tmp/ledger_${tree}_${delay}_$rep.log" 2>&1
+          echo "== $tree delay $delay rep $rep"
+          grep -E "first call|warm-up loop|a 100k-step" "/tmp/ledger_${tree}_${delay}_$rep.log" | cut -c1-170
+        done
+      done
+    done
+    tar -czf "$OUT/ledgers.tgz" -C /tmp $(cd /tmp && ls ledger_*.log)
     ;;
   pre)  # layer norm's first call alone and after the stock tuner's tuning of the same shape, as in
         # P7's trials (2026-12-04: 1.040-1.047 over its own measured ideal in P7, 1.025 alone in the ledger)
