@@ -35,7 +35,6 @@ from typing import Any, Generic, TypeVar
 
 from triton_dist import _hosts, _torch_compile, _triton_prewarm
 from triton_dist._face import importable
-from triton_dist._measure.collector import collector_paused
 from triton_dist.errors import TritonDistWarning, TunerActiveError
 
 __all__ = ["ContextualAutoTuner", "contextual_autotune"]
@@ -110,8 +109,9 @@ class ContextualAutoTuner(Generic[R]):
         from triton_dist._contextual.session import Session
 
         _triton_prewarm.wait()  # (returns at once after the first call)
-        # the collector paused while the runs time their launches, as a tuning does (_measure.collector)
-        with _activated(self), collector_paused():
+        # the collector is paused from the first kernel that tunes to the end of the call, as a
+        # tuning pauses it (Session.pause_collector); a call with nothing to tune leaves it alone
+        with _activated(self):
             session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat,
                               compile_workers=self.compile_workers)
             with _takeover(session):
@@ -154,7 +154,7 @@ def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
 def _takeover(session: Any) -> Iterator[None]:
     from triton_dist._contextual.triton_compat import Takeover
 
-    takeover = Takeover(session.handle, session.untaken)
+    takeover = Takeover(session.handle, session.untaken, session.elsewhere)
     try:
         takeover.install()
         yield

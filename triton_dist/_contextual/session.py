@@ -21,10 +21,12 @@ of the same run whatever failed where; without it a failed candidate's slots are
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import statistics
+import threading
 import warnings
 import weakref
 from collections.abc import Callable
@@ -37,6 +39,7 @@ from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
+from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
 from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
@@ -80,8 +83,10 @@ class Session:
         self.real_updates: list[str] = []  # kernels that updated declared arguments in a run kept so far
         self.late_keys = 0  # runs after the first that were to be kept and met a new key
         self.untaken_seen: set[int] = set()  # kernels whose autotuner has its own run (said once)
+        self.elsewhere_seen: set[int] = set()  # kernels launched from another thread (said once)
         self._log: TuningLog | None = None
         self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
+        self._paused: contextlib.ExitStack | None = None  # the collector, once a kernel tunes
 
     # -- runs of the outer function --------------------------------------------------------
 
@@ -110,7 +115,19 @@ class Session:
             kernels=[s.name for s in stalled],
         )
 
+    def pause_collector(self) -> None:
+        """Python's garbage collector paused from here to :meth:`close` (the first kernel to tune:
+        a collection inside the runs that time launches stalls the host that feeds the device,
+        ``_measure.collector``); a call whose kernels are all cached runs with the collector as the
+        program has it (a training step decorated as a whole collects as it would undecorated)."""
+        if self._paused is None:
+            self._paused = contextlib.ExitStack()
+            self._paused.enter_context(collector_paused())
+
     def close(self) -> None:
+        if self._paused is not None:
+            self._paused.close()
+            self._paused = None
         for state in self.states.values():
             if not state.done:
                 self.info("func: %s | key: %s | tuning abandoned after %d of %d launches",
@@ -170,6 +187,30 @@ class Session:
         self.info("%s", message)
         warnings.warn(message, TritonDistWarning, stacklevel=4)
 
+    def elsewhere(self, at: Any, args: tuple, kwargs: dict) -> None:
+        """A launch from another thread while this call runs (a worker thread the outer function
+        started, or a thread of its own): this tuning takes over the calling thread's launches
+        only, so stock ``Autotuner.run`` benchmarks it on its own (a key its cache holds is only
+        launched: nothing said). Said once per kernel and call, from that thread (a warning, and
+        the module's log: the call's log is its thread's)."""
+        if id(at) in self.elsewhere_seen:
+            return
+        try:  # a key its cache holds launches that config: nothing is benchmarked, nothing to say
+            if compat.tuning_key(at, args, kwargs)[0] in (getattr(at, "cache", None) or {}):
+                return
+        except Exception:  # noqa: BLE001 - said all the same; the launch reports its own errors
+            pass
+        self.elsewhere_seen.add(id(at))
+        message = (f"contextual tuning of {self.qualname}: {compat.kernel_name(at)} was launched from "
+                   f"thread {threading.current_thread().name!r}, not the thread that called "
+                   f"{self.qualname}: contextual_autotune takes over the launches of the calling thread "
+                   "only, so this one goes through triton.autotune's own benchmarking, outside the "
+                   "outer function's real run" + (" and without the MAX over WORLD (is_dist=True)"
+                                                  if self.view is not None else "")
+                   + ". Launch inner kernels from the thread that calls the decorated function.")
+        log.warning("%s", message)
+        warnings.warn(message, TritonDistWarning, stacklevel=4)
+
     def _decided_by_group(self, at: Any, key: tuple) -> bool:
         """Without ``is_dist``, any cached config is this call's; with it, only the group's."""
         return self.view is None or (key, self.view.ranks) in _GROUP_DECIDED.get(at, ())
@@ -221,6 +262,7 @@ class Session:
             at.cache[key] = configs[0]
             self._group_decided(at, key)
             return None
+        self.pause_collector()
         candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
         if not precompile_candidates(candidates, at, args, kwargs, self, f"func: {name} | key: {key_text}"):
             raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["compile error"])
@@ -331,8 +373,14 @@ class Session:
         if self.view is not None:
             k = int(max_reduce(self.view, self.backend, [float(k)], self.timeout_s)[0])
         state.per_sample = k
-        self.info("func: %s | key: %s | %d launch(es) per timed sample (fastest warm-up %.4f ms)",
-                  state.name, state.key_text, k, state.warm_ms if math.isfinite(state.warm_ms) else 0.0)
+        if device:
+            self.info("func: %s | key: %s | %d launch(es) per timed sample (%s)", state.name, state.key_text, k,
+                      f"fastest warm-up {state.warm_ms:.4f} ms" if math.isfinite(state.warm_ms)
+                      else "no warm-up launch timed")
+        else:  # the CPU times each launch on the host; a custom do_bench times its own way
+            self.info("func: %s | key: %s | one launch per timed sample (%s)", state.name, state.key_text,
+                      "the inner autotuner's do_bench" if state.inner.do_bench is not None
+                      else "timed on the host")
 
     def _fail(self, state: KernelTuning, cand: Candidate, exc: BaseException, where: str) -> None:
         if isinstance(exc, NOT_CONFIG_FAILURES):  # RecursionError, the project's errors (issue 17)

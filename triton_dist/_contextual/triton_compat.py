@@ -248,12 +248,16 @@ class Takeover:
     _MISSING = object()
 
     def __init__(self, handler: Callable[[Any, Callable[..., Any], tuple, dict], Any],
-                 untaken: Callable[[Any], None] | None = None) -> None:
+                 untaken: Callable[[Any], None] | None = None,
+                 elsewhere: Callable[[Any, tuple, dict], None] | None = None) -> None:
         self.cls: Any = autotuner_class()  # Triton's Autotuner (or triton-ascend's), patched in place
         self.handler = handler
         self.untaken = untaken
         """told of a launch through a subclass with a ``run`` of its own (triton-ascend's
         ``AutoTilingTuner``): it tunes by its own rules, which this takeover does not know"""
+        self.elsewhere = elsewhere
+        """told of a launch from another thread while this takeover is active (before it runs
+        through the original ``run``): that launch is not this thread's outer function's"""
         self.others: list[tuple[Any, Any, Callable[..., Any]]] = []
         self.taken = 0  # launches the handler took over  # (subclass, its run, our wrapper)
         self.thread = threading.get_ident()
@@ -270,7 +274,11 @@ class Takeover:
 
         @functools.wraps(original)
         def run(at: Any, *args: Any, **kwargs: Any) -> Any:
-            if not takeover.active or threading.get_ident() != takeover.thread:
+            if not takeover.active:
+                return original(at, *args, **kwargs)
+            if threading.get_ident() != takeover.thread:
+                if takeover.elsewhere is not None:
+                    takeover.elsewhere(at, args, kwargs)
                 return original(at, *args, **kwargs)
             takeover.taken += 1
             return takeover.handler(at, original, args, kwargs)
