@@ -201,3 +201,40 @@ def test_a_function_edited_in_place_gets_a_new_entry(cache_dir):
         exec(compile(body, "<edited>", "exec"), namespace)  # no file: the code object is hashed
         autotune(config_space=SPACE, key_fn=lambda x: x, do_bench=lambda f, w, r: [1.0])(namespace["edited"])(1)
     assert len(entries(cache_dir, "edited")) == 2
+
+
+def test_a_lock_held_by_a_stopped_process_is_named_then_refused_in_bounded_time(tmp_path, monkeypatch):
+    # A writer stopped while it holds an entry's lock (Ctrl-Z, SIGSTOP, a debugger) made a tuned
+    # call or `prune` wait 60 s without a word (found by a tester, session 28): the wait is now
+    # said after LOCK_SAY_AFTER_S, naming the lock file and how to find its holder, and ends in an
+    # OSError that says the same (a tuned call then warns that nothing was saved).
+    import subprocess
+    import sys
+
+    from triton_dist._store import files
+
+    root = tmp_path / "cache"
+    path = root / "fn" / "abc.json"
+    path.parent.mkdir(parents=True)
+    lock_file = path.parent / ".locks" / "abc.lock"
+    lock_file.parent.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock; l = FileLock(sys.argv[1]); "
+         "l.acquire(); print('held', flush=True); time.sleep(60)", str(lock_file)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(files, "LOCK_SAY_AFTER_S", 0.2)
+        monkeypatch.setattr(files, "LOCK_TIMEOUT_S", 0.8)
+        with pytest.warns(TritonDistWarning, match=r"waiting for the lock .*abc\.lock.*fuser -v"):
+            with pytest.raises(OSError, match=r"within 0\.8s: another process holds .*abc\.lock.*fuser -v"):
+                files.write_entry_text(root, path, "{}")
+        assert not path.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()  # type: ignore[union-attr]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TritonDistWarning)  # its holder gone: taken at once, nothing said
+        files.write_entry_text(root, path, "{}")
+    assert path.read_text() == "{}"

@@ -67,6 +67,9 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 MAX_ENTRY_BYTES = 8 * 2**20
 LOCK_TIMEOUT_S = 60.0
+#: a wait for an entry's lock longer than this is said (a writer takes milliseconds): the lock file
+#: named, so that a stopped or hung process holding it (Ctrl-Z, SIGSTOP, a debugger) can be found
+LOCK_SAY_AFTER_S = 5.0
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -318,11 +321,26 @@ def _lock_for(path: Path) -> FileLock:
 
 @contextlib.contextmanager
 def locked(path: Path) -> Iterator[None]:
+    """``path``'s entry lock held inside; a wait over ``LOCK_SAY_AFTER_S`` is said (the lock file
+    named), one over ``LOCK_TIMEOUT_S`` raises ``OSError`` naming it and how to find its holder."""
+    lock = _lock_for(path)
     try:
-        with _lock_for(path):
-            yield
-    except Timeout as exc:
-        raise OSError(f"could not lock {path} within {LOCK_TIMEOUT_S}s: {exc}") from exc
+        lock.acquire(timeout=min(LOCK_SAY_AFTER_S, LOCK_TIMEOUT_S))
+    except Timeout:
+        _warn(f"waiting for the lock {lock.lock_file} of cache entry {path} ({LOCK_SAY_AFTER_S:g}s so far; a "
+              f"write takes milliseconds): another process holds it. If that process is stopped or hung "
+              f"(Ctrl-Z, SIGSTOP, a debugger), `fuser -v {lock.lock_file}` names it; waiting up to "
+              f"{LOCK_TIMEOUT_S:g}s in all.", stacklevel=5)
+        try:
+            lock.acquire(timeout=max(0.0, LOCK_TIMEOUT_S - LOCK_SAY_AFTER_S))
+        except Timeout as exc:
+            raise OSError(f"could not lock cache entry {path} within {LOCK_TIMEOUT_S:g}s: another process "
+                          f"holds {lock.lock_file} (`fuser -v {lock.lock_file}` names it: resume or end "
+                          f"it; the lock goes with its holder)") from exc
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def atomic_write_text(path: Path, text: str, durable: bool = True) -> None:
