@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import types
 import warnings
 from collections.abc import Callable, Sequence
@@ -413,7 +414,9 @@ class AutoTuner(metaclass=_TunerType):
         # By reference where the face can be imported, as a function is: the module's tuner (a
         # spawned process, a Ray task), with its own in-memory decisions and disk cache there.
         # Elsewhere (a script's __main__, a closure: what cloudpickle copies by value) a copy: a
-        # tuner of the same function, configs and options with the decisions made so far. The
+        # tuner of the same function, configs and options, with the decisions made so far in this
+        # process, kept where the copy is loaded in this process only (another process decides
+        # from its own disk cache or tunes: its hardware, CACHE_ONLY and entries are its own). The
         # objects its face reads (the decisions' dict, key_fn, the function) are the ones pickled
         # here, so a copy of the face by value reads the copy's (pickle's memo).
         if importable(self.face):
@@ -428,14 +431,23 @@ class AutoTuner(metaclass=_TunerType):
         # dict goes into the copy, as its face's closure reads it (pickle's memo); one pickled
         # with the face before this runs (cloudpickle) holds the callers of the decisions pickled
         self._calls.clear()
-        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best, self._calls)
+        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best, self._calls,
+                          os.getpid())
 
 
 def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None, options: dict[str, Any],
-             decided: dict[Any, dict[str, Any]], calls: dict[Any, Any] | None = None) -> AutoTuner:
+             decided: dict[Any, dict[str, Any]], calls: dict[Any, Any] | None = None,
+             pid: int | None = None) -> AutoTuner:
     """A copy of a tuner by value (``AutoTuner.__reduce__``), its decisions the dict given (and
-    its callers': the same dict as its face's closure reads, by pickle's memo)."""
+    its callers': the same dict as its face's closure reads, by pickle's memo), emptied in a
+    process other than the one that pickled it (``pid``): decisions made there followed that
+    process's hardware, cache and settings (a driver's copy shipped to device actors would skip
+    their disk caches and ``TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict``: found by a tester, session 28)."""
+    if pid != os.getpid():
+        decided.clear()
+        if calls is not None:
+            calls.clear()
     tuner = AutoTuner(fn, config_space, key_fn, prune_fn, **options)
     tuner._best = decided
     tuner._calls = calls if calls is not None else {}

@@ -255,3 +255,37 @@ def test_a_face_copied_by_value_reads_its_own_tuner_with_the_decisions_made(cach
     assert (7,) in copy.tuner._best and (7,) not in tuned.tuner._best
     with pytest.raises((pickle.PicklingError, AttributeError)):
         pickle.dumps(tuned)  # the standard pickle imports functions: a local one is an error
+
+
+def test_a_copy_by_value_loaded_in_another_process_decides_there(cache_dir, tmp_path):
+    """A tuner copied by value keeps its decisions only in the process that pickled it: another
+    process (a Ray actor given a driver's closure) decides from its own disk cache or tunes, as its
+    hardware, entries and TRITON_DIST_CACHE_ONLY say (before, a driver's decisions came along:
+    found by a tester, session 28)."""
+    import os
+    import subprocess
+    import sys
+
+    cloudpickle = pytest.importorskip("ray.cloudpickle", reason="Ray ships cloudpickle (not on the GPU machine)")
+
+    def host(x, c):
+        return x * c
+
+    tuned = autotune([{"c": 2}, {"c": 3}], key_fn=lambda x, *a, **k: (x,),
+                     do_bench=lambda fn, w, r: [1.0] * r)(host)
+    tuned.tune(5, write_cache=False)  # decided in memory, not written: an empty disk cache
+    assert tuned.best_config(5) == {"c": 2}
+    blob = tmp_path / "tuned.pkl"
+    blob.write_bytes(cloudpickle.dumps(tuned))
+    child = (
+        "import sys\nfrom ray import cloudpickle\nfrom triton_dist.errors import CacheMissError\n"
+        "copy = cloudpickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "print('best', copy.best_config(5))\n"
+        "try:\n    copy(5)\nexcept CacheMissError:\n    print('strict miss')\n")
+    env = {**os.environ, "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict"}
+    out = subprocess.run([sys.executable, "-c", child, str(blob)], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[:2] == ["best None", "strict miss"]
+    copy = cloudpickle.loads(blob.read_bytes())  # loaded in this process: the decision comes along
+    assert copy.best_config(5) == {"c": 2} and copy(5) == 10
