@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import logging
 import math
+import os
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -259,9 +260,10 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
           write_path: Path | None, root: Path, spare: Spare) -> Outcome:
     """Steps 3 to 6 of a miss: measure, reduce, pick, write. ``spare`` holds the host work done
     while the host waits for the device: the log's file, the entry's head and place."""
-    tlog.info("tuning %s for key %s (%s): %d of %d configs kept, %d warm-up + %d timed runs each, on %s%s",
-              target.qualname, plan.key_text, plan.why, len(plan.kept), len(target.config_space),
-              target.n_warmup, target.n_repeat, backend.kind, f", {view.describe()}" if view else "")
+    # the process named: tunings of one entry append to one log, and concurrent ones interleave
+    tlog.info("tuning %s for key %s (%s): %d of %d configs kept, %d warm-up + %d timed runs each, on %s%s, "
+              "process %d", target.qualname, plan.key_text, plan.why, len(plan.kept), len(target.config_space),
+              target.n_warmup, target.n_repeat, backend.kind, f", {view.describe()}" if view else "", os.getpid())
     ahead = EntryAhead(target, plan.key_text, backend, view, root if write_path is not None else None)
     spare.add(ahead.prepare)
     results, bug = _measure(target, plan, args, kwargs, view, backend, settings, tlog, overwrite, spare)
@@ -411,8 +413,9 @@ def _write(target: TuneTarget, key_text: str, entry: dict[str, Any], root: Path,
     try:  # fsync in the background (P2)
         path = _cache.write_entry(root, entry, durable=False, place=ahead.place, known=ahead.known)
     except OSError as exc:
+        link = _cache.dangling_link(root)
         warnings.warn(f"could not save the tuning result of {target.qualname} for key "
-                      f"{key_text} under {root}: {exc}. Tuning worked, but nothing was saved; "
+                      f"{key_text} under {root}: {link or exc}. Tuning worked, but nothing was saved; "
                       "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.",
                       TritonDistWarning, stacklevel=6)
         return None

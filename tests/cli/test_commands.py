@@ -273,6 +273,25 @@ def test_verify_catches_foreign_misplaced_unreadable_and_linked_files(seeded, ca
     assert code == 1 and "9 problem(s)" in out and str(misplaced) in out
 
 
+def test_verify_names_a_linked_function_folder_once_and_its_advice_keeps_the_entries(seeded, capsys):
+    # An alias of a function folder inside the root (`ln -s scale scale_alias`): verify walked it
+    # and called each entry under the link "inconsistent", to "move or delete by hand", which
+    # deleted the real entries (found by a tester, session 28). The link is one problem now, with
+    # the command that removes the link itself; the folder it shows is checked under its own name.
+    code, doc = run_json(capsys, "verify")
+    assert code == 0
+    ok, logs = doc["counts"]["ok"], doc["counts"].get("log", 0)
+    alias = seeded / "scale_alias"
+    alias.symlink_to(seeded / "scale")
+    code, doc = run_json(capsys, "verify")
+    assert doc["counts"]["ok"] == ok and doc["counts"].get("log", 0) == logs  # nothing counted twice
+    assert code == 1 and [(Path(p["path"]).name, p["kind"]) for p in doc["problems"]] == [("scale_alias", "symlink")]
+    assert f"rm {alias}" in doc["problems"][0]["detail"]
+    alias.unlink()
+    code, doc = run_json(capsys, "verify")
+    assert code == 0 and doc["counts"]["ok"] == ok
+
+
 def test_verify_of_a_missing_root_is_fine(tmp_path, capsys):
     code, out, _ = run(capsys, "verify", "--dir", str(tmp_path / "none"))
     assert code == 0 and "no cache there" in out

@@ -115,6 +115,53 @@ def test_verify_names_what_prune_invalid_leaves_for_the_operator(cache_dir, caps
     assert "Remove them (`prune --invalid`)" not in out  # nothing left that it would remove
 
 
+def test_a_folder_with_an_entrys_name_is_left_by_prune_and_named_by_verify_for_removal_by_hand(cache_dir, capsys):
+    """A directory where an entry file belongs: prune --invalid planned to remove it ("would remove
+    1 file(s)"), then failed with IsADirectoryError on every run, and verify said `prune --invalid`
+    would remove it (found by a tester, session 28). cache.md: it never deletes a directory."""
+    assert _tune(1) == 2
+    folder = cache_dir / "work" / ("2" * 32 + ".json")
+    folder.mkdir()
+    (cache_dir / "work" / "history").mkdir(exist_ok=True)
+    old = cache_dir / "work" / "history" / ("2" * 32 + ".20240101T000000000000Z.json")
+    old.mkdir()
+    code, out, _ = run(capsys, "verify")
+    assert code == 1 and "Remove them (`prune --invalid`)" not in out
+    assert str(folder) in out.split("by hand", 1)[1] and str(old) in out.split("by hand", 1)[1]
+    for dry in (["--dry-run"], []):
+        code, out, _ = run(capsys, "--json", "prune", "--invalid", *dry)
+        assert code == 0 and json.loads(out)["removals"] == [], out
+    assert folder.is_dir() and old.is_dir() and _tune(1) == 2
+
+
+def test_an_archive_that_cannot_be_written_is_named_not_the_cache_root(cache_dir, tmp_path, capsys):
+    """`export` into a place it cannot write told the user to point --dir at a writable cache root,
+    which has nothing to do with it (found by a tester, session 28): the archive's folder is named."""
+    assert _tune(1) == 2
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the archive's folder would be\n")
+    code, out, err = run(capsys, "export", str(blocker / "out.tar.gz"))
+    assert code == 1 and f"cannot write the archive {blocker / 'out.tar.gz'}" in err
+    assert f"free space of {blocker}" in err and "writable cache root" not in err
+    assert not list(tmp_path.glob("**/.out.tar.gz.*.tmp"))
+
+
+def test_a_cache_root_that_is_a_link_to_a_missing_folder_is_said_so(tmp_path, monkeypatch, capsys):
+    """A root that is a symbolic link to a volume not mounted yet: the tuner warned "[Errno 17] File
+    exists", `ls` "the directory does not exist" and `verify` "no cache there" (found by a tester,
+    session 28); each names the link and its missing target now."""
+    target = tmp_path / "not-yet" / "cache"
+    root = tmp_path / "cache"
+    root.symlink_to(target)
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_DIR", str(root))
+    with pytest.warns(TritonDistWarning, match=r"is a symbolic link to .*not-yet/cache, which does not exist"):
+        assert _tune(1) == 2  # tuning works, nothing saved
+    code, _, err = run(capsys, "ls")
+    assert code == 1 and "which does not exist" in err and str(target) in err
+    code, out, _ = run(capsys, "verify")
+    assert code == 0 and "which does not exist" in out
+
+
 # ------------------------------------------------------------------ output into a closed pipe
 
 def test_output_into_a_closed_pipe_is_not_reported_as_a_disk_error(cache_dir, tmp_path):

@@ -94,6 +94,12 @@ def test_always_tune_retunes_and_keeps_the_older_entry_as_history(cache_dir, mon
     assert json.loads(history[0].read_text()) == old
     # the in-memory decision of this process stands: no re-tuning per call
     assert second(1)[1] == 0 and probe.benches == 3
+    # both tunings appended to the entry's one log, each opening with the process that ran it
+    import os
+
+    (log,) = (cache_dir / "host").glob("*.log")
+    heads = [line for line in log.read_text().splitlines() if " for key " in line and "configs kept" in line]
+    assert len(heads) == 2 and all(line.endswith(f"process {os.getpid()}") for line in heads)
 
 
 def _age_versions(cache_dir):

@@ -21,6 +21,7 @@ from triton_dist._cli.render import (
 from triton_dist._cli.why import EXIT_UNKNOWN, cmd_why, this_digest
 from triton_dist._store import admin as _cache_admin
 from triton_dist._store import archive as _cache_archive
+from triton_dist._store import files as _cache_files
 from triton_dist._store import packs as _packs
 from triton_dist._store import verify as _cache_verify
 from triton_dist._store.check import other_version
@@ -34,7 +35,8 @@ __all__ = ["COMMANDS", "EXIT_UNKNOWN", "emit"]
 
 def no_cache(root: Path) -> CacheAdminError:
     """A root that does not exist is most likely a typo, not an empty cache (issue 18 item 10)."""
-    what = "it is not a directory" if root.exists() else "the directory does not exist"
+    what = ("it is not a directory" if root.exists()
+            else _cache_files.dangling_link(root) or "the directory does not exist")
     return CacheAdminError(f"no cache at {root}: {what}. Check --dir or "
                            "TRITON_DIST_AUTOTUNE_DIR (default ~/.triton_dist/autotune).")
 
@@ -169,7 +171,8 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
               "leftovers": [f.__dict__ for f in findings if f.kind == "leftover"]})
         return 1 if problems else 0
     if not root.exists():
-        say(f"{root}: no cache there (nothing to verify)")
+        link = _cache_files.dangling_link(root)
+        say(f"{root}: no cache there (nothing to verify)" + (f"; {link}" if link else ""))
         return 0
     say(f"{root}: {counts['ok']} entries, {counts['history']} history, {counts['log']} logs, "
         f"{counts['leftover']} leftovers (harmless); {len(problems)} problem(s)")

@@ -344,8 +344,13 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             out.append(f"other hardware ({entry['hardware'].get('digest')})")
         return out
 
+    def a_folder(path: Path) -> bool:  # a directory where a file belongs: never removed (verify: by hand)
+        return path.is_dir() and not path.is_symlink()
+
     for directory in function_dirs(root, functions):
         for path in sorted(directory.glob("*.json")):
+            if a_folder(path):
+                continue
             entry, why = _cache.load_json(path, root)
             problem = entry_problem(entry, path) if entry is not None else None
             if problem:
@@ -363,6 +368,8 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             for reason in unusable(path, why):
                 plan.append((Removal(str(path), f"{reason} (a loose file serves its id)"), path, True))
         for path in sorted((directory / "history").glob("*.json")):
+            if a_folder(path):
+                continue
             entry, why = _cache.load_json(path, root)
             found = ["history"] if history else reasons(path, entry, _history_age_s(path, now), why)
             if found:

@@ -14,6 +14,7 @@ the per-entry lock (the entry they replace becomes history, as after a re-tuning
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import json
@@ -83,16 +84,21 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
     manifest = {"format": ARCHIVE_FORMAT, "triton_dist": __version__, "created": _cache.utc_now(),
                 "entries": len(report.written)}
     archive = Path(archive)
-    archive.parent.mkdir(parents=True, exist_ok=True)
     tmp = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
     try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(tmp, "w:gz") as tar:
             _add(tar, "MANIFEST.json", (json.dumps(manifest, indent=2) + "\n").encode(), time.time())
             for name, data, mtime in members:
                 _add(tar, name, data, mtime)
         os.replace(tmp, archive)
+    except OSError as exc:  # where the archive goes, not the cache root: say so (a tester, session 28)
+        raise CacheAdminError(f"cannot write the archive {archive}: {type(exc).__name__}: {exc.strerror or exc}. "
+                              f"Check the permissions and free space of {archive.parent}, or name an "
+                              "ARCHIVE path in a writable directory; the cache was only read") from None
     finally:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return report
 
 

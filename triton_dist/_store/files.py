@@ -57,6 +57,7 @@ __all__ = [
     "find_config",
     "key_repr",
     "parse_entry",
+    "dangling_link",
     "read_entry",
     "write_entry",
     "write_entry_text",
@@ -253,6 +254,16 @@ def ensure_private_dir(path: Path, root: Path) -> None:
 
 
 # ---------------------------------------------------------------------------- reading
+
+def dangling_link(root: Path) -> str | None:
+    """Why ``root`` cannot be made, where it (or a folder above it) is a symbolic link whose
+    target does not exist (a volume not mounted yet): creating it fails with "File exists"."""
+    for path in (root, *root.parents):
+        if path.is_symlink() and not path.exists():
+            return (f"{path} is a symbolic link to {os.readlink(path)}, which does not exist: create "
+                    "that folder (or mount its volume), or point the cache elsewhere")
+    return None
+
 
 def _warn(message: str, stacklevel: int = 4) -> None:
     log.warning(message)

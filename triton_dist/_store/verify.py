@@ -81,6 +81,10 @@ def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
                                                 "the tuner ignores it")
         elif path.is_symlink() and not path.exists():
             yield Finding(str(path), "symlink", "a broken symbolic link")
+        elif path.is_symlink() and path.is_dir():  # never walked: its files are another folder's
+            yield Finding(str(path), "symlink", f"a symbolic link to the folder {path.resolve()}, which is "
+                                                "checked under its own name; remove the link itself "
+                                                f"(`rm {path}`), not the files it shows")
         elif name.startswith(".") and name.endswith(".tmp"):
             yield Finding(str(path), "leftover", "temporary file of an interrupted write")
         elif path.is_dir():
