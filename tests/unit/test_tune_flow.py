@@ -289,3 +289,26 @@ def test_a_copy_by_value_loaded_in_another_process_decides_there(cache_dir, tmp_
     assert out.stdout.split("\n")[:2] == ["best None", "strict miss"]
     copy = cloudpickle.loads(blob.read_bytes())  # loaded in this process: the decision comes along
     assert copy.best_config(5) == {"c": 2} and copy(5) == 10
+
+
+def test_configs_that_all_fail_alike_point_at_the_host_function_not_the_configs(cache_dir):
+    """Every config failing with one error is not the configs' fault: the advice says so, and for
+    a stock @triton.autotune kernel that cannot benchmark off a device it names contextual_autotune
+    (a tester was told to "fix the failing configs or prune them with prune_fn", session 28);
+    configs failing each their own way keep that advice."""
+    from triton_dist.errors import NoValidConfigError
+
+    def driverless(x, c):
+        raise RuntimeError("0 active drivers ([]). There should only be one.")
+
+    tuner = autotune([{"c": 1}, {"c": 2}], key_fn=lambda x: (x,))(driverless)
+    with pytest.raises(NoValidConfigError, match=r"(?s)same error.*not the cause.*contextual_autotune"):
+        tuner(1)
+
+    def picky(x, c):
+        raise ValueError(f"config {c} is too large")
+
+    tuner = autotune([{"c": 1}, {"c": 2}], key_fn=lambda x: (x,))(picky)
+    with pytest.raises(NoValidConfigError, match="Fix the failing configs or prune them") as caught:
+        tuner(1)
+    assert "same error" not in str(caught.value)
