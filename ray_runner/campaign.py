@@ -14,7 +14,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -263,7 +263,7 @@ def _results_stream(campaign: Campaign, root: Path, options: RunOptions) -> Iter
     report is written (nothing to resume from then)."""
     if options.write_report:
         stream = ResultStream(stream_path(campaign, options.report_dir), campaign_digest(campaign, root),
-                              resume=not options.force)
+                              resume=not options.force, serves=entry_serves(campaign))
         try:
             yield stream
         finally:
@@ -275,6 +275,47 @@ def _results_stream(campaign: Campaign, root: Path, options: RunOptions) -> Iter
             yield stream
         finally:
             stream.close()
+
+
+def entry_serves(campaign: Campaign) -> Callable[[dict[str, Any], dict[str, Any]], str | None]:
+    """``ResultStream``'s check of an earlier run's entry against its target as the driver imports
+    it now: the hit rule's source hash and config space (a space imported from another module, or
+    grown in place, leaves the campaign's digest as it was: a resumed run said the cases were
+    finished, and the job then tuned at its first call; a tester, session 28). The targets are
+    imported at the first row checked; one the driver cannot import is not checked here (its
+    cases resume on the digest alone, as before), said once at INFO."""
+    from triton_dist._store import decide as _decide
+    from triton_dist._store import files as _files
+
+    from .worker import load_target
+
+    current: dict[str, tuple[str, list[Any]] | None] = {}
+
+    def target(function: str) -> tuple[str, list[Any]] | None:
+        if function not in current:
+            try:
+                tuner = load_target(function)
+                current[function] = (tuner.target.source_hash(), list(tuner.target.encoded))
+            except Exception as exc:  # noqa: BLE001 - the workers say why, if they ever run it
+                log.info("resumed cases of %s are not checked against its code here (%s: %s); the "
+                         "campaign's digest alone decides", function, type(exc).__name__, str(exc)[:200])
+                current[function] = None
+        return current[function]
+
+    def serves(row: dict[str, Any], entry: dict[str, Any]) -> str | None:
+        now = target(str(row.get("function")))
+        if now is None:
+            return None
+        source, space = now
+        if entry.get("source_hash") != source:
+            return "the function's source changed since"
+        best = entry.get("best") or {}
+        if _files.find_config(best.get("config"), space, best.get("index")) is None:
+            return "its best config is no longer in config_space"
+        new = _decide.unmeasured(entry, space)
+        return f"config_space has {len(new)} config(s) the entry never measured" if new else None
+
+    return serves
 
 
 def _cases(campaign: Campaign, stream: ResultStream, plan: FleetPlan, options: RunOptions

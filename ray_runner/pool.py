@@ -45,9 +45,16 @@ def _package_files(module: str) -> list[Path]:
     try:
         spec = importlib.util.find_spec(top)
     except (ImportError, ValueError):
-        return []
+        spec = None
     if spec is None:
-        return []
+        # where the actors look last (worker.load_attr): the working directory, which a console
+        # script (`ray-runner`) does not put on sys.path as `python -m ray_runner` does; without
+        # it an edited or renamed target there went unnoticed by a resumed run (a tester, session 28)
+        here = Path.cwd()
+        package, single = here / top, here / f"{top}.py"
+        if (package / "__init__.py").is_file():
+            return sorted(package.rglob("*.py"))
+        return [single] if single.is_file() else []
     if spec.submodule_search_locations:
         files: list[Path] = []
         for root in spec.submodule_search_locations:

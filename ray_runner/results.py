@@ -8,11 +8,12 @@ right after the case's entry is in the cache: a row therefore always names an en
 and a driver killed at any instant loses no finished case.
 
 Resuming: a case whose last row is ``tuned``/``cached``/``merged`` (and whose entry file is still
-there) is not dispatched again, provided the stream was written for the same campaign (its
-targets, environment, device, correctness check, cache root and the code of its modules: the
-``digest``). A different digest, or ``--force``, starts a new stream (the old one is kept as
-``.results.prev.jsonl``); the cases then go through the usual identification, which still skips
-what the cache holds. Deciding what is done reads the file once: 5,000 rows take ~0.1 s.
+there, readable, and — where the driver can import the target — made by the target's current
+source for every config of its current space, as the hit rule asks: ``serves``) is not dispatched
+again, provided the stream was written for the same campaign (its targets, environment, device,
+correctness check, cache root and the code of its modules: the ``digest``). A different digest,
+or ``--force``, starts a new stream (the old one is kept as ``.results.prev.jsonl``); the cases
+then go through the usual identification, which still skips what the cache holds. Deciding what is done reads the file once: 5,000 rows take ~0.1 s.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -180,7 +181,10 @@ def read_rows(path: Path, run: int | None = None) -> tuple[dict[str, dict[str, A
 class ResultStream:
     """Appends one row per finished case to the campaign's stream (flushed per row)."""
 
-    def __init__(self, path: Path, digest: str, *, resume: bool) -> None:
+    def __init__(self, path: Path, digest: str, *, resume: bool,
+                 serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None) -> None:
+        """``serves(row, entry)``: why an earlier run's entry no longer serves its case (its
+        target's source or space changed since), or None; such a case is run again."""
         self.path = path
         self.digest = digest
         #: row_key -> status of the cases an earlier run finished (what this run skips)
@@ -199,7 +203,7 @@ class ResultStream:
         if headers and headers[-1].get("digest") == digest and resume:
             self.run = int(headers[-1].get("run", 0)) + 1
             for cid, row in rows.items():
-                if row.get("status") in DONE and (row.get("status") == "merged" or _exists(row.get("path"))):
+                if row.get("status") in DONE and (row.get("status") == "merged" or _exists(row, serves)):
                     self.done[cid] = row["status"]
                     self.counts[row["status"]] += 1
                     if row.get("digest"):
@@ -254,17 +258,26 @@ class ResultStream:
                 self._file = None
 
 
-def _exists(path: Any) -> bool:
+def _exists(row: dict[str, Any], serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None) -> bool:
     """The entry file is there and the reader would take it (an inline call's rule: the driver
     writes entries with the fsync in the background, so a machine crash may leave an empty file
-    behind a row; anything may have damaged it since). A case whose entry is not is tuned again."""
+    behind a row; anything may have damaged it since), and it still serves the case (``serves``).
+    A case whose entry is not is tuned again."""
+    path = row.get("path")
     if not isinstance(path, str):
         return False
     entry, why = _cache.load_json(Path(path))
-    if entry is None and why != "missing":
-        log.warning("the entry %s of a case an earlier run finished is unusable (%s): the case is tuned again",
-                    path, why)
-    return entry is not None
+    if entry is None:
+        if why != "missing":
+            log.warning("the entry %s of a case an earlier run finished is unusable (%s): the case is tuned "
+                        "again", path, why)
+        return False
+    why = serves(row, entry) if serves is not None else None
+    if why:
+        log.warning("the entry %s of a case an earlier run finished no longer serves %s (%s): the case is "
+                    "tuned again", path, row.get("function"), why)
+        return False
+    return True
 
 
 def entry_paths(path: Path, campaign: Campaign, kinds: Iterable[str | None] = (None,)) -> list[str]:

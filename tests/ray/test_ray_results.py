@@ -317,3 +317,68 @@ def test_seeding_leaves_out_an_entry_the_reader_would_refuse_and_says_so(tmp_pat
                                                                 for p in (paths[0], paths[2])]]
     assert len(refused) == 1 and str(paths[1]) in refused[0] and "JSON" in refused[0]
 
+
+
+def test_a_resumed_case_is_run_again_when_its_target_no_longer_hits_its_entry(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Resuming asks the hit rule's source and space questions of the target as the driver imports
+    it now: a config space imported from another module (grown there) or a best config taken out
+    left the campaign's digest as it was, and a rerun said the cases were finished while the job
+    then tuned at its first call (found by a tester, session 28)."""
+    from ray_runner.campaign import entry_serves
+    from ray_runner.worker import load_target
+    from triton_dist._store import decide
+
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 4)
+    target = load_target("benchmarks.campaign_target:sleepy").target
+    space = list(target.encoded)
+
+    def entry(n: int, source: str, configs: list[Any], best: int = 0) -> dict[str, Any]:
+        e = _entry(n)
+        e["source_hash"] = source
+        e["best"] = {"index": best, "time_ms": 1.0, "config": configs[best]}
+        e["candidates"] = [{"index": i, "time_ms": 1.0 + i, "config": c} for i, c in enumerate(configs)]
+        return e
+
+    entries = [entry(0, target.source_hash(), space),  # serves
+               entry(1, target.source_hash(), space[:-1]),  # the space grew since: one never measured
+               entry(2, "another source", space),  # the function changed
+               entry(3, target.source_hash(), [*space, {"cost_ms": 99.0}], best=len(space))]  # best gone
+    stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    queue = sch.CaseQueue(campaign.cases(), 0, on_done=stream.write)
+    for n in range(4):
+        run = queue.take(1)
+        assert run is not None
+        path = _cache.write_entry(root, entries[run.number])
+        queue.succeed(run, sch.TUNED, entry=entries[run.number], seconds=0.01, path=str(path))
+    stream.close()
+    assert decide.unmeasured(entries[1], space) == [len(space) - 1]
+    with caplog.at_level("WARNING", logger="ray_runner.results"):
+        resumed = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True,
+                               serves=entry_serves(campaign))
+    resumed.close()
+    assert len(resumed.done) == 1  # only the entry the target would still hit
+    said = " | ".join(r.getMessage() for r in caplog.records)
+    assert "never measured" in said and "source changed" in said and "no longer in config_space" in said
+    unchecked = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    unchecked.close()  # without the check (a driver that cannot import the target): the digest alone
+    assert len(unchecked.done) == 4
+
+
+def test_the_code_digest_covers_a_target_module_in_the_working_directory_off_sys_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ray-runner` (a console script) does not put the working directory on sys.path as
+    `python -m ray_runner` does, while the actors import campaign modules from there: the digest
+    left such a module out, so an edited or renamed target resumed as finished (a tester,
+    session 28)."""
+    import sys
+
+    from ray_runner.pool import code_digest
+
+    (tmp_path / "usermod_digest.py").write_text("def f():\n    return 1\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    before = code_digest(["usermod_digest"])
+    (tmp_path / "usermod_digest.py").write_text("def g():\n    return 1\n")
+    assert code_digest(["usermod_digest"]) != before
