@@ -13,7 +13,8 @@ source for every config of its current space, as the hit rule asks: ``serves``) 
 again, provided the stream was written for the same campaign (its targets, environment, device,
 correctness check, cache root and the code of its modules: the ``digest``). A different digest,
 or ``--force``, starts a new stream (the old one is kept as ``.results.prev.jsonl``); the cases
-then go through the usual identification, which still skips what the cache holds. Deciding what is done reads the file once: 5,000 rows take ~0.1 s.
+then go through the usual identification, which still skips what the cache holds. Deciding what
+is done reads the file once: 5,000 rows take ~0.1 s.
 """
 
 from __future__ import annotations

@@ -125,7 +125,9 @@ def show_config(config: dict[str, Any]) -> str:
     parts = []
     for name, value in config.items():
         text = repr(value)
-        if " at 0x" in text:
-            text = f"{type(value).__name__}({value})"
+        if " at 0x" in text:  # a triton.Config: its fields, those its str leaves out too
+            from triton_dist._contextual.triton_compat import full_config_text
+
+            text = f"{type(value).__name__}({full_config_text(value)})"
         parts.append(f"{name!r}: {text}")
     return "{" + ", ".join(parts) + "}"

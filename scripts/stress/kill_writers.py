@@ -48,15 +48,16 @@ def _arm(point: str) -> None:
     if point == "locked":
         lock_for = _cache._lock_for
 
-        class DyingLock:
+        class DyingLock:  # the entry's lock taken, then the writer dies holding it
             def __init__(self, path):
                 self.lock = lock_for(path)
+                self.lock_file = self.lock.lock_file
 
-            def __enter__(self):
-                self.lock.acquire()
+            def acquire(self, timeout=None):
+                self.lock.acquire(timeout=timeout)
                 _die()
 
-            def __exit__(self, *exc):
+            def release(self):
                 self.lock.release()
 
         _cache._lock_for = DyingLock

@@ -142,3 +142,23 @@ def test_a_log_that_cannot_be_written_is_not_announced_as_written(tmp_path, capl
     assert any(m.startswith("cannot write the tuning log") for m in said), said
     assert not any(" logs to " in m for m in said), said  # before: "... logs to .../rank-0.log" as well
     assert y.shape == (256,)
+
+
+def test_configs_that_differ_only_in_fields_their_str_leaves_out_read_apart():
+    # triton-ascend's Config.__str__ leaves out enable_linearize and a pre_hook: two configs that
+    # differ only there printed alike in the contextual log and in autotune_verbose lines (found by
+    # a tester, session 28). A stock Config reads as its str.
+    from triton_dist._contextual.triton_compat import config_text
+    from triton_dist._target import show_config
+
+    def zero_out(nargs):
+        return None
+
+    plain, linear = triton.Config({"BLOCK": 64}, num_warps=4), triton.Config({"BLOCK": 64}, num_warps=4)
+    linear.enable_linearize = True  # an extra field, as triton-ascend's Config carries
+    hooked = triton.Config({"BLOCK": 64}, num_warps=4, pre_hook=zero_out)
+    assert config_text(plain) == "{" + str(plain) + "}"
+    assert str(plain) == str(linear) and config_text(plain) != config_text(linear)
+    assert "enable_linearize: True" in config_text(linear) and "pre_hook: " in config_text(hooked)
+    assert "zero_out" in config_text(hooked)
+    assert "enable_linearize: True" in show_config({"config": linear})

@@ -347,7 +347,7 @@ def test_a_resumed_case_is_run_again_when_its_target_no_longer_hits_its_entry(
                entry(3, target.source_hash(), [*space, {"cost_ms": 99.0}], best=len(space))]  # best gone
     stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
     queue = sch.CaseQueue(campaign.cases(), 0, on_done=stream.write)
-    for n in range(4):
+    for _ in range(4):
         run = queue.take(1)
         assert run is not None
         path = _cache.write_entry(root, entries[run.number])

@@ -227,6 +227,22 @@ def test_a_broken_torch_npu_means_no_npu(monkeypatch):
     assert get_backend().kind != "npu"
 
 
+@pytest.mark.parametrize("error", [AttributeError, ValueError])
+def test_a_torch_npu_whose_import_raises_anything_means_no_npu_and_forced_names_it(monkeypatch, tmp_path, error):
+    # A broken install raises what it raises (Ascend/pytorch#37: an AttributeError of
+    # torch_npu.dynamo): it crashed every tuned call, on a CPU or a GPU too (found by a tester,
+    # session 28). It is "no NPU" now; forcing the NPU is the error naming the variable and why.
+    (tmp_path / "torch_npu.py").write_text(f"raise {error.__name__}('broken install of torch_npu')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "torch_npu", raising=False)
+    assert f"{error.__name__}: broken install" in NpuBackend.probe()
+    monkeypatch.delenv("TRITON_DIST_DEVICE", raising=False)
+    assert get_backend().kind != "npu"
+    monkeypatch.setenv("TRITON_DIST_DEVICE", "npu")
+    with pytest.raises(DeviceUnavailableError, match=rf"{error.__name__}: broken install.*TRITON_DIST_DEVICE"):
+        get_backend()
+
+
 def test_the_settings_accept_every_kind_of_the_table_in_ascend_first_order():
     from triton_dist import settings
 

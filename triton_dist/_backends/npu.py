@@ -26,7 +26,9 @@ def _import_torch_npu() -> tuple[Any, str | None]:
     """(module or None, reason it is unusable)."""
     try:
         import torch_npu
-    except (ImportError, OSError, RuntimeError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any failing import is "no NPU": ImportError, OSError
+        # (no CANN), RuntimeError, and what a broken install raises (Ascend/pytorch#37: an
+        # AttributeError of torch_npu.dynamo), which crashed every tuned call on a CPU or a GPU
         return None, f"torch_npu cannot be imported: {type(exc).__name__}: {exc}"
     import torch
 

@@ -226,7 +226,22 @@ def config_id(at: Any, config: Any, fallback: int) -> int:
 
 
 def config_text(config: Any) -> str:
-    return "{" + str(config) + "}"
+    """A ``triton.Config`` for the log: its ``str``, plus every field that ``str`` leaves out
+    (triton-ascend's omits ``enable_linearize`` and a ``pre_hook``: two configs differing there
+    read the same, a tester found, session 28)."""
+    return "{" + full_config_text(config) + "}"
+
+
+def full_config_text(config: Any) -> str:
+    """``str(config)`` and the set fields of the object it leaves out (``name: value``)."""
+    text = str(config)
+    extra = []
+    for name, value in sorted(getattr(config, "__dict__", {}).items()):
+        if name == "kwargs" or name.startswith("_") or value is None or f"{name}: " in text:
+            continue
+        shown = getattr(value, "__qualname__", None) if callable(value) else None
+        extra.append(f"{name}: {shown or value!r}")
+    return ", ".join([text, *extra]) if extra else text
 
 
 def _subclasses(cls: Any) -> list[Any]:
