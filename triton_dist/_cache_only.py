@@ -22,12 +22,15 @@ def untuned(target: TuneTarget, call: CallId | None, lookup_why: str, key_text: 
             backend: Backend, settings: Settings) -> Outcome:
     """A miss in cache-only mode: ``CacheMissError`` (strict), else config_space[0] untuned."""
     why = _explain(target, call, root, backend, lookup_why)  # type: ignore[arg-type]
+    if call is not None and call.job_world:  # alone in a multi-rank job: the likelier fix
+        why += (f" (this process tunes alone in a {call.job_world}-rank job without a tuning group: register "
+                "one with triton_dist.dist.init_distributed() or set_world_group(), or pass autotune_pg=)")
     if settings.cache_only == "strict":
         raise CacheMissError(
             f"TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict and {target.qualname} has no usable cache "
             f"entry for key {key_text}: {why} (looked for {path}). Seed the cache with a "
             "campaign (`python -m ray_runner run ...`), check with `python -m triton_dist.cache "
-            "why`, or unset the variable to tune.",
+            f"why {target.name} {key_text!r}{_world_flag(call)}`, or unset the variable to tune.",
             function=target.qualname, key=key_text, reason=why,
         )
     # once per key: the AutoTuner keeps config_space[0] as the key's config from now on
@@ -36,6 +39,11 @@ def untuned(target: TuneTarget, call: CallId | None, lookup_why: str, key_text: 
     log.warning("%s", message)
     warnings.warn(message, TritonDistWarning, stacklevel=5)
     return Outcome(0, "default", path=path)
+
+
+def _world_flag(call: CallId | None) -> str:
+    """``cache why``'s ``--world-size`` for this call (without it, why does not compare worlds)."""
+    return f" --world-size {call.world}" if call is not None and call.world else ""
 
 
 def _explain(target: TuneTarget, call: CallId, root: Path, backend: Backend, why: str) -> str:

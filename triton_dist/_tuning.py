@@ -140,6 +140,10 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
     plan = _Plan(root=root)
     try:
         plan.call = call = _decide.identify(target, key, view.size if view is not None else 1, backend)
+        if view is None:  # alone: in a multi-rank job without a group, its entry may be the group's
+            job = _job_world()
+            if job > 1:
+                plan.call = call = dataclasses.replace(call, job_world=job)
         plan.key_text, plan.path = call.key, call.path(root)
         index, plan.why, plan.entry = (None, "forced re-tuning", None) if force or settings.always_tune \
             else _decide.lookup(call, root, settings, stacklevel=6)
@@ -158,6 +162,19 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
     except (KeyFunctionError, PruneError, OSError) as exc:
         plan.error = exc
     return plan
+
+
+def _job_world() -> int:
+    """The ranks of this process's torch.distributed job (1 when it is not initialised)."""
+    import sys
+
+    dist = sys.modules.get("torch.distributed")  # never imported here for the question
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            return int(dist.get_world_size())
+    except Exception:  # noqa: BLE001 - a torn-down group: alone
+        pass
+    return 1
 
 
 def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list[int]:

@@ -244,3 +244,35 @@ def test_a_lock_held_by_a_stopped_process_is_named_then_refused_in_bounded_time(
         warnings.simplefilter("error", TritonDistWarning)  # its holder gone: taken at once, nothing said
         files.write_entry_text(root, path, "{}")
     assert path.read_text() == "{}"
+
+
+def test_a_process_alone_in_a_multi_rank_job_takes_the_group_entry_of_its_jobs_size(cache_dir, monkeypatch):
+    """A job that called init_process_group but registered no tuning group tunes each rank alone:
+    its key (with the world size in it, as the docs advise) found the campaign's entry measured over
+    the job's 2 ranks, called it a miss, and each rank tuned alone over it, moving the seeded entry
+    to history (a strict job failed after; found by a tester, session 28). That entry serves such a
+    process now; an entry of another world is still a miss, whose message names the group fix."""
+    import torch.distributed as dist
+
+    first, _ = make_tuner(times=TIMES)
+    first(1)
+    (path,) = entries(cache_dir)
+    seeded = json.loads(path.read_text())
+    seeded["world_size"] = 2  # as a campaign's 2-rank case writes it
+    path.write_text(json.dumps(seeded))
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
+    with pytest.warns(TritonDistWarning, match="tunes in this process alone"):
+        tuned, probe = make_tuner(times=TIMES)
+        assert tuned(1)[1] == seeded["best"]["config"]["c"] and probe.benches == 0  # a hit: nothing tuned
+    assert json.loads(path.read_text()) == seeded and not (cache_dir / "host" / "history").exists()
+    monkeypatch.setattr(dist, "get_world_size", lambda group=None: 3)  # another job size: a miss
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CACHE_ONLY", "strict")
+    from triton_dist.errors import CacheMissError
+
+    tuned, probe = make_tuner(times=TIMES)
+    with pytest.warns(TritonDistWarning) as said, \
+            pytest.raises(CacheMissError, match=r"(?s)measured over 2 rank.*alone in a 3-rank job without a tuning "
+                                                r"group.*init_distributed.*--world-size 1"):
+        tuned(1)
+    assert any("no tuning group is registered in this 3-rank job" in str(w.message) for w in said)

@@ -82,6 +82,9 @@ class CallId:
     world: int | None
     """Ranks the call tunes over; None only for ``cache why`` without ``--world-size``."""
     qualname: str = ""
+    job_world: int | None = None
+    """A call that tunes alone (``world`` 1) in a torch.distributed job of this many ranks, no
+    tuning group registered: an entry measured over the job's ranks (a campaign's) serves it."""
 
     @property
     def id(self) -> str:
@@ -164,10 +167,21 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     if entry["hardware"].get("digest") != call.digest:
         return unusable(f"cache entry was tuned on other hardware (digest {entry['hardware'].get('digest')})")
     world = entry_world(entry)
-    if call.world is not None and world != call.world:
+    # a process tuning alone in a multi-rank job without a group: the group's entry of this job's
+    # size (a campaign seeded it) serves it, rather than each rank tuning alone over it (found
+    # by a tester, session 28: the seeded entry went to history and strict jobs failed after)
+    ungrouped = call.world == 1 and call.job_world is not None and world == call.job_world
+    if call.world is not None and world != call.world and not ungrouped:
         return unusable(f"cache entry was measured over {world} rank(s), this call tunes over {call.world} "
-                        "(make key_fn include the world size so that each world has its own entry)")
+                        + ("(no tuning group is registered in this "
+                           f"{call.job_world}-rank job: register it with triton_dist.dist.init_distributed() or "
+                           "set_world_group(), or pass autotune_pg=; or make key_fn include the world size so "
+                           "that each world has its own entry)" if call.job_world else
+                           "(make key_fn include the world size so that each world has its own entry)"))
     verdict = Verdict(None, "", path, entry, source=source)
+    if ungrouped:  # (the call's own warning says it tunes alone: warn_if_ungrouped)
+        log.debug("cache entry %s was measured over this job's %d ranks; a process tuning alone takes it",
+                  source, world)
     changed = versions_differ(entry, call.versions)
     if changed:
         message = f"cache entry {source} was tuned with other software versions ({'; '.join(changed)})"
