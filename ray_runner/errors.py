@@ -40,6 +40,9 @@ def describe_failure(exc: BaseException) -> tuple[str, bool]:
         exc = cause
     name = type(exc).__name__
     text = str(exc).strip()
+    notes = [n for n in getattr(exc, "__notes__", None) or () if isinstance(n, str)]
+    if notes:  # where it happened: the rank, the step, the user's line (worker.attribute)
+        text = f"{text} [{'; '.join(notes)}]"
     if name in _FINAL or isinstance(exc, CampaignError):
         return f"{name}: {text}"[:2000], False
     if name in ("ActorDiedError", "RayActorError", "ActorUnavailableError"):

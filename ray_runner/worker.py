@@ -14,6 +14,7 @@ with ``ray.remote``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import logging
@@ -22,7 +23,8 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from triton_dist.errors import CampaignError
@@ -47,6 +49,33 @@ class CaseContext:
     group: Any = None
     """The case's world: the default process group (in ``preflight`` a ``fake`` one, whose
     collectives do nothing)."""
+
+
+@contextlib.contextmanager
+def attribute(rank: int, size: int, step: str) -> Iterator[None]:
+    """An exception out of a case's ``step`` on this rank carries where it happened (a note, which
+    the driver's failure text shows: ``ray_runner.errors.describe_failure``): the rank, the step
+    and the last line of the user's code it passed through. A campaign's failure said only
+    "ValueError: boom" (a tester, session 28); another rank's RankFailureError is left as it is."""
+    try:
+        yield
+    except Exception as exc:
+        if type(exc).__name__ != "RankFailureError" and hasattr(exc, "add_note"):
+            where = _user_line(exc.__traceback__)
+            exc.add_note(f"rank {rank} of {size}, {step}" + (f", at {where}" if where else ""))
+        raise
+
+
+def _user_line(tb: Any) -> str | None:
+    """``file:line in function`` of the innermost frame outside this project and the libraries."""
+    skip = (os.sep + "triton_dist" + os.sep, os.sep + "ray_runner" + os.sep, "site-packages", "dist-packages",
+            os.sep + "lib" + os.sep + "python")
+    found = None
+    for frame, line in traceback.walk_tb(tb):
+        name = frame.f_code.co_filename
+        if not any(part in name for part in skip) and not name.startswith("<"):
+            found = f"{os.path.basename(name)}:{line} in {frame.f_code.co_name}"
+    return found
 
 
 def load_attr(path: str, what: str) -> Any:
@@ -284,8 +313,10 @@ class CaseWorker:
         try:
             ctx = self._world(fid, size)
             tuner = load_target(function)
-            args, kwargs = self._case_args(builder, case, ctx)
-            return {**identify_case(tuner, args, kwargs, size), "busy_s": time.perf_counter() - entered}
+            with attribute(self.rank, size, f"building the case's arguments ({builder})"):
+                args, kwargs = self._case_args(builder, case, ctx)
+            with attribute(self.rank, size, "computing the key (key_fn)"):
+                return {**identify_case(tuner, args, kwargs, size), "busy_s": time.perf_counter() - entered}
         finally:
             self._leave()
 
@@ -309,7 +340,8 @@ class CaseWorker:
               known_failures: Mapping[int, str] | None, check_correctness: bool, entered: float,
               ship_binaries: bool = False) -> dict[str, Any]:
         tuner = load_target(function)
-        args, kwargs = self._case_args(builder, case, ctx)
+        with attribute(self.rank, ctx.world_size, f"building the case's arguments ({builder})"):
+            args, kwargs = self._case_args(builder, case, ctx)
         group = ctx.group
         capture = _Capture()
         logger = logging.getLogger("triton_dist.tune")
@@ -319,9 +351,10 @@ class CaseWorker:
         logger.propagate = False
         start = time.perf_counter()
         try:
-            entry = tuner.tune(*args, autotune_pg=group, force=True, write_cache=False,
-                               check_correctness=check_correctness,
-                               known_failures={int(k): v for k, v in (known_failures or {}).items()}, **kwargs)
+            with attribute(self.rank, ctx.world_size, "tuning"):
+                entry = tuner.tune(*args, autotune_pg=group, force=True, write_cache=False,
+                                   check_correctness=check_correctness,
+                                   known_failures={int(k): v for k, v in (known_failures or {}).items()}, **kwargs)
             # the best config's compiled kernels, for the seeds (issue 23; ray_runner.binaries)
             shipped = collect(tuner, args, kwargs, entry) if ship_binaries else None
         finally:

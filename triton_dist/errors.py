@@ -40,8 +40,11 @@ class TritonDistError(Exception):
         super().__init__(message)
         self.details = details
 
-    def __reduce__(self):  # keep subclasses and their details across pickling
-        return (self.__class__, (str(self),), {"details": self.details})
+    def __reduce__(self):  # keep subclasses, their details and notes (add_note) across pickling
+        state: dict[str, Any] = {"details": self.details}
+        if getattr(self, "__notes__", None):
+            state["__notes__"] = list(self.__notes__)
+        return (self.__class__, (str(self),), state)
 
 
 class TritonDistWarning(UserWarning):

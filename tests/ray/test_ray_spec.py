@@ -206,6 +206,33 @@ def test_describe_failure_marks_configuration_errors_final() -> None:
     assert describe_failure(GangStartError("no room", retry=True)) == ("no room", True)
 
 
+def test_a_case_failure_says_which_rank_which_step_and_the_users_line() -> None:
+    # "ValueError: boom" or "RuntimeError: bad case" named no rank, no step (arguments, key or
+    # tuning) and no line (found by a tester, session 28): the worker's attribute() adds a note,
+    # which survives Ray's pickling of the exception (a TritonDistError's too), and the failure's
+    # text carries it.
+    from ray import cloudpickle
+
+    from ray_runner.worker import attribute
+    from triton_dist.errors import NoValidConfigError
+
+    def key_fn():
+        raise ValueError("boom")
+
+    with pytest.raises(ValueError) as caught, attribute(1, 2, "computing the key (key_fn)"):
+        key_fn()
+    text, retry = describe_failure(cloudpickle.loads(cloudpickle.dumps(caught.value)))
+    assert retry and text.startswith("ValueError: boom [rank 1 of 2, computing the key (key_fn), at "
+                                     "test_ray_spec.py:") and text.endswith(" in key_fn]"), text
+    with pytest.raises(NoValidConfigError) as caught, attribute(0, 2, "tuning"):
+        raise NoValidConfigError("every candidate failed", key="k")
+    copy = cloudpickle.loads(cloudpickle.dumps(caught.value))
+    assert copy.details == {"key": "k"} and "[rank 0 of 2, tuning" in describe_failure(copy)[0]
+    with pytest.raises(RankFailureError) as caught, attribute(0, 2, "tuning"):  # another rank's echo: as it is
+        raise RankFailureError("another rank failed")
+    assert not getattr(caught.value, "__notes__", None)
+
+
 def test_root_cause_prefers_a_poisoned_device_then_a_rank_of_its_own_over_the_peers_echo() -> None:
     echo, own = RankFailureError("another rank failed"), RuntimeError("rank 1: out of memory")
     poisoned = DeviceStateError("illegal memory access", index=3, reason="illegal memory access")
