@@ -260,6 +260,9 @@ def test_a_process_alone_in_a_multi_rank_job_takes_the_group_entry_of_its_jobs_s
     seeded = json.loads(path.read_text())
     seeded["world_size"] = 2  # as a campaign's 2-rank case writes it
     path.write_text(json.dumps(seeded))
+    from triton_dist import dist as td_dist
+
+    monkeypatch.setattr(td_dist, "_world_group", td_dist._UNSET)  # no group registered (another test may have)
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "get_world_size", lambda group=None: 2)
     with pytest.warns(TritonDistWarning, match="tunes in this process alone"):
