@@ -50,3 +50,18 @@ def test_a_single_rank_world_does_not_warn(tmp_path):
     (result,) = _ok(run_ranks(workers.alone_without_a_group, 1, rank_env=_per_rank_caches(tmp_path, 1), tmp=tmp_path))
     assert result["values"] == [70, 80, 70, 70]
     assert result["messages"] == []
+
+
+def test_ranks_alone_in_an_ungrouped_job_take_the_groups_entry_of_the_jobs_size(tmp_path):
+    """A 2-rank job that registered no tuning group found the group's (a campaign's) 2-rank entry
+    for its key, called it a miss, and each rank tuned alone over it: different configs per rank
+    and the seeded entry moved to history (found by a tester, session 28). They take it now, and
+    are still told to register the group."""
+    results = _ok(run_ranks(workers.group_entry_then_ungrouped, 2, tmp=tmp_path,
+                            env={"TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S": "20",
+                                 "TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / "cache")}))
+    # MAX [6, 4, 7] picks config 1 for the group; alone, rank 0 would pick 0 and rank 1 config 2
+    assert [r["grouped"] for r in results] == [91, 91] and [r["alone"] for r in results] == [[91], [91]]
+    assert [r["runs"] for r in results] == [{"0": 0, "1": 1, "2": 0}] * 2  # the call's own run: nothing tuned
+    assert [(r["world"], r["history"]) for r in results] == [(2, [])] * 2
+    assert all(len(r["messages"]) == 1 and "tunes in this process alone" in r["messages"][0] for r in results)

@@ -290,3 +290,24 @@ def outside_subgroup(rank, world_size):
     """Rank 2 is left out of new_group([0, 1]) (torch hands it a placeholder) and passes it."""
     group = dist.new_group([0, 1])
     return host(4, [1.0, 2.0, 3.0], autotune_pg=group)
+
+
+def group_entry_then_ungrouped(rank, world_size):
+    """The group's entry (as a campaign seeds it for this job), then calls of a rank alone in the
+    same 2-rank job (plain init_process_group, nothing registered): they take the group's entry
+    instead of each tuning alone over it (session 28)."""
+    import json
+
+    cost = COST_MS[rank]
+    grouped = host(9, cost, autotune_pg=dist.group.WORLD)
+    dist.barrier()
+    host.clear()  # a new process of the job: nothing decided in memory
+    before = dict(CALLS)
+    values, messages = _tuning_warnings([lambda: host(9, cost)])
+    runs = {cfg: CALLS.get(cfg, 0) - before.get(cfg, 0) for cfg in (0, 1, 2)}
+    dist.barrier()
+    root = Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]) / "host"
+    (entry,) = [json.loads(p.read_text()) for p in root.glob("*.json")]
+    return {"grouped": grouped, "alone": values, "runs": runs, "world": entry["world_size"],
+            "history": sorted(p.name for p in (root / "history").glob("*.json")) if (root / "history").exists() else [],
+            "messages": messages}
