@@ -154,7 +154,10 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
         else:
             plan.decision = "tune"
             plan.kept = _prune(target, args, kwargs, plan.key_text)
-            if not (force or settings.always_tune):
+            # checking correctness compares every config with config_space[0]'s result, which a
+            # reused timing never ran: every kept config is measured then (a wrong cached best was
+            # the reference for a grown space, and stayed best; a tester, session 28)
+            if not (force or settings.always_tune or target.check_correctness):
                 plan.reuse = _reuse.find_reusable(
                     root, target.name, target.encoded, plan.kept, plan.key_text, target.source_hash(),
                     body_hash(target.fn), call.digest, call.versions,

@@ -181,10 +181,17 @@ def _parse(env: Mapping[str, str]) -> Settings:
             "config_space[0]), strict (a miss is an error), or 0/false/off/no (any case) / unset "
             "it to tune on a miss."
         )
+    always_tune = _flag(env, ALWAYS_TUNE)
+    if always_tune and cache_only != "off":  # one says tune on every call, the other never: a hit was
+        # ignored, then config_space[0] ran untuned or strict raised (a tester, session 28)
+        raise SettingsError(
+            f"{ALWAYS_TUNE}=1 and {CACHE_ONLY}={cache_only_raw} contradict each other: the first re-tunes "
+            "every key, the second never tunes. Unset one of them (a warm-started job: unset "
+            f"{ALWAYS_TUNE}).")
     return Settings(
         autotune_dir=Path(root).expanduser() if root else Path.home() / ".triton_dist" / "autotune",
         device=device,
-        always_tune=_flag(env, ALWAYS_TUNE),
+        always_tune=always_tune,
         version_check=_flag(env, VERSION_CHECK),
         cache_only=cache_only,
         agree_timeout_s=_positive_float(env, AGREE_TIMEOUT, 300.0),  # type: ignore[arg-type]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import os
 import types
 import warnings
@@ -132,8 +133,25 @@ class AutoTuner(metaclass=_TunerType):
             raise KeyFunctionError(f"key_fn of {fn.__qualname__} must be callable, got {key_fn!r:.100}")
         if prune_fn is not None and not callable(prune_fn):
             raise ConfigSpaceError(f"prune_fn of {fn.__qualname__} must be callable or None, got {prune_fn!r:.100}")
+        # counts are ints and switches bools: 1.5 runs or graphs="no" were taken as 1 and True (a
+        # tester, session 28); numpy integers and 0/1 are what callers pass, and are taken
+        for name, count in (("n_warmup", n_warmup), ("n_repeat", n_repeat)):
+            if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+                raise ConfigSpaceError(f"{name} of {fn.__qualname__} must be an int, got {count!r:.100}")
         if int(n_warmup) < 0 or int(n_repeat) < 1:
             raise ConfigSpaceError(f"n_warmup must be >= 0 and n_repeat >= 1, got {n_warmup}, {n_repeat}")
+        switches: tuple[tuple[str, Any], ...] = (
+            ("check_correctness", check_correctness), ("restore_inplace", restore_inplace),
+            ("adaptive", adaptive), ("flush_l2", flush_l2), ("graphs", graphs))
+        for name, switch in switches:
+            value: Any = switch
+            if not (value is None and name == "graphs") and not isinstance(value, (bool, int)) \
+                    or isinstance(value, int) and not isinstance(value, bool) and value not in (0, 1):
+                raise ConfigSpaceError(f"{name} of {fn.__qualname__} must be True or False"
+                                       + (" (or None: the backend's default)" if name == "graphs" else "")
+                                       + f", got {value!r:.100}")
+        if do_bench is not None:
+            _check_do_bench(fn, do_bench)
         if compile_workers is not None and (isinstance(compile_workers, bool) or not isinstance(compile_workers, int)
                                             or compile_workers < 1):
             raise ConfigSpaceError(f"compile_workers of {fn.__qualname__} must be an int >= 1 (1: no "
@@ -453,6 +471,21 @@ def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn:
     tuner._calls = calls if calls is not None else {}
     tuner.face = make_face(tuner)
     return tuner
+
+
+def _check_do_bench(fn: Callable[..., Any], do_bench: Any) -> None:
+    """``do_bench(fn, n_warmup, n_repeat)`` must be callable with those three: said at decoration
+    (a wrong signature was a bare TypeError out of the first call; a tester, session 28)."""
+    if not callable(do_bench):
+        raise ConfigSpaceError(f"do_bench of {fn.__qualname__} must be callable or None, got {do_bench!r:.100}")
+    try:
+        inspect.signature(do_bench).bind(lambda: None, 1, 1)
+    except TypeError as exc:
+        raise ConfigSpaceError(
+            f"do_bench of {fn.__qualname__} must take (fn, n_warmup, n_repeat) and return the per-run times in "
+            f"ms (as triton.testing.do_bench's role here): {exc}") from None
+    except ValueError:  # no signature to read (a builtin): its first call says
+        pass
 
 
 def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],

@@ -312,3 +312,72 @@ def test_configs_that_all_fail_alike_point_at_the_host_function_not_the_configs(
     with pytest.raises(NoValidConfigError, match="Fix the failing configs or prune them") as caught:
         tuner(1)
     assert "same error" not in str(caught.value)
+
+
+def test_options_of_the_wrong_type_are_refused_at_decoration(cache_dir):
+    """n_repeat=1.5 ran once, graphs="no" turned graphs on, adaptive="false" turned adaptive on, and
+    a do_bench of another signature was a bare TypeError at the first call (a tester, session 28)."""
+    from triton_dist.errors import ConfigSpaceError
+
+    def host(x, c):
+        return x
+
+    space, key = [{"c": 1}], (lambda x: (x,))
+    for bad, match in (({"n_repeat": 1.5}, "n_repeat .* must be an int"), ({"n_warmup": "2"}, "must be an int"),
+                       ({"graphs": "no"}, "graphs .* must be True or False"), ({"adaptive": "false"}, "adaptive"),
+                       ({"check_correctness": 2}, "check_correctness"),
+                       ({"do_bench": lambda fn: [1.0]}, r"do_bench .* must take \(fn, n_warmup, n_repeat\)")):
+        with pytest.raises(ConfigSpaceError, match=match):
+            autotune(space, key, **bad)(host)
+    import numpy as np
+
+    tuned = autotune(space, key, n_repeat=np.int64(2), graphs=None, adaptive=0,  # what callers pass: taken
+                     do_bench=lambda fn, w, r: [1.0] * r)(host)
+    assert tuned(3) == 3
+
+
+def test_always_tune_with_cache_only_is_a_settings_error_naming_both(monkeypatch):
+    """The two switches contradict: a valid entry was ignored, then config_space[0] ran untuned, or
+    strict raised on a warm-started job (a tester, session 28)."""
+    from triton_dist import settings
+    from triton_dist.errors import SettingsError
+
+    for cache_only in ("1", "strict"):
+        with pytest.raises(SettingsError, match=r"ALWAYS_TUNE=1 and TRITON_DIST_AUTOTUNE_CACHE_ONLY=.*contradict"):
+            settings._parse({"TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "1", "TRITON_DIST_AUTOTUNE_CACHE_ONLY": cache_only})
+    off = {"TRITON_DIST_AUTOTUNE_ALWAYS_TUNE": "1", "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "0"}
+    assert settings._parse(off).always_tune
+
+
+def test_checking_correctness_on_a_grown_space_compares_with_config_zero_not_the_cached_best(cache_dir):
+    """A wrong but fast config won an unchecked tuning; turning the check on and adding a config
+    reused the old timings, so the cached (wrong) best was the reference: the new, correct config
+    was recorded wrong and the wrong one stayed best (a tester, session 28). With the check on,
+    every kept config is measured, config_space[0] first."""
+    import torch
+
+    def host(x, c):
+        return x * 2 if c != "wrong" else x * 3
+
+    times = {"ok": 5.0, "wrong": 1.0, "ok2": 2.0}
+
+    def bench(fn, n_warmup, n_repeat):
+        fn()
+        return [times[current[0]]] * n_repeat
+
+    current = ["ok"]
+
+    def traced(x, c):
+        current[0] = c
+        return host(x, c)
+
+    traced.__name__ = traced.__qualname__ = "checked_host"
+    x = torch.ones(4)
+    first = autotune([{"c": "ok"}, {"c": "wrong"}], key_fn=lambda x: (x.numel(),), do_bench=bench)(traced)
+    assert torch.equal(first(x), x * 3)  # unchecked: the wrong, fast config wins
+    grown = autotune([{"c": "ok"}, {"c": "wrong"}, {"c": "ok2"}], key_fn=lambda x: (x.numel(),), do_bench=bench,
+                     check_correctness=True)(traced)
+    assert torch.equal(grown(x), x * 2)
+    entry = grown.tune(x, force=False)
+    errors = {c["index"]: c["error"] for c in entry["candidates"]}
+    assert entry["best"]["index"] == 2 and errors[2] is None and "WrongResultError" in str(errors[1])
