@@ -339,3 +339,19 @@ def test_queued_checks_of_more_configs_than_host_rows_are_read_as_they_fill():
         assert guard.mutated == {0}
         assert guard.settle() is True and guard.mutated == {0, 1}
         assert guard.settle() is False
+
+
+def test_a_check_with_nothing_to_compare_says_so(cache_dir):
+    # check_correctness=True over an in-place function that returns None, with restore_inplace=False
+    # (no copy of the arguments): every config passed, a wrong one was picked, and nothing was said
+    # (found by a tester, session 28). It is said once now.
+    from triton_dist.errors import TritonDistWarning
+
+    @autotune([{"c": 1}, {"c": 2}], lambda x: (x.numel(),), n_warmup=0, n_repeat=1, check_correctness=True,
+              restore_inplace=False, do_bench=lambda fn, w, r: [fn() or 1.0] * r)
+    def scale_in_place(x, c):
+        x.mul_(c)
+
+    with pytest.warns(TritonDistWarning, match="nothing to compare.*returns None") as said:
+        scale_in_place(torch.ones(4))
+    assert sum("nothing to compare" in str(w.message) for w in said) == 1

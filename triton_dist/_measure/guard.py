@@ -98,6 +98,7 @@ class RunGuard:
                  capture: Callable[[Callable[[], None]], Any] | None = None,
                  idle: Callable[[Callable[[], bool]], None] | None = None) -> None:
         self.check = check
+        self._said_blind = False  # check_correctness with nothing to compare, said once
         self.name = name
         self.queue = queue
         """a device type (the backend's): deferred first-run checks of contiguous tensors on it go
@@ -290,6 +291,16 @@ class RunGuard:
     def _check(self, index: int, result: Any) -> None:
         if not self.check:
             return
+        if result is None and not self._tensors and not self._said_blind:
+            # nothing to compare: no result, and no copies of the arguments to see what it wrote
+            # (restore_inplace=False); the check passed every config in silence (a tester, session 28)
+            self._said_blind = True
+            message = (f"{self.name}: check_correctness=True has nothing to compare: the function returns "
+                       "None and no copy of a tensor argument is kept to compare what it writes "
+                       "(restore_inplace=False, or no tensor arguments). Return the output, or keep "
+                       "restore_inplace=True.")
+            log.warning(message)
+            warnings.warn(message, TritonDistWarning, stacklevel=2)
         states = {pos: self._tensors[pos].detach().clone() for pos in self.mutated}
         if self._reference is None:
             self._pending[index] = (capture(result), states)
