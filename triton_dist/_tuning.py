@@ -183,7 +183,7 @@ def _job_world() -> int:
 def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list[int]:
     if target.prune_fn is None:
         return list(range(len(target.config_space)))
-    kept = []
+    kept, returned_none = [], 0
     for index, config in enumerate(target.config_space):
         try:
             keep = target.prune_fn(config, *args, **kwargs)
@@ -192,6 +192,7 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
                 f"prune_fn raised on config_space[{index}] = {config!r:.200} for key {key_text}: "
                 f"{describe(exc)}. prune_fn must be a side-effect-free check that returns True/False."
             ) from exc
+        returned_none += keep is None
         try:
             keep = bool(keep)
         except Exception as exc:  # noqa: BLE001 - e.g. a tensor of several elements
@@ -201,10 +202,14 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
         if keep:
             kept.append(index)
     if not kept:
+        # a prune_fn that forgot its return statement returns None for every config (a tester: "kept
+        # no config" did not say why, session 28)
+        forgot = (f" It returned None for {'every' if returned_none == len(target.config_space) else returned_none} "
+                  "config: does it end with a return statement?" if returned_none else "")
         raise PruneError(
             f"prune_fn kept no config of {target.name}'s config_space ({len(target.config_space)} "
             f"candidates) for key {key_text}; it must keep at least one (config_space[0] is a "
-            "good always-valid default)."
+            f"good always-valid default).{forgot}"
         )
     return kept
 

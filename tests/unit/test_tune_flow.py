@@ -381,3 +381,16 @@ def test_checking_correctness_on_a_grown_space_compares_with_config_zero_not_the
     entry = grown.tune(x, force=False)
     errors = {c["index"]: c["error"] for c in entry["candidates"]}
     assert entry["best"]["index"] == 2 and errors[2] is None and "WrongResultError" in str(errors[1])
+
+
+def test_a_prune_fn_that_returns_none_is_asked_about_its_return_statement(cache_dir):
+    """A prune_fn without a return statement pruned everything with "kept no config" (a tester,
+    session 28): the error says it returned None."""
+    from triton_dist.errors import PruneError
+
+    def prune(config, x):
+        config["c"] > 0  # noqa: B015 - the forgotten return
+
+    tuned = autotune([{"c": 1}, {"c": 2}], key_fn=lambda x: (x,), prune_fn=prune)(lambda x, c: x)
+    with pytest.raises(PruneError, match="kept no config.*returned None for every config.*return statement"):
+        tuned(1)
