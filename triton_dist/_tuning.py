@@ -21,6 +21,7 @@ import hashlib
 import logging
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -169,8 +170,6 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
 
 def _job_world() -> int:
     """The ranks of this process's torch.distributed job (1 when it is not initialised)."""
-    import sys
-
     dist = sys.modules.get("torch.distributed")  # never imported here for the question
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():

@@ -133,29 +133,8 @@ class AutoTuner(metaclass=_TunerType):
             raise KeyFunctionError(f"key_fn of {fn.__qualname__} must be callable, got {key_fn!r:.100}")
         if prune_fn is not None and not callable(prune_fn):
             raise ConfigSpaceError(f"prune_fn of {fn.__qualname__} must be callable or None, got {prune_fn!r:.100}")
-        # counts are ints and switches bools: 1.5 runs or graphs="no" were taken as 1 and True (a
-        # tester, session 28); numpy integers and 0/1 are what callers pass, and are taken
-        for name, count in (("n_warmup", n_warmup), ("n_repeat", n_repeat)):
-            if isinstance(count, bool) or not isinstance(count, numbers.Integral):
-                raise ConfigSpaceError(f"{name} of {fn.__qualname__} must be an int, got {count!r:.100}")
-        if int(n_warmup) < 0 or int(n_repeat) < 1:
-            raise ConfigSpaceError(f"n_warmup must be >= 0 and n_repeat >= 1, got {n_warmup}, {n_repeat}")
-        switches: tuple[tuple[str, Any], ...] = (
-            ("check_correctness", check_correctness), ("restore_inplace", restore_inplace),
-            ("adaptive", adaptive), ("flush_l2", flush_l2), ("graphs", graphs))
-        for name, switch in switches:
-            value: Any = switch
-            if not (value is None and name == "graphs") and not isinstance(value, (bool, int)) \
-                    or isinstance(value, int) and not isinstance(value, bool) and value not in (0, 1):
-                raise ConfigSpaceError(f"{name} of {fn.__qualname__} must be True or False"
-                                       + (" (or None: the backend's default)" if name == "graphs" else "")
-                                       + f", got {value!r:.100}")
-        if do_bench is not None:
-            _check_do_bench(fn, do_bench)
-        if compile_workers is not None and (isinstance(compile_workers, bool) or not isinstance(compile_workers, int)
-                                            or compile_workers < 1):
-            raise ConfigSpaceError(f"compile_workers of {fn.__qualname__} must be an int >= 1 (1: no "
-                                   f"compile pass) or None (TRITON_DIST_COMPILE_WORKERS), got {compile_workers!r}")
+        _check_options(fn, n_warmup, n_repeat, do_bench, compile_workers, check_correctness=check_correctness,
+                       restore_inplace=restore_inplace, adaptive=adaptive, flush_l2=flush_l2, graphs=graphs)
         self.fn = fn
         self.config_space = _validate_space(fn, config_space)
         self.key_fn = key_fn
@@ -473,17 +452,38 @@ def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn:
     return tuner
 
 
-def _check_do_bench(fn: Callable[..., Any], do_bench: Any) -> None:
-    """``do_bench(fn, n_warmup, n_repeat)`` must be callable with those three: said at decoration
-    (a wrong signature was a bare TypeError out of the first call; a tester, session 28)."""
+def _check_options(fn: Callable[..., Any], n_warmup: Any, n_repeat: Any, do_bench: Any, compile_workers: Any,
+                   **switches: Any) -> None:
+    """The decorator's options, refused at decoration when they are of the wrong kind: counts are
+    ints, switches True/False (0/1 taken; ``graphs`` also None), ``do_bench`` takes (fn, n_warmup,
+    n_repeat). ``n_repeat=1.5`` ran once, ``graphs="no"`` turned graphs on and a ``do_bench`` of
+    another signature was a bare TypeError at the first call (a tester, session 28)."""
+    name = fn.__qualname__
+    for what, count in (("n_warmup", n_warmup), ("n_repeat", n_repeat)):
+        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
+            raise ConfigSpaceError(f"{what} of {name} must be an int, got {count!r:.100}")
+    if n_warmup < 0 or n_repeat < 1:
+        raise ConfigSpaceError(f"n_warmup must be >= 0 and n_repeat >= 1, got {n_warmup}, {n_repeat}")
+    for what, value in switches.items():
+        if value is None and what == "graphs":
+            continue
+        if not (isinstance(value, int) and value in (0, 1)):  # a bool is an int
+            raise ConfigSpaceError(f"{what} of {name} must be True or False"
+                                   + (" (or None: the backend's default)" if what == "graphs" else "")
+                                   + f", got {value!r:.100}")
+    if compile_workers is not None and (isinstance(compile_workers, bool) or not isinstance(compile_workers, int)
+                                        or compile_workers < 1):
+        raise ConfigSpaceError(f"compile_workers of {name} must be an int >= 1 (1: no compile pass) or None "
+                               f"(TRITON_DIST_COMPILE_WORKERS), got {compile_workers!r}")
+    if do_bench is None:
+        return
     if not callable(do_bench):
-        raise ConfigSpaceError(f"do_bench of {fn.__qualname__} must be callable or None, got {do_bench!r:.100}")
+        raise ConfigSpaceError(f"do_bench of {name} must be callable or None, got {do_bench!r:.100}")
     try:
         inspect.signature(do_bench).bind(lambda: None, 1, 1)
     except TypeError as exc:
-        raise ConfigSpaceError(
-            f"do_bench of {fn.__qualname__} must take (fn, n_warmup, n_repeat) and return the per-run times in "
-            f"ms (as triton.testing.do_bench's role here): {exc}") from None
+        raise ConfigSpaceError(f"do_bench of {name} must take (fn, n_warmup, n_repeat) and return the per-run "
+                               f"times in ms: {exc}") from None
     except ValueError:  # no signature to read (a builtin): its first call says
         pass
 
