@@ -35,11 +35,14 @@ def _tuples(value: Any) -> Any:
 
 
 def _key_text(text: str) -> str:
-    """The key as ``repr`` writes it: "((4096,),'f32')", "((4096,), 'f32')" and '[[4096], "f32"]'
-    are one key."""
+    """The key as its entry names it: "((4096,),'f32')", "((4096,), 'f32')" and '[[4096], "f32"]'
+    are one key, and so are "(2.0,)" and "(2,)" (``stable_key_text``)."""
+    from triton_dist._store.keytext import stable_key_text
+    from triton_dist.errors import KeyFunctionError
+
     try:
-        return repr(_tuples(ast.literal_eval(text)))  # literals only: never runs code
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return stable_key_text(_tuples(ast.literal_eval(text)))  # literals only: never runs code
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, KeyFunctionError):
         return text
 
 

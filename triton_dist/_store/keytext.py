@@ -1,7 +1,9 @@
 """The text of a business key: what names its cache entry (issue 17, items 14 and 15).
 
 ``repr(key)``, except that sets and frozensets are written with their items sorted (their order
-depends on ``PYTHONHASHSEED``), and refused when it could not name a readable entry.
+depends on ``PYTHONHASHSEED``), that values Python holds equal are written alike (``2.0`` as
+``2``, ``-0.0`` as ``0``, ``torch.Size([64])`` as ``(64,)``, ``np.int64(64)`` as ``64``), and
+refused when it could not name a readable entry.
 """
 
 from __future__ import annotations
@@ -32,9 +34,15 @@ def key_repr(key: Any) -> str | None:
     every process (issue 17), and ranks holding equal keys disagree. A dataclass or enum member
     holding one is written as its generated repr prints it (``Spec(ops=frozenset({'a', 'b'}), n=4)``,
     ``<Fused.GELU: frozenset({'bias', 'gelu'})>``), whatever its own ``__repr__``.
+
+    Values that Python holds equal, and that a process therefore takes as one decision, are
+    written alike (a tester, 2026-12-04: a campaign's ``alpha: 2`` named another entry than a
+    training job's ``2.0``, and ``CACHE_ONLY=strict`` refused the call): an integral float as
+    the int it equals (``2.0`` -> ``2``, ``-0.0`` -> ``0``), ``torch.Size`` as the tuple it
+    equals, and a NumPy scalar as the Python number it equals (``np.int64(64)`` -> ``64``).
     """
     def text_of(value: Any) -> str:
-        return _canonical_repr(value, 0) if _has_set(value, 0) else repr(value)
+        return _canonical_repr(value, 0) if _needs_canonical(value, 0) else repr(value)
 
     text = text_of(key)
     if " at 0x" in text or text_of(key) != text:  # an address, or a repr that changes per call
@@ -106,19 +114,21 @@ def _module_part(value: Any) -> str:
             "to_hashable(x))")
 
 
-def _has_set(value: Any, depth: int) -> bool:
-    if isinstance(value, (set, frozenset)):
+def _needs_canonical(value: Any, depth: int) -> bool:
+    """Whether ``value`` holds what its plain repr writes unlike an equal value (or in an order
+    of the hash seed's): a set, an integral float, a ``torch.Size``, a NumPy scalar."""
+    if isinstance(value, (set, frozenset)) or _equal_number(value) is not None or _is_size(value):
         return True
     if depth > 50:
         return False
     if _is_dataclass_instance(value):
-        return any(_has_set(getattr(value, f.name, None), depth + 1) for f in _shown_fields(value))
+        return any(_needs_canonical(getattr(value, f.name, None), depth + 1) for f in _shown_fields(value))
     if isinstance(value, enum.Enum):
-        return _has_set(value.value, depth + 1)
+        return _needs_canonical(value.value, depth + 1)
     if not isinstance(value, _CONTAINERS):
         return False
     items = value.items() if isinstance(value, dict) else ((v, None) for v in value)
-    return any(_has_set(k, depth + 1) or _has_set(v, depth + 1) for k, v in items)
+    return any(_needs_canonical(k, depth + 1) or _needs_canonical(v, depth + 1) for k, v in items)
 
 
 def _is_dataclass_instance(value: Any) -> bool:
@@ -130,13 +140,35 @@ def _shown_fields(value: Any) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(value) if f.repr]
 
 
+def _equal_number(value: Any) -> int | float | None:
+    """The plain Python number that ``value`` equals and should be written as, where its repr
+    differs from that number's (an integral float, a NumPy scalar); None for anything else."""
+    numpy = sys.modules.get("numpy")  # (np.float64 is a float subclass: first)
+    if numpy is not None and isinstance(value, (numpy.integer, numpy.floating)):
+        number = value.item()
+        return int(number) if isinstance(number, float) and number.is_integer() else number
+    if type(value) is float and value.is_integer():  # (a float subclass prints itself)
+        return int(value)
+    return None
+
+
+def _is_size(value: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Size)
+
+
 def _canonical_repr(value: Any, depth: int) -> str:
+    number = _equal_number(value)
+    if number is not None:
+        return repr(number)
+    if _is_size(value):
+        value = tuple(value)
     # the built-in containers' own reprs are rebuilt (their subclasses may print themselves), and
     # those a dataclass or an enum member generates, where a set is inside (the caller's check)
-    if depth <= 50 and _is_dataclass_instance(value) and _has_set(value, depth):
+    if depth <= 50 and _is_dataclass_instance(value) and _needs_canonical(value, depth):
         return f"{type(value).__qualname__}(" + ", ".join(
             f"{f.name}={_canonical_repr(getattr(value, f.name, None), depth + 1)}" for f in _shown_fields(value)) + ")"
-    if depth <= 50 and isinstance(value, enum.Enum) and _has_set(value.value, depth):
+    if depth <= 50 and isinstance(value, enum.Enum) and _needs_canonical(value.value, depth):
         return f"<{type(value).__name__}.{value.name}: {_canonical_repr(value.value, depth + 1)}>"
     namedtuple = isinstance(value, tuple) and hasattr(value, "_fields")
     if depth > 50 or (type(value) not in _CONTAINERS and not namedtuple):
