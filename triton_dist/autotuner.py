@@ -133,13 +133,23 @@ def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
         if _active is not None:
             other, thread = _active
             same_thread = thread == threading.get_ident()
-            where = ("further up this call stack (nested use)" if same_thread
-                     else "in another thread (concurrent use)")
+            # a call takes over Triton's autotuner for its whole run, cached kernels or not (a
+            # tester read "being tuned" after every kernel was cached): say what to do instead
+            if same_thread:
+                where, advice = "further up this call stack (nested use)", (
+                    f"decorate only the outermost function (its runs tune every inner "
+                    f"@triton.autotune kernel, {tuner.qualname}'s included), or call "
+                    f"{tuner.qualname}.fn, the undecorated function, from inside it")
+            else:
+                where, advice = "in another thread (concurrent use)", (
+                    "call decorated functions from one thread at a time; to serve threads, tune "
+                    "with one call and then call the undecorated function (the decorated "
+                    "function's .fn): its kernels keep the configs chosen (Triton's own "
+                    "autotuner cache), and a new key is tuned by Triton's own autotuner")
             raise TunerActiveError(
-                f"cannot start contextual tuning of {tuner.qualname}: {other.qualname} is "
-                f"already being tuned {where}. "
-                "Only one ContextualAutoTuner may be active at a time: call contextual-tuned "
-                "functions one after another, and do not call one from inside another.",
+                f"cannot run {tuner.qualname} under contextual_autotune: {other.qualname} is "
+                f"running under it {where}. Only one ContextualAutoTuner may be active at a "
+                f"time, even when every kernel is cached: {advice}.",
                 active=other.qualname, nested=same_thread,
             )
         _active = (tuner, threading.get_ident())

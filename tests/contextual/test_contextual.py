@@ -234,11 +234,44 @@ def test_nested_use_is_a_clear_error():
     def outer(x):
         return inner(x)
 
-    with pytest.raises(TunerActiveError, match="nested"):
+    with pytest.raises(TunerActiveError, match="nested") as info:
         outer(torch.randn(256, device=K.device()))
+    assert "outermost" in str(info.value) and "inner.fn" in str(info.value)
     assert Autotuner.__dict__["run"] is ORIGINAL_RUN
     x = torch.ones(256, device=K.device())
     torch.testing.assert_close(inner(x), torch.full_like(x, 2.0))
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def outer_as_advised(x):
+        return inner.fn(x)
+
+    torch.testing.assert_close(outer_as_advised(x), torch.full_like(x, 2.0))
+
+
+def test_threads_serve_the_undecorated_function_after_a_tuning_call_as_the_error_advises():
+    scale = K.make_scale()
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def step(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    x = torch.ones(256, device=K.device())
+    step(x)  # tunes
+    chosen = dict(scale.cache)
+    assert len(chosen) == 1
+    timed = []
+    scale.do_bench = lambda *a, **k: timed.append(1) or [1.0]  # would say a second tuning
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(step.fn(x))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(results) == 4 and not timed and dict(scale.cache) == chosen
+    for y in results:
+        torch.testing.assert_close(y, torch.full_like(x, 2.0))
 
 
 def test_concurrent_use_from_another_thread_is_a_clear_error():
@@ -268,7 +301,8 @@ def test_concurrent_use_from_another_thread_is_a_clear_error():
     slow()
     thread.join(30)
     assert len(errors) == 1 and isinstance(errors[0], TunerActiveError)
-    assert "concurrent" in str(errors[0])
+    assert "concurrent" in str(errors[0]) and "one thread at a time" in str(errors[0])
+    assert "being tuned" not in str(errors[0])  # slow() tunes nothing
     assert other() == 1  # usable again once the first one finished
 
 
