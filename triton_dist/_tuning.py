@@ -411,17 +411,24 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
     return merged
 
 
-def _all_failed_advice(results: list[CandidateResult]) -> str:
+def _all_failed_advice(results: list[CandidateResult], do_bench: Any = None) -> str:
     """What to do when no candidate ran: configs that failed alike point at the host function or
     its environment, not at the configs (a tester's host launching a stock ``@triton.autotune``
-    kernel was told to fix or prune configs that had nothing to do with it, session 28)."""
+    kernel was told to fix or prune configs that had nothing to do with it, session 28), or at
+    the decorator's ``do_bench``, which runs every config (``triton.testing.do_bench`` on the CPU
+    was blamed on the host function, 2026-12-04)."""
     errors = {str(r.error) for r in results}
     if len(results) < 2 or len(errors) > 1:
         return "Fix the failing configs or prune them with prune_fn."
     advice = ("Every config failed with the same error, so the configs are likely not the cause: check "
               "the host function and its environment by calling it with config_space[0] directly")
-    if "active drivers" in next(iter(errors)):  # a stock triton.autotune kernel inside, off a device
-        advice += ("; it launches a kernel that needs a device driver, e.g. an inner @triton.autotune "
+    if do_bench is not None:
+        advice += f", and the decorator's do_bench={getattr(do_bench, 'timer', do_bench)!r:.80}, which times every config"
+    if "active drivers" in next(iter(errors)):  # no device driver: Triton's timers, or a stock kernel inside
+        if do_bench is not None:
+            advice += ("; a timer of Triton's (triton.testing.do_bench) needs a device driver: off a "
+                       "GPU/NPU leave do_bench out (the project's own timer runs on the CPU)")
+        advice += ("; a kernel that needs a device driver is launched, e.g. an inner @triton.autotune "
                    "kernel that benchmarks itself: tune that kernel with "
                    "triton_dist.autotuner.contextual_autotune around the caller, or give it one config")
     return advice + "."
@@ -435,7 +442,7 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
                           for r in results)
         tlog.info("no valid config for key %s", key_text)
         raise NoValidConfigError(
-            f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n" + _all_failed_advice(results),
+            f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n" + _all_failed_advice(results, target.do_bench),
             key=key_text, errors=[r.error for r in results],
         )
     best, margin = pick_best(results)

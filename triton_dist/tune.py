@@ -25,6 +25,7 @@ from triton_dist._face import importable, make_face
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
 from triton_dist._logging import TuningLog
+from triton_dist._measure.bench import MillisecondTimer, as_do_bench
 from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
@@ -157,7 +158,8 @@ class AutoTuner(metaclass=_TunerType):
         self.target = _tuning.TuneTarget(
             fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
             config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
-            n_warmup=int(n_warmup), n_repeat=int(n_repeat), do_bench=do_bench,
+            n_warmup=int(n_warmup), n_repeat=int(n_repeat),
+            do_bench=None if do_bench is None else as_do_bench(do_bench),
             check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
             adaptive=bool(adaptive), graphs=None if graphs is None else bool(graphs),
             flush_l2=bool(flush_l2),
@@ -479,11 +481,16 @@ def _check_options(fn: Callable[..., Any], n_warmup: Any, n_repeat: Any, do_benc
         return
     if not callable(do_bench):
         raise ConfigSpaceError(f"do_bench of {name} must be callable or None, got {do_bench!r:.100}")
+    if isinstance(as_do_bench(do_bench), MillisecondTimer):  # triton.testing.do_bench: called as do_bench(fn)
+        return
     try:
         inspect.signature(do_bench).bind(lambda: None, 1, 1)
     except TypeError as exc:
-        raise ConfigSpaceError(f"do_bench of {name} must take (fn, n_warmup, n_repeat) and return the per-run "
-                               f"times in ms: {exc}") from None
+        raise ConfigSpaceError(
+            f"do_bench of {name} must take (fn, n_warmup, n_repeat) and return the per-run times in ms "
+            f"(or their mean), or be triton.testing.do_bench (or a functools.partial of it): {exc}. A "
+            "timer of triton.autotune's kind, do_bench(kernel_call, quantiles), is wrapped: "
+            "do_bench=lambda fn, n_warmup, n_repeat: timer(fn, quantiles=None)") from None
     except ValueError:  # no signature to read (a builtin): its first call says
         pass
 
@@ -509,6 +516,9 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
         do_bench: optional ``do_bench(fn, n_warmup, n_repeat) -> per-run ms`` replacing the
             device timer (tests, custom timing): a list of per-run times, or one float (the
             mean per run, as ``triton.testing.do_bench`` returns), taken as one sample.
+            ``triton.testing.do_bench`` itself (or a ``functools.partial`` of it), whose
+            ``warmup``/``rep`` are milliseconds, is called as ``do_bench(fn)``: it runs for its
+            own time budget, and ``n_warmup``/``n_repeat`` do not apply.
         check_correctness: compare each candidate's output (return value and mutated tensor
             arguments) with the default config's, tolerances by dtype; a mismatch records the
             candidate as failed ("wrong result ..."). Off by default; campaigns turn it on.

@@ -336,6 +336,41 @@ def test_options_of_the_wrong_type_are_refused_at_decoration(cache_dir):
     assert tuned(3) == 3
 
 
+def test_a_timer_of_tritons_kind_runs_for_its_own_milliseconds(cache_dir):
+    """triton.testing.do_bench's warmup and rep are milliseconds: called as do_bench(fn, n_warmup,
+    n_repeat) it took the counts 2 and 3 for 2 ms and 3 ms, a partial binding warmup= was refused,
+    and when it failed for want of a driver the advice blamed the host function (a tester,
+    2026-12-04). It is called as do_bench(fn) now, and the advice names it."""
+    import functools
+
+    import triton.testing
+
+    from triton_dist.errors import ConfigSpaceError, NoValidConfigError
+
+    seen = []
+
+    def ms_timer(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+        seen.append((warmup, rep))
+        fn()
+        return 0.5 if seen[-1] == (25, 100) or warmup == 1 else 9.0
+
+    def host(x, c):
+        return x * c
+
+    tuned = autotune([{"c": 1}, {"c": 2}], lambda x: (x,), n_warmup=2, n_repeat=3, do_bench=ms_timer)(host)
+    assert tuned(3) in (3, 6) and seen == [(25, 100)] * 2  # its own budget, never the counts
+    seen.clear()
+    partial = functools.partial(ms_timer, warmup=1, rep=1)
+    tuned = autotune([{"c": 1}, {"c": 2}], lambda x: (x,), do_bench=partial)(host)
+    assert tuned(4) in (4, 8) and seen == [(1, 1)] * 2
+    # triton.testing.do_bench itself is taken at decoration; off a device it cannot run, and says why
+    tuned = autotune([{"c": 1}, {"c": 2}], lambda x: (x,), do_bench=triton.testing.do_bench)(host)
+    with pytest.raises(NoValidConfigError, match=r"(?s)same error.*do_bench=.*do_bench.*leave do_bench out"):
+        tuned(5)
+    with pytest.raises(ConfigSpaceError, match=r"(?s)triton.autotune's kind.*quantiles=None"):
+        autotune([{"c": 1}], lambda x: (x,), do_bench=lambda kernel_call, quantiles: [1.0])(host)
+
+
 def test_always_tune_with_cache_only_is_a_settings_error_naming_both(monkeypatch):
     """The two switches contradict: a valid entry was ignored, then config_space[0] ran untuned, or
     strict raised on a warm-started job (a tester, session 28)."""

@@ -16,6 +16,7 @@ MAX-reduced over WORLD (``Session._finish``).
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
@@ -33,7 +34,34 @@ from triton_dist._measure.result import (
 )
 from triton_dist._measure.rounds import measure_rounds
 
-__all__ = ["measure", "measure_candidates"]
+__all__ = ["MillisecondTimer", "as_do_bench", "measure", "measure_candidates"]
+
+
+class MillisecondTimer:
+    """``triton.testing.do_bench`` (or a ``functools.partial`` of it, or any timer whose ``warmup``
+    and ``rep`` are milliseconds of running) as a ``do_bench``: called as ``timer(fn)``, so that it
+    runs for its own time budget and returns its mean in ms, one sample. Called as
+    ``do_bench(fn, n_warmup, n_repeat)`` it took the counts 5 and 10 for 5 ms and 10 ms, and a
+    partial binding ``warmup=`` was refused (a tester, 2026-12-04)."""
+
+    def __init__(self, timer: Callable[..., Any]) -> None:
+        self.timer = timer
+
+    def __call__(self, fn: Callable[[], Any], n_warmup: int, n_repeat: int) -> Any:
+        return self.timer(fn)
+
+    def __repr__(self) -> str:
+        return f"MillisecondTimer({self.timer!r})"
+
+
+def as_do_bench(timer: Callable[..., Any]) -> Callable[..., Any]:
+    """``timer`` as it is called, ``do_bench(fn, n_warmup, n_repeat)``: a timer of Triton's kind
+    (parameters named ``warmup`` and ``rep``, milliseconds) in a :class:`MillisecondTimer`."""
+    try:
+        parameters = inspect.signature(timer).parameters
+    except (TypeError, ValueError):  # no signature to read (a builtin)
+        return timer
+    return MillisecondTimer(timer) if "warmup" in parameters and "rep" in parameters else timer
 
 
 def measure(
