@@ -330,6 +330,37 @@ def test_every_candidate_invalid_raises_runtime_error_with_exact_text():
     assert len(re.findall(r"\| (?:compile )?error: ", text)) == 2 and "no valid config" in text
 
 
+def test_a_config_whose_hook_raises_is_left_out_and_said_a_bad_config_silently(recwarn):
+    """Stock triton.autotune raises a pre_hook's ValueError; the seed records a config that raises
+    as inf, which let a bug in a hook quietly change the pick (a tester, 2026-12-04): it is left
+    out and said in one warning at the user's line; a config Triton cannot run (tl.arange of 3,
+    an interpreter or compile error) is left out silently, as stock Triton does."""
+    def pre(nargs):
+        if nargs["BLOCK"] == 512:
+            raise ValueError("workspace too small for BLOCK=512")
+
+    scale = triton.autotune(configs=[triton.Config({"BLOCK": b}, pre_hook=pre) for b in (3, 256, 512)],
+                            key=["n"])(K._scale)
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    x = torch.randn(1024, device=K.device())
+    torch.testing.assert_close(outer(x), 2.0 * x)
+    assert scale.cache[cache_key(1024, x, x)].kwargs["BLOCK"] == 256
+    said = [w for w in recwarn if issubclass(w.category, TritonDistWarning)]
+    assert len(said) == 1, [str(w.message) for w in said]
+    text = str(said[0].message)
+    assert "1 of 3 configs" in text and "ValueError: workspace too small for BLOCK=512" in text
+    assert "BLOCK: 3" not in text  # Triton's own "cannot run here": silent
+    assert said[0].filename == __file__  # the user's line, not the package's
+    outer(x)  # decided: nothing more is said
+    assert len([w for w in recwarn if issubclass(w.category, TritonDistWarning)]) == 1
+
+
 def test_failed_candidate_is_inf_and_the_run_goes_on():
     scale = K.make_scale((3, 256, 512))  # config-id 0 cannot run
     runs = []

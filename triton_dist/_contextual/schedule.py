@@ -69,6 +69,9 @@ class Candidate:
     error: str | None = None
     pending: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
     """timed samples not read yet (device timing): (where, token)"""
+    unexpected: bool = False
+    """it failed with an error of a hook or the launch's own, not Triton's "cannot run here"
+    (``_measure.result.is_config_limit``): said in a warning when the kernel is decided"""
 
     @property
     def ok(self) -> bool:

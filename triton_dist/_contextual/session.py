@@ -41,9 +41,10 @@ from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
-from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe
+from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe, is_config_limit
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
 from triton_dist.settings import get_settings
+from triton_dist._warn import warn_user
 
 __all__ = ["LOG_DIR", "NO_VALID_CONFIG", "Session"]
 
@@ -386,6 +387,7 @@ class Session:
         if isinstance(exc, NOT_CONFIG_FAILURES):  # RecursionError, the project's errors (issue 17)
             raise exc
         cand.error = describe(exc)
+        cand.unexpected = not is_config_limit(exc)
         self.info("%s | %s | error: %s", state.prefix(cand), where, cand.error)
         if hint := compat.known_issue(cand.error):
             self.info("%s | hint: %s", state.prefix(cand), hint)
@@ -502,6 +504,7 @@ class Session:
             raise _no_valid_config(state)
         best_time, best_index = min(valid)  # the mean decides; a tie goes to the earlier config
         best = state.candidates[best_index]
+        self._say_unexpected(state)
         cache = getattr(state.at, "cache", None)
         if cache is None:
             cache = state.at.cache = {}
@@ -514,6 +517,23 @@ class Session:
                   state.name, state.key_text, best.config_id, compat.config_text(best.config), best_time)
         log.info("contextual tuning: %s key %s -> config %d (%s), %.4f ms", state.name,
                  state.key_text, best.config_id, best.config, best_time)
+
+
+    def _say_unexpected(self, state: KernelTuning) -> None:
+        """Candidates left out for an error of a hook or the launch's own, in one warning per kernel
+        and key: stock ``triton.autotune`` raises those, and the seed's rule (a config that raises
+        is ``inf``) made a bug in a ``pre_hook`` quietly change the pick (a tester, 2026-12-04)."""
+        odd = [c for c in state.candidates if c.unexpected and c.error]
+        if not odd:
+            return
+        lines = "\n".join(f"  config-id {c.config_id} {compat.config_text(c.config):.200}: {c.error}" for c in odd)
+        message = (f"contextual tuning of {self.qualname}: {len(odd)} of {len(state.candidates)} configs of "
+                   f"{state.name} (key {state.key_text:.200}) raised and were left out of the pick:\n{lines}\n"
+                   "A config that cannot run here fails with Triton's own errors (out of resources, a compile "
+                   "error), which are left out silently, as stock triton.autotune does; stock triton.autotune "
+                   "raises these: fix the hook or the launch, or prune such configs (prune_configs_by).")
+        self.info("%s", message)
+        warn_user(message)
 
 
 def _fmt(values: list[float]) -> str:

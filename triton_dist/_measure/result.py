@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ __all__ = [
     "candidate_failure_types",
     "describe",
     "is_candidate_failure",
+    "is_config_limit",
     "runs_per_sample",
     "summarize",
     "synchronize_after_failure",
@@ -151,6 +153,24 @@ CANDIDATE_VERDICTS: tuple[type[BaseException], ...] = (CandidateTimeoutError, Wr
 #: the other configs (exponential work), and turns a nested tuner's CacheMissError or a
 #: RankDisagreementError into a misleading NoValidConfigError (issue 17, items 1 and 2)
 NOT_CONFIG_FAILURES: tuple[type[BaseException], ...] = (RecursionError, TritonDistError)
+
+
+def is_config_limit(exc: BaseException) -> bool:
+    """A failure that says "this config cannot run here" and that stock ``triton.autotune`` also
+    leaves out (Triton's own errors: out of resources, a compile error, ptxas, the interpreter's
+    wrapping of a bad config; out of memory; the tuner's time limit and wrong-result verdicts),
+    rather than an error of a hook or a launch that the seed's rule also records as ``inf`` (a
+    ``ValueError``, a ``RuntimeError``). ``contextual_autotune`` says those in a warning: stock
+    ``triton.autotune`` raises them, and a bug in a ``pre_hook`` silently changed the pick (a
+    tester, 2026-12-04). ``tune.autotune`` does not: a host function raising ``ValueError`` to
+    reject a config is its documented way (docs/architecture.md)."""
+    limits: list[type[BaseException]] = [MemoryError, *CANDIDATE_VERDICTS]
+    limits += [t for t in candidate_failure_types() if t.__module__.startswith("triton")]
+    torch = sys.modules.get("torch")
+    oom = getattr(torch, "OutOfMemoryError", None) if torch is not None else None
+    if isinstance(oom, type):
+        limits.append(oom)
+    return isinstance(exc, tuple(limits))
 
 
 def is_candidate_failure(exc: BaseException) -> bool:
