@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
+import stat
 import sys
 import time
 from collections.abc import Callable
@@ -70,8 +71,14 @@ class TuningLog:
             return
         try:
             path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-            # O_NOFOLLOW: a log name planted as a symlink must not make us append elsewhere
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            # O_NOFOLLOW: a log name planted as a symlink must not make us append elsewhere;
+            # O_NONBLOCK and a regular file only: a FIFO there blocked the tuning forever in this
+            # open (a tester, 2026-12-04), as docs/reliability.md R3 says a bad file must not
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                         | getattr(os, "O_NONBLOCK", 0), 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(f"{path} is not a regular file")
             self._file = open(fd, "a", encoding="utf-8")
         except OSError as exc:
             log.warning("cannot write the tuning log %s: %s", path, exc)

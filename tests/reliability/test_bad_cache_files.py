@@ -131,6 +131,35 @@ def test_a_fifo_or_a_directory_under_the_entry_name_does_not_block_or_crash(tune
     assert "ignoring cache file" in text and "nothing was saved" in text
 
 
+@pytest.mark.timeout(60)
+def test_a_fifo_where_the_tuning_log_goes_does_not_block_the_tuning(tuned_entry, tmp_path, monkeypatch):
+    """The log was opened for appending without O_NONBLOCK: a FIFO at its name (no reader) blocked
+    the tuning forever in os.open (a tester, 2026-12-04); the same for contextual_autotune's
+    ./.autotune_logs/rank-0.log. The tuning goes on without a log."""
+    fn, calls, path, _ = tuned_entry
+    path.unlink()
+    log = path.with_suffix(".log")
+    log.unlink(missing_ok=True)
+    os.mkfifo(log)
+    fn.clear()
+    assert fn(3) == 30 + fn.best_config(3)["block"]  # tuned again, with no log
+    assert path.is_file() and stat.S_ISFIFO(log.stat().st_mode)
+
+    import torch
+
+    from triton_dist.autotuner import contextual_autotune
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".autotune_logs").mkdir()
+    os.mkfifo(tmp_path / ".autotune_logs" / "rank-0.log")
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def step(x):
+        return x + 1
+
+    assert step(torch.ones(1)).item() == 2.0
+
+
 def test_entry_symlinked_outside_the_root_is_not_read_and_not_written_through(tuned_entry, tmp_path):
     fn, calls, path, valid = tuned_entry
     outside = tmp_path / "outside.json"
