@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -41,12 +42,27 @@ def positional_names(fn: Callable[..., Any]) -> tuple[str, ...]:
 _FLIGHTS_LOCK = threading.Lock()
 
 
-class Flight:
-    """One tuning of one key in progress: its thread, and an event set when it ends."""
+def _after_fork_in_child() -> None:
+    # a fork while another thread held the lock would leave it held forever in the child
+    global _FLIGHTS_LOCK
+    _FLIGHTS_LOCK = threading.Lock()
 
-    __slots__ = ("done", "thread")
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Flight:
+    """One tuning of one key in progress: its process and thread, and an event set when it ends.
+
+    A flight of another process is a fork's copy of its parent's: the thread tuning there does
+    not exist in the child, which waited for it up to ``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``
+    (300 s) before tuning itself (a DataLoader worker forked mid-tuning; a tester, 2026-12-04)."""
+
+    __slots__ = ("done", "pid", "thread")
 
     def __init__(self) -> None:
+        self.pid = os.getpid()
         self.thread = threading.get_ident()
         self.done = threading.Event()
 
@@ -67,6 +83,8 @@ def single_flight(tuner: AutoTuner, key: Any, table: dict[Any, Any] | None = Non
         with _FLIGHTS_LOCK:
             best, mine = decided.get(key), None
             flight = tuner._flights.get(fkey)
+            if flight is not None and flight.pid != os.getpid():  # the parent's, before a fork
+                flight = None
             if best is not None or (flight is not None and (flight.thread == me or waited)):
                 break
             if flight is None:
@@ -85,5 +103,6 @@ def single_flight(tuner: AutoTuner, key: Any, table: dict[Any, Any] | None = Non
     finally:
         if mine is not None:
             with _FLIGHTS_LOCK:
-                tuner._flights.pop(fkey, None)
+                if tuner._flights.get(fkey) is mine:
+                    del tuner._flights[fkey]
             mine.done.set()

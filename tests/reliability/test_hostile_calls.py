@@ -255,6 +255,50 @@ def test_a_thread_waits_for_another_threads_tuning_at_most_the_agree_timeout(cac
     assert calls["MainThread"] == len(SPACE) + 1  # the second thread tuned: one run per config
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork() is POSIX")
+def test_a_child_forked_while_a_thread_tunes_does_not_wait_for_that_thread(cache_dir):
+    """A DataLoader-like worker forked while a thread of its parent tuned key K: the child's call of
+    K waited for a thread that does not exist in the child, for the whole
+    TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S (300 s by default), then warned about "another thread"
+    (a tester, 2026-12-04). The child tunes at once."""
+    import multiprocessing as mp
+    import time
+
+    started, release = threading.Event(), threading.Event()
+
+    @autotune(SPACE, lambda n: n, n_warmup=0, n_repeat=1)
+    def host(n, block):
+        if threading.current_thread().name == "tuner":
+            started.set()
+            release.wait(30)
+        return n * block
+
+    def child(queue):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "another thread has been tuning" would fail here
+            began = time.monotonic()
+            result = host(2)
+            queue.put((result, time.monotonic() - began))
+
+    tuner = threading.Thread(target=lambda: host(2), name="tuner")
+    with override(TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="30"):
+        tuner.start()
+        assert started.wait(30)
+        ctx = mp.get_context("fork")
+        queue = ctx.Queue()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads (3.12)
+            worker = ctx.Process(target=child, args=(queue,))
+            worker.start()
+        result, took = queue.get(timeout=60)
+        worker.join(30)
+        release.set()
+        tuner.join(60)
+    assert worker.exitcode == 0 and result in {2 * c["block"] for c in SPACE}
+    assert took < 15  # tuned at once, not after the 30 s wait
+
+
 # ---------------------------------------------------------------------------- 14, 15: keys
 
 def test_a_key_too_large_for_the_reader_is_refused_before_tuning(cache_dir):
