@@ -354,6 +354,8 @@ def test_a_timer_of_tritons_kind_runs_for_its_own_milliseconds(cache_dir):
         fn()
         return 0.5 if seen[-1] == (25, 100) or warmup == 1 else 9.0
 
+    ms_timer.__module__, ms_timer.__name__ = "triton.testing", "do_bench"  # Triton's, as a spy
+
     def host(x, c):
         return x * c
 
