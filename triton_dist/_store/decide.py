@@ -196,7 +196,7 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         return verdict
     index = _cache.find_config(best, call.space, entry["best"].get("index"))
     if index is None:
-        return unusable("the cached best config is no longer in config_space")
+        return unusable("the cached best config is no longer in config_space" + _other_function(entry, call))
     new = unmeasured(entry, call.space)
     if new and cache_only in (False, "off"):
         # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
@@ -205,6 +205,18 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         return verdict
     verdict.index = index
     return verdict
+
+
+def _other_function(entry: dict[str, Any], call: CallId) -> str:
+    """Why an entry of this name, source and key does not fit the space, when another function
+    wrote it: two modules' functions of one name and source over module-level spaces that differ
+    share one entry and re-tune over each other in every process (a tester, 2026-12-04)."""
+    theirs = entry.get("qualname")
+    if not isinstance(theirs, str) or not theirs or not call.qualname or theirs == call.qualname:
+        return ""
+    return (f" (it was written by {theirs}, a function of the same name and source as {call.qualname}: "
+            "the two share one cache entry and replace each other's; give them different names, or "
+            "write their config spaces out in the decorators)")
 
 
 def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5

@@ -142,8 +142,12 @@ def _constant_text(value: Any, depth: int) -> str:
 
 
 def source_hash(fn: Callable[..., Any]) -> str:
-    """Hash of the decorated function's source (decorator lines included: they hold the space)
-    and of the Triton kernels it calls by global name; computed once per function object, as
+    """Hash of the decorated function's qualified name within its module (``Fast1.forward``), its
+    source (decorator lines included: they hold the space) and the Triton kernels it calls by
+    global name. The name: methods of two classes written alike (``return self.impl(x, B)``) named
+    one cache entry, and the second class took the first one's config as a hit, 20x slower for it
+    (a tester, 2026-12-04); the module stays out, as a script's ``__main__`` is the module a
+    campaign imports by name. Computed once per function object, as
     :func:`body_hash` is (reading and tokenising the source file was ~0.3 ms of the first call
     of every new tuner of a function, P2 issue 16).
 
@@ -174,7 +178,7 @@ def _compute_source_hash(fn: Callable[..., Any]) -> str:
     except (OSError, TypeError):
         code = getattr(fn, "__code__", None)
         text = repr((code.co_code, code.co_consts, code.co_names)) if code else repr(fn)
-    text = "\n".join([text, *_kernel_sources(fn)])
+    text = "\n".join([_qualname_line(fn), text, *_kernel_sources(fn)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -192,8 +196,16 @@ def _compute_body_hash(fn: Callable[..., Any]) -> str | None:
     node.decorator_list = []
     # ast.dump leaves out line numbers and comments: a reformat keeps the hash, a code edit not.
     # The Triton kernels it calls count as in the source hash: a kernel edit re-measures all.
-    text = "\n".join([ast.dump(node), *_kernel_sources(fn)])
+    text = "\n".join([_qualname_line(fn), ast.dump(node), *_kernel_sources(fn)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _qualname_line(fn: Callable[..., Any]) -> str:
+    """What the hashes take of the function's name: its qualified name within its module (a
+    class's method is another function than a method of another class written alike: their
+    entries must not serve, or lend timings to, each other)."""
+    name = getattr(fn, "__qualname__", None)
+    return f"qualname {name}" if isinstance(name, str) else ""
 
 
 def body_hash(fn: Callable[..., Any]) -> str | None:
