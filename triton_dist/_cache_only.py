@@ -4,13 +4,13 @@ warning per key, or ``CacheMissError`` (``=strict``) naming why, as ``cache why`
 from __future__ import annotations
 
 import logging
-import warnings
 from pathlib import Path
 
 from triton_dist._backends import Backend
 from triton_dist._store.decide import CallId
 from triton_dist._target import Outcome, TuneTarget
-from triton_dist.errors import CacheMissError, TritonDistWarning
+from triton_dist._warn import warn_user
+from triton_dist.errors import CacheMissError
 from triton_dist.settings import Settings
 
 __all__ = ["untuned"]
@@ -36,8 +36,7 @@ def untuned(target: TuneTarget, call: CallId | None, lookup_why: str, key_text: 
     # once per key: the AutoTuner keeps config_space[0] as the key's config from now on
     message = (f"{target.qualname}: no cache entry for key {key_text} ({why}); "
                "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.")
-    log.warning("%s", message)
-    warnings.warn(message, TritonDistWarning, stacklevel=5)
+    warn_user(message, log=log)
     return Outcome(0, "default", path=path)
 
 

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import logging
 import sys
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from triton_dist.errors import TritonDistWarning
+from triton_dist._warn import warn_user
 
 __all__ = ["holds_no_data", "untuned_without_data"]
 
@@ -61,5 +60,4 @@ def untuned_without_data(qualname: str, told: set[str]) -> None:
                "so config_space[0] ran untuned, and nothing was cached; calls with real tensors tune "
                "as usual. To keep the tuned call in a traced or exported graph, make it a custom op "
                "(README, \"From torch.compile'd code\").")
-    log.warning("%s", message)
-    warnings.warn(message, TritonDistWarning, stacklevel=4)
+    warn_user(message, log=log)

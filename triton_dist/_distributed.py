@@ -13,13 +13,13 @@ import datetime
 import hashlib
 import logging
 import socket
-import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist.errors import RankDisagreementError, RankFailureError, TritonDistWarning
+from triton_dist._warn import warn_user
+from triton_dist.errors import RankDisagreementError, RankFailureError
 
 __all__ = ["GroupView", "agree", "max_reduce", "resolve_group", "warn_if_ungrouped"]
 
@@ -122,8 +122,7 @@ def warn_if_ungrouped(fn: Callable[..., Any], qualname: str) -> None:
         "init_process_group: triton_dist.dist.set_world_group(torch.distributed.group.WORLD) "
         "(triton_dist.dist.init_distributed() does it for you). Said once per function."
     )
-    log.warning("%s", message)
-    warnings.warn(message, TritonDistWarning, stacklevel=5)
+    warn_user(message, log=log)
 
 
 def _h63(text: str) -> int:
@@ -157,8 +156,11 @@ def _gather_objects(view: GroupView, obj: Any) -> list[Any]:
 _UNCOMPARED = frozenset({"host", "reuse"})
 
 
-def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: float) -> list[dict[str, str]]:
-    """All ranks of ``view`` compare ``fields``; raise the same error on every rank on mismatch.
+def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: float,
+          what: str = "") -> list[dict[str, str]]:
+    """All ranks of ``view`` compare ``fields``; raise the same error on every rank on mismatch,
+    naming ``what`` is tuned (the function; a tester, 2026-12-04: an operator of a model with dozens
+    of tuned ops read two hashes and no name) and carrying every rank's values (``values``).
 
     ``fields`` maps a name ("key", "cache", "configs", ...) to this rank's value. The special
     fields ``host`` (it elects one writer per node) and ``reuse`` (a timing-reuse plan that is
@@ -181,12 +183,13 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
         return [dict(zip(names, r, strict=True)) for r in rows]  # hashes are enough to elect writers
     # Every rank saw the same mismatch, so every rank enters this second collective.
     everything = _gather_objects(view, fields)
-    lines = []
+    lines, differing = [], {}
     for name in names:
         if name in _UNCOMPARED:
             continue
         values = [row.get(name) for row in everything]
         if len(set(values)) > 1:
+            differing[name] = [str(v) for v in values]
             by_value: dict[str, list[int]] = {}
             for r, v in enumerate(values):
                 by_value.setdefault(str(v), []).append(view.ranks[r])
@@ -199,14 +202,22 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
               "captures differ between ranks (a function made per rank, closing over the rank): pass "
               "such values as arguments, so that every rank tunes the same function."
               if any(line.lstrip().startswith("source:") for line in lines) else "")
+    cache_only = any(v == "cache-only-miss" for v in differing.get("cache", ()))
+    if set(differing) <= {"cache", "configs"}:  # only the caches differ: no key_fn/prune_fn advice
+        fix = ("\nFix: give every node the same cache: seed it with `python -m ray_runner run ... --seed "
+               "nodes`, or share TRITON_DIST_AUTOTUNE_DIR"
+               + (", or unset TRITON_DIST_AUTOTUNE_CACHE_ONLY to tune." if cache_only else
+                  ", or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank."))
+    else:
+        fix = ("\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
+               "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
+               "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "
+               "TRITON_DIST_AUTOTUNE_DIR" + (")." if cache_only else
+                                             ", or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank)."))
     raise RankDisagreementError(
-        f"the ranks of the tuning {view.describe()} disagree, so none of them tunes:\n"
-        + "\n".join(lines) + spaces + source
-        + "\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
-        "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
-        "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "
-        "TRITON_DIST_AUTOTUNE_DIR, or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank).",
-        disagreement=lines,
+        f"the ranks of the tuning {view.describe()} disagree{f' on {what}' if what else ''}, so none of "
+        "them tunes:\n" + "\n".join(lines) + spaces + source + fix,
+        disagreement=lines, values=differing, function=what,
     )
 
 

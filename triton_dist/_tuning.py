@@ -87,6 +87,8 @@ class _Plan:
     """this rank's own failure (key_fn, prune_fn, the disk): raised after the group has agreed"""
     entry: dict[str, Any] | None = None
     """a hit's entry as read (``AutoTuner.tune(force=False)`` returns it; never exchanged)"""
+    function: str = ""
+    """the tuned function's qualified name (ranks calling different functions are told which)"""
 
 
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
@@ -106,7 +108,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     def decide() -> _Plan:
         return _decide_locally(target, key, args, kwargs, view, backend, settings, root, force)
 
-    plan, hosts = _agree(decide(), decide, view, backend, settings)
+    plan, hosts = _agree(decide(), decide, view, backend, settings, target.qualname)
     rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
     if plan.decision.startswith("hit:"):
         return _cached(target, plan, verbose, rank_prefix)
@@ -138,7 +140,7 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
                     backend: Backend, settings: Settings, root: Path, force: bool) -> _Plan:
     """Step 1: this rank's answer to "hit?" (``_store.decide``); on a miss that tunes, the configs
     ``prune_fn`` keeps and an older entry's timings to reuse. A failure is kept for step 2."""
-    plan = _Plan(root=root)
+    plan = _Plan(root=root, function=target.qualname)
     try:
         plan.call = call = _decide.identify(target, key, view.size if view is not None else 1, backend)
         if view is None:  # alone: in a multi-rank job without a group, its entry may be the group's
@@ -214,7 +216,7 @@ def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list
 
 
 def _agree(plan: _Plan, decide: Callable[[], _Plan], view: GroupView | None, backend: Backend,
-           settings: Settings) -> tuple[_Plan, list[Any]]:
+           settings: Settings, what: str = "") -> tuple[_Plan, list[Any]]:
     """Step 2: the ranks exchange their plans (``agree`` raises on a disagreement or on another
     rank's error); then this rank's own error is raised. Returns the plan and the ranks' hosts.
     When only the cache decision differs, every rank looks up once more first: another group's
@@ -225,19 +227,45 @@ def _agree(plan: _Plan, decide: Callable[[], _Plan], view: GroupView | None, bac
             raise plan.error
         return plan, [host_id()]
     try:
-        rows = agree(view, backend, _fields(plan), settings.agree_timeout_s)
+        rows = agree(view, backend, _fields(plan), settings.agree_timeout_s, what)
     except RankDisagreementError as exc:  # the same on every rank: every rank looks again
-        differ = {line.split(":")[0].strip() for line in exc.details.get("disagreement", [])}
+        differ = set(exc.details.get("values", {}))
         if "cache" not in differ or not differ <= {"cache", "configs"}:  # a hit keeps no configs
             raise
         plan = decide()
-        rows = agree(view, backend, _fields(plan), settings.agree_timeout_s)
+        try:
+            rows = agree(view, backend, _fields(plan), settings.agree_timeout_s, what)
+        except RankDisagreementError as again:
+            together = _fall_back_together(plan, again, view)
+            if together is None:
+                raise
+            rows = together
     if plan.reuse is not None and len({row["reuse"] for row in rows}) > 1:
         # the ranks' caches differ: all of them measure everything (never a disagreement error)
         plan.reuse = None
     if plan.error is not None:
         raise plan.error
     return plan, [row["host"] for row in rows]
+
+
+def _fall_back_together(plan: _Plan, exc: RankDisagreementError, view: GroupView) -> list[dict[str, str]] | None:
+    """In cache-only mode, ranks of which some hit and the others have no entry (a cluster seeded
+    on some nodes) fall back together, as docs/cache.md promises, rather than raise a
+    disagreement (a tester, 2026-12-04): every rank takes the cache-only miss (strict: every rank
+    raises ``CacheMissError``; ``=1``: every rank runs config_space[0]). The same on every rank:
+    decided from the error's values, which every rank holds. None: not that case."""
+    values = exc.details.get("values", {})
+    decisions = values.get("cache", [])
+    if not set(values) <= {"cache", "configs"} or "cache-only-miss" not in decisions or \
+            not all(d == "cache-only-miss" or d.startswith("hit:") for d in decisions):
+        return None
+    missing = [view.ranks[r] for r, d in enumerate(decisions) if d == "cache-only-miss"]
+    if plan.decision.startswith("hit:"):
+        plan.why = f"the group falls back together: ranks {missing} of the {view.describe()} have no entry"
+    else:
+        plan.why += f" (ranks {missing} of the {view.describe()} have none; the others fall back with them)"
+    plan.decision, plan.kept = "cache-only-miss", []
+    return None if plan.error is not None else [{"host": host_id()}] * view.size
 
 
 def _fields(plan: _Plan) -> dict[str, str]:
@@ -247,7 +275,7 @@ def _fields(plan: _Plan) -> dict[str, str]:
     root = "" if plan.root is None else str(plan.root.resolve())
     # "space": the configs themselves, not their indices (ranks whose spaces hold other configs, or
     # the same in another order, would agree on indices and run different configs)
-    return {"key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
+    return {"function": plan.function, "key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
             "space": _space_text(plan.call.space) if plan.call is not None else "",
             "source": plan.call.source_hash if plan.call is not None else "",
             "error": describe(plan.error) if plan.error else "", "host": f"{host_id()}:{root}",
@@ -423,7 +451,8 @@ def _all_failed_advice(results: list[CandidateResult], do_bench: Any = None) -> 
     advice = ("Every config failed with the same error, so the configs are likely not the cause: check "
               "the host function and its environment by calling it with config_space[0] directly")
     if do_bench is not None:
-        advice += f", and the decorator's do_bench={getattr(do_bench, 'timer', do_bench)!r:.80}, which times every config"
+        timer = getattr(do_bench, "timer", do_bench)
+        advice += f", and the decorator's do_bench={timer!r:.80}, which times every config"
     if "active drivers" in next(iter(errors)):  # no device driver: Triton's timers, or a stock kernel inside
         if do_bench is not None:
             advice += ("; a timer of Triton's (triton.testing.do_bench) needs a device driver: off a "
@@ -442,7 +471,8 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
                           for r in results)
         tlog.info("no valid config for key %s", key_text)
         raise NoValidConfigError(
-            f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n" + _all_failed_advice(results, target.do_bench),
+            f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n"
+            + _all_failed_advice(results, target.do_bench),
             key=key_text, errors=[r.error for r in results],
         )
     best, margin = pick_best(results)

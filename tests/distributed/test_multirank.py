@@ -94,6 +94,31 @@ def test_cache_state_disagreement_is_an_error_on_every_rank(tmp_path):
     assert results[0] == results[1]
 
 
+def test_a_partly_seeded_group_in_cache_only_mode_falls_back_together(tmp_path):
+    """docs/cache.md: in cache-only mode "either all ranks hit or all raise/fall back together";
+    a node seeded and one not raised RankDisagreementError on both, advising ALWAYS_TUNE, which
+    contradicts CACHE_ONLY (a tester, 2026-12-04)."""
+    seeded = tmp_path / "seeded"
+    _ok(run_ranks(workers.tune_then_call, 2, env=_env(tmp_path, TRITON_DIST_AUTOTUNE_DIR=str(seeded)), tmp=tmp_path))
+    rank_env = {0: {"TRITON_DIST_AUTOTUNE_DIR": str(seeded)},
+                1: {"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / "empty")}}
+    values = _ok(run_ranks(workers.tune_then_call, 2, env=_env(tmp_path, TRITON_DIST_AUTOTUNE_CACHE_ONLY="1"),
+                           rank_env=rank_env, tmp=tmp_path))
+    assert values == [50, 50]  # config_space[0] on both: n * 10 + cfg
+    results = run_ranks(workers.tune_then_call, 2, env=_env(tmp_path, TRITON_DIST_AUTOTUNE_CACHE_ONLY="strict"),
+                        rank_env=rank_env, tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["CacheMissError"] * 2, results
+    assert "ranks [1]" in results[0]["message"] and "falls back together" in results[0]["message"]
+
+
+def test_a_disagreement_names_the_function_of_every_rank(tmp_path):
+    results = run_ranks(workers.different_functions, 2, env=_env(tmp_path), tmp=tmp_path)
+    assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
+    for r in results:
+        assert "function: ranks [0] saw " in r["message"] and "host_twin" in r["message"]
+        assert "ALWAYS_TUNE" in r["message"]  # not a cache-only job: that advice stands
+
+
 def test_absent_rank_is_a_bounded_error_not_a_hang(tmp_path):
     results = run_ranks(workers.one_rank_absent, 2, timeout_s=60,
                         env=_env(tmp_path, TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="3"), tmp=tmp_path)

@@ -311,3 +311,9 @@ def group_entry_then_ungrouped(rank, world_size):
     return {"grouped": grouped, "alone": values, "runs": runs, "world": entry["world_size"],
             "history": sorted(p.name for p in (root / "history").glob("*.json")) if (root / "history").exists() else [],
             "messages": messages}
+
+
+def different_functions(rank, world_size):
+    """Ranks calling different tuned functions of one key and space (layers run in another order)."""
+    fn = host if rank == 0 else host_twin
+    return fn(5, [1.0, 2.0, 3.0], autotune_pg=dist.group.WORLD)

@@ -42,9 +42,9 @@ from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
 from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe, is_config_limit
+from triton_dist._warn import warn_user
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
 from triton_dist.settings import get_settings
-from triton_dist._warn import warn_user
 
 __all__ = ["LOG_DIR", "NO_VALID_CONFIG", "Session"]
 
@@ -209,8 +209,7 @@ class Session:
                    "outer function's real run" + (" and without the MAX over WORLD (is_dist=True)"
                                                   if self.view is not None else "")
                    + ". Launch inner kernels from the thread that calls the decorated function.")
-        log.warning("%s", message)
-        warnings.warn(message, TritonDistWarning, stacklevel=4)
+        warn_user(message, log=log)
 
     def _decided_by_group(self, at: Any, key: tuple) -> bool:
         """Without ``is_dist``, any cached config is this call's; with it, only the group's."""

@@ -18,13 +18,13 @@ import contextvars
 import logging
 import threading
 import time
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
-from triton_dist.errors import CandidateTimeoutError, TritonDistWarning, WrongResultError
+from triton_dist._warn import warn_user
+from triton_dist.errors import CandidateTimeoutError, WrongResultError
 
 __all__ = ["RunGuard", "run_limited"]
 
@@ -140,8 +140,7 @@ class RunGuard:
                        f"({type(exc).__name__}: {str(exc)[:200]}); arguments the function mutates "
                        "will not be restored between runs. Pass restore_inplace=False to autotune "
                        "to silence this.")
-            log.warning(message)
-            warnings.warn(message, TritonDistWarning, stacklevel=2)
+            warn_user(message, log=log)
 
     @property
     def active(self) -> bool:
@@ -273,8 +272,7 @@ class RunGuard:
                        "ones left in it, and so does the call with the best config. Pass "
                        "restore_inplace=False to autotune to silence this, or pass the function a "
                        "tensor it may write as it likes.")
-            log.warning(message)
-            warnings.warn(message, TritonDistWarning, stacklevel=2)
+            warn_user(message, log=log)
 
     def _after_first(self, index: int, result: Any) -> None:
         self._detect(index)
@@ -299,8 +297,7 @@ class RunGuard:
                        "None and no copy of a tensor argument is kept to compare what it writes "
                        "(restore_inplace=False, or no tensor arguments). Return the output, or keep "
                        "restore_inplace=True.")
-            log.warning(message)
-            warnings.warn(message, TritonDistWarning, stacklevel=2)
+            warn_user(message, log=log)
         states = {pos: self._tensors[pos].detach().clone() for pos in self.mutated}
         if self._reference is None:
             self._pending[index] = (capture(result), states)
@@ -342,8 +339,7 @@ class RunGuard:
             # the error that explains it (DeviceStateError) must reach the caller, not this one
             message = (f"{self.name}: could not restore the mutated tensor arguments after tuning "
                        f"({type(exc).__name__}: {str(exc)[:200]})")
-            log.warning(message)
-            warnings.warn(message, TritonDistWarning, stacklevel=3)
+            warn_user(message, log=log)
 
     def __enter__(self) -> RunGuard:
         return self

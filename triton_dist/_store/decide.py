@@ -32,6 +32,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store.keytext import stable_key_text
+from triton_dist._warn import warn_user
 from triton_dist.errors import TritonDistWarning
 
 __all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "identify_text", "lookup",
@@ -229,8 +230,7 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
     if verdict.unusable:
         message = (f"ignoring cache file {verdict.source or verdict.path}: {verdict.why}. "
                    "It is treated as a miss and re-tuned.")
-        log.warning("%s", message)
-        warnings.warn(message, TritonDistWarning, stacklevel=stacklevel)
+        warn_user(message, log=log)
     for note in verdict.notes:
         warnings.warn(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
                       TritonDistWarning, stacklevel=stacklevel)

@@ -29,7 +29,6 @@ import os
 import stat
 import sys
 import tempfile
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,7 +41,7 @@ from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist._store.create import create_entry_text
 from triton_dist._store.denied import why_denied
 from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
-from triton_dist.errors import TritonDistWarning
+from triton_dist._warn import warn_user
 
 __all__ = [
     "MAX_KEY_BYTES",
@@ -266,8 +265,7 @@ def dangling_link(root: Path) -> str | None:
 
 
 def _warn(message: str, stacklevel: int = 4) -> None:
-    log.warning(message)
-    warnings.warn(message, TritonDistWarning, stacklevel=stacklevel)
+    warn_user(message, log=log)
 
 
 def load_json(path: Path, root: Path | None = None) -> tuple[dict[str, Any] | None, str | None]:

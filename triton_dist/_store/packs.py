@@ -28,7 +28,6 @@ import logging
 import os
 import stat
 import tempfile
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packfile
 from triton_dist._store.packfile import DIR_NAME, Pack
-from triton_dist.errors import TritonDistWarning
+from triton_dist._warn import warn_user
 
 __all__ = ["Served", "bad_packs", "canonical", "install", "is_packed", "load_entry", "packed_entries", "packed_ids",
            "read_path", "remove", "usable_packs"]
@@ -54,8 +53,7 @@ def _warn_pack(pack: Pack) -> None:
     _warned.add((pack.path, pack.stamp))
     message = (f"ignoring cache pack {pack.path}: {pack.problem}. Its entries are misses; run "
                "`python -m triton_dist.cache verify`, then re-seed or `prune --invalid`.")
-    log.warning(message)
-    warnings.warn(message, TritonDistWarning, stacklevel=4)
+    warn_user(message, log=log)
 
 
 def is_packed(path: Path | str) -> bool:
