@@ -45,7 +45,7 @@ from triton_dist._measure.bench import measure_candidates
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
-from triton_dist._measure.result import CandidateResult, describe
+from triton_dist._measure.result import CandidateResult, describe, is_candidate_failure
 from triton_dist._measure.spare import Spare
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
@@ -357,9 +357,19 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
     measure, options = _measurer(target, view, backend, settings, tlog, guard, defer, queue)
     if defer:
         options["spare"] = spare.run
+    def run(i: int) -> Callable[[], Any]:
+        def call() -> Any:
+            try:
+                return target.call(i, args, kwargs, overwrite)
+            except Exception as exc:
+                if not is_candidate_failure(exc):  # a bug: it stops tuning; say which config ran
+                    _note_bug(exc, target, i, plan.key_text)
+                raise
+        return guard.wrap(i, call, defer=defer)
+
     with guard:  # leaving it puts mutated arguments back for the final call
         return measure(
-            lambda i: guard.wrap(i, lambda: target.call(i, args, kwargs, overwrite), defer=defer), to_measure, backend,
+            run, to_measure, backend,
             n_warmup=target.n_warmup, n_repeat=target.n_repeat, do_bench=target.do_bench,
             on_result=lambda r: _on_result(target, tlog, guard, r),
             # interleaved (device) measurement: the first config whose warm-up passed is the
@@ -369,6 +379,20 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
             known_failures=precompile_target(  # + compile errors
                 target, to_measure, args, kwargs, overwrite, view is not None, backend, tlog.info),
         )
+
+
+def _note_bug(exc: Exception, target: TuneTarget, index: int, key_text: str) -> None:
+    """Which config raised the error that stopped tuning, and why it stopped: the seed records a
+    config that raises as ``inf``, but a classic bug (``KeyError``, ``TypeError``, ...) propagates,
+    and it came back bare, naming neither the config nor the key (a tester, 2026-12-04)."""
+    if not hasattr(exc, "add_note") or any("stopped tuning" in n for n in getattr(exc, "__notes__", ())):
+        return
+    exc.add_note(
+        f"{target.qualname} raised this with config_space[{index}] = {show_config(target.config_space[index]):.200}, "
+        f"key {key_text:.200}, and it stopped tuning: a {type(exc).__name__} is taken for a bug in the code, "
+        "not for that config's failure (docs/architecture.md, 'Bugs are not config failures'). A config "
+        "that cannot run here should raise ValueError or RuntimeError (recorded as inf), or be pruned "
+        "with prune_fn.")
 
 
 def _measurer(target: TuneTarget, view: GroupView | None, backend: Backend, settings: Settings,

@@ -336,6 +336,22 @@ def test_options_of_the_wrong_type_are_refused_at_decoration(cache_dir):
     assert tuned(3) == 3
 
 
+def test_a_bug_that_stops_tuning_names_the_config_and_the_key(cache_dir):
+    """A classic bug raised by one config stops tuning (docs/architecture.md); it came back bare,
+    naming neither the config nor the key (a tester, 2026-12-04)."""
+    table = {64: 1.0, 256: 1.0}
+
+    @autotune([{"block": 64}, {"block": 128}, {"block": 256}], lambda n: (n,), do_bench=lambda fn, w, r: [fn()] * r)
+    def host(n, block):
+        return n * table[block]
+
+    with pytest.raises(KeyError) as info:
+        host(3)
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "config_space[1] = {'block': 128}" in notes and "key (3,)" in notes and "stopped tuning" in notes
+    assert notes.count("stopped tuning") == 1
+
+
 def test_a_timer_of_tritons_kind_runs_for_its_own_milliseconds(cache_dir):
     """triton.testing.do_bench's warmup and rep are milliseconds: called as do_bench(fn, n_warmup,
     n_repeat) it took the counts 2 and 3 for 2 ms and 3 ms, a partial binding warmup= was refused,
