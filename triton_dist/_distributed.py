@@ -129,20 +129,34 @@ def _h63(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") >> 1
 
 
-def _wait(work: Any, view: GroupView, timeout_s: float, what: str) -> None:
+#: what a rank is told after a collective of the tuner's failed or timed out: the collective is
+#: still queued on the group, so the group's next collective is matched against it (gloo then
+#: aborted the process, "collective mismatch"; a tester, 2026-12-04)
+_GROUP_OUT_OF_STEP = (" The tuner's collective is left pending on this process group, so the group's next "
+                      "collective would be matched against it (a mismatch abort, or a hang): do not use the "
+                      "group again; end the job (a launcher such as torchrun restarts it).")
+
+
+def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str = "") -> None:
+    """Wait for a collective of the tuner's, at most ``timeout_s``. The error names this rank by
+    its global rank (the group lists global ranks), ``subject`` (the function and key), and what
+    the other ranks may have done; a tester read "rank 0 of the group [1, 2]" (2026-12-04)."""
+    me = f"global rank {view.ranks[view.rank]} of the tuning {view.describe()}"
+    on = f" of {subject}" if subject else ""
     try:
         ok = work.wait(timeout=datetime.timedelta(seconds=timeout_s))
     except Exception as exc:
         raise RankFailureError(
-            f"rank {view.rank} of the tuning {view.describe()}: {what} failed: "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. Another rank "
-            f"died, raised before reaching it, or did not call the tuned function with this key "
-            f"within {timeout_s:.0f}s (TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S)."
+            f"{me}: {what}{on} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
+            f"Another rank of the group did not reach it within {timeout_s:.0f}s "
+            "(TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S): it died, raised before reaching it (its own error says "
+            "why), or called the function with another key, with autotune=False or without autotune_pg, "
+            "or not at all." + _GROUP_OUT_OF_STEP,
+            function=subject,
         ) from exc
     if ok is False:
-        raise RankFailureError(
-            f"rank {view.rank}: {what} timed out after {timeout_s:.0f}s in {view.describe()}"
-        )
+        raise RankFailureError(f"{me}: {what}{on} timed out after {timeout_s:.0f}s." + _GROUP_OUT_OF_STEP,
+                               function=subject)
 
 
 def _gather_objects(view: GroupView, obj: Any) -> list[Any]:
@@ -174,7 +188,8 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     local = torch.tensor([_h63(fields[n]) for n in names], dtype=torch.int64, device=backend.device())
     gathered = [torch.empty_like(local) for _ in range(view.size)]
     work = dist.all_gather(gathered, local, group=view.group, async_op=True)
-    _wait(work, view, timeout_s, "agreement on key, cache state and kept configs")
+    _wait(work, view, timeout_s, "agreement on key, cache state and kept configs",
+          f"{what}, key {fields.get('key', '')}"[:300] if what else "")
     rows = [g.tolist() for g in gathered]
     compared = [i for i, n in enumerate(names) if n not in _UNCOMPARED]
     if all(row[i] == rows[0][i] for row in rows for i in compared):

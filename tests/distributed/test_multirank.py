@@ -125,7 +125,12 @@ def test_absent_rank_is_a_bounded_error_not_a_hang(tmp_path):
     assert not any(r.get("hung") for r in results), results
     assert results[1] == {"ok": "skipped"}
     assert results[0]["error"] == "RankFailureError", results[0]
-    assert "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S" in results[0]["message"]
+    message = results[0]["message"]
+    assert "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S" in message
+    # the function and key, this rank by its global rank, and that the group is out of step now
+    # (its next collective aborted the process: a tester, 2026-12-04)
+    assert "global rank 0 of the tuning group of 2 ranks [0, 1]" in message and "workers.host, key (" in message
+    assert "do not use the group again" in message
 
 
 def test_candidate_failing_on_one_rank_is_inf_for_all(tmp_path):
