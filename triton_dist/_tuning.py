@@ -22,7 +22,6 @@ import logging
 import math
 import os
 import sys
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,13 +52,13 @@ from triton_dist._store import reuse as _reuse
 from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, measurement_info
 from triton_dist._store.fingerprint import body_hash
 from triton_dist._target import Outcome, TuneTarget, show_config
+from triton_dist._warn import warn_user
 from triton_dist.errors import (
     KeyFunctionError,
     NoValidConfigError,
     PruneError,
     RankDisagreementError,
     RankFailureError,
-    TritonDistWarning,
 )
 from triton_dist.settings import Settings, get_settings
 
@@ -275,7 +274,8 @@ def _fields(plan: _Plan) -> dict[str, str]:
     root = "" if plan.root is None else str(plan.root.resolve())
     # "space": the configs themselves, not their indices (ranks whose spaces hold other configs, or
     # the same in another order, would agree on indices and run different configs)
-    return {"function": plan.function, "key": plan.key_text, "cache": plan.decision, "configs": ",".join(map(str, plan.kept)),
+    return {"function": plan.function, "key": plan.key_text, "cache": plan.decision,
+            "configs": ",".join(map(str, plan.kept)),
             "space": _space_text(plan.call.space) if plan.call is not None else "",
             "source": plan.call.source_hash if plan.call is not None else "",
             "error": describe(plan.error) if plan.error else "", "host": f"{host_id()}:{root}",
@@ -514,10 +514,9 @@ def _write(target: TuneTarget, key_text: str, entry: dict[str, Any], root: Path,
         path = _cache.write_entry(root, entry, durable=False, place=ahead.place, known=ahead.known)
     except OSError as exc:
         link = _cache.dangling_link(root)
-        warnings.warn(f"could not save the tuning result of {target.qualname} for key "
-                      f"{key_text} under {root}: {link or exc}. Tuning worked, but nothing was saved; "
-                      "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.",
-                      TritonDistWarning, stacklevel=6)
+        warn_user(f"could not save the tuning result of {target.qualname} for key "
+                  f"{key_text} under {root}: {link or exc}. Tuning worked, but nothing was saved; "
+                  "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.")
         return None
     tlog.info("cache entry written: %s", path)
     return path

@@ -7,33 +7,74 @@ warning named ``_face.py`` or Triton's ``jit.py`` instead of the line to change.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
 
 from triton_dist.errors import TritonDistWarning
 
-__all__ = ["warn_user"]
+__all__ = ["held_until_decided", "warn_user"]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
+#: frames of the standard library's that run our code between the user's call and a warning
+_PLUMBING = frozenset(os.path.abspath(m.__file__) for m in (contextlib,) if m.__file__)
+
+
 def _internal(filename: str) -> bool:
-    if filename.startswith(_PACKAGE):
+    if filename.startswith(_PACKAGE) or filename in _PLUMBING:
         return True
     triton = sys.modules.get("triton")
     root = os.path.dirname(getattr(triton, "__file__", None) or "") if triton is not None else ""
     return bool(root) and filename.startswith(root + os.sep)
 
 
+_held = threading.local()
+
+
+@contextlib.contextmanager
+def held_until_decided() -> Iterator[None]:
+    """Warnings of :func:`warn_user` in this thread wait for the end of the block (a tuning's
+    decision, recorded inside it). Under ``python -W error`` a warning raised where it was said
+    (an unwritable cache, a cache-only miss) threw the decision away: every call tuned again and
+    raised again (a tester, 2026-12-04); now the decision is kept and the warning raised after.
+    A block that raises says its warnings without letting them replace its error."""
+    outer = getattr(_held, "messages", None)
+    held: list[tuple[str, type[Warning]]] = []
+    _held.messages = held
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        _held.messages = outer
+        for message, category in held:
+            if outer is not None:  # a nested block: the outer one says it
+                outer.append((message, category))
+            elif failed:
+                with contextlib.suppress(Warning):
+                    warn_user(message, category)
+            else:
+                warn_user(message, category)
+
+
 def warn_user(message: str, category: type[Warning] = TritonDistWarning, *,
               log: logging.Logger | None = None) -> None:
-    """``warnings.warn(message, category)`` at the first caller outside triton_dist and Triton;
-    with ``log``, also a WARNING record there, where logging is configured: without a handler,
-    logging's last resort printed every warning a second time (a tester, 2026-12-04)."""
+    """``warnings.warn(message, category)`` at the first caller outside triton_dist and Triton
+    (at the end of a :func:`held_until_decided` block, when one is open in this thread); with
+    ``log``, also a WARNING record now, where logging is configured: without a handler, logging's
+    last resort printed every warning a second time (a tester, 2026-12-04)."""
     if log is not None and log.hasHandlers():
         log.warning("%s", message)
+    held = getattr(_held, "messages", None)
+    if held is not None:
+        held.append((message, category))
+        return
     frame, level = sys._getframe(1), 2  # level 2: warn_user's caller
     while frame.f_back is not None and _internal(os.path.abspath(frame.f_code.co_filename)):
         frame, level = frame.f_back, level + 1

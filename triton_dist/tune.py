@@ -30,6 +30,7 @@ from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
 from triton_dist._store.keytext import KeyTexts
+from triton_dist._warn import held_until_decided
 from triton_dist.errors import (
     ConfigSpaceError,
     DuplicateArgumentError,
@@ -276,7 +277,7 @@ class AutoTuner(metaclass=_TunerType):
         # waits for that result instead of measuring the same configs at the same time
         table = self._best if table is None else table
         text = self._texts.check(key, self.target.qualname)
-        with single_flight(self, key, table) as best:
+        with single_flight(self, key, table) as best, held_until_decided():
             if best is not None:
                 return best
             _triton_prewarm.wait()  # not a second hash of Triton's installation next to it

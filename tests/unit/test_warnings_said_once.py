@@ -51,3 +51,33 @@ def test_a_warning_is_printed_once_at_the_users_line(tmp_path):
 def test_configured_logging_still_gets_the_record(tmp_path):
     done = _run(tmp_path, "logging")
     assert "LOGGED triton_dist" in done.stderr and "config_space[0] is used untuned" in done.stderr, done.stderr
+
+
+def test_a_warning_raised_as_an_error_keeps_the_decision(tmp_path, monkeypatch):
+    """Under ``python -W error`` (pytest's filterwarnings=error) a warning said during a tuning (an
+    unwritable cache, a cache-only miss) threw the decision away: every call tuned again and
+    raised again (a tester, 2026-12-04). The warning is raised once the decision is kept."""
+    import warnings
+
+    import pytest
+
+    from triton_dist.errors import TritonDistWarning
+    from triton_dist.tune import autotune
+
+    root = tmp_path / "file"
+    root.write_text("a file where the cache root should be")
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_DIR", str(root))
+    calls = []
+
+    @autotune([{"b": 1}, {"b": 2}], lambda n: (n,), n_warmup=1, n_repeat=2)
+    def op(n, b):
+        calls.append(b)
+        return n * b
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TritonDistWarning)
+        with pytest.raises(TritonDistWarning, match="could not save the tuning result"):
+            op(3)
+        tuned = len(calls)
+        assert tuned == 2 * 3  # two configs, 1 warm-up + 2 timed runs each
+        assert op(3) in (3, 6) and len(calls) == tuned + 1  # decided: one call, no tuning, no warning

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,6 @@ from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store.keytext import stable_key_text
 from triton_dist._warn import warn_user
-from triton_dist.errors import TritonDistWarning
 
 __all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "identify_text", "lookup",
            "stable_key", "unmeasured", "versions_differ"]
@@ -232,6 +230,5 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
                    "It is treated as a miss and re-tuned.")
         warn_user(message, log=log)
     for note in verdict.notes:
-        warnings.warn(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).",
-                      TritonDistWarning, stacklevel=stacklevel)
+        warn_user(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).")
     return verdict.index, verdict.why, verdict.entry if verdict.hit else None
