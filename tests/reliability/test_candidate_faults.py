@@ -106,6 +106,37 @@ def test_a_hanging_candidate_is_abandoned_at_the_limit_and_tuning_goes_on(cache_
     assert [m for m, _ in runs].count("hang") == 1
 
 
+def test_a_limited_candidate_runs_under_the_callers_autocast_and_modes(cache_dir):
+    """With TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S the CPU measures in a worker thread; autocast
+    and torch-function modes are per thread, so candidates of a bf16 autocast call under a user's
+    mode were timed as float32 matmuls without the mode (a tester, 2026-12-04)."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        seen = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counting.seen += 1
+            return func(*args, **(kwargs or {}))
+
+    runs = []
+
+    @autotune([{"c": 1}, {"c": 2}], lambda x: tuple(x.shape), n_warmup=1, n_repeat=2)
+    def host(x, c):
+        before = Counting.seen
+        out = x @ x
+        runs.append((threading.current_thread().name, out.dtype, Counting.seen > before))
+        return out * c
+
+    x = torch.ones(4, 4)
+    with override(TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S="30"), torch.autocast("cpu", dtype=torch.bfloat16), \
+            Counting():
+        host(x)
+    measured = [r for r in runs if r[0] == "triton_dist-candidate"]
+    assert len(measured) == 2 * 3 and len(runs) == 2 * 3 + 1
+    assert {(dtype, moded) for _, dtype, moded in runs} == {(torch.bfloat16, True)}
+
+
 def test_without_a_limit_nothing_runs_in_another_thread():
     threads = set()
 

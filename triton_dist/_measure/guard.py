@@ -428,10 +428,11 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
     box: dict[str, Any] = {}
     context = contextvars.copy_context()
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+    enter_callers_state = _callers_torch_state(torch)
 
     def target() -> None:
         try:  # grad and inference mode are per thread: carry the caller's over
-            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad), enter_callers_state():
                 box["times"] = context.run(bench, limited)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             box["error"] = exc
@@ -449,3 +450,34 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
     if "error" in box:
         raise box["error"]
     return box["times"]
+
+
+def _callers_torch_state(torch: Any) -> Callable[[], contextlib.ExitStack]:
+    """What the caller's thread had in force, to enter again in the measuring thread: autocast
+    (per device type) and the torch-function and dispatch modes, which are per thread too. Without
+    them the candidates of a call under ``torch.autocast(bfloat16)`` and a user's
+    ``TorchFunctionMode`` were timed as float32 without the mode (a tester, 2026-12-04)."""
+    casts = []
+    for device_type in ("cpu", "cuda", "npu", "xpu"):
+        try:
+            if torch.is_autocast_enabled(device_type):
+                casts.append((device_type, torch.get_autocast_dtype(device_type)))
+        except (RuntimeError, TypeError, ValueError):  # a device type this torch does not know
+            continue
+    try:
+        from torch.overrides import _get_current_function_mode_stack
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+        modes = [*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack()]
+    except (ImportError, AttributeError):  # private helpers of torch: another version
+        modes = []
+
+    def enter() -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        for device_type, dtype in casts:
+            stack.enter_context(torch.autocast(device_type, dtype=dtype))
+        for mode in modes:
+            stack.enter_context(mode)
+        return stack
+
+    return enter
