@@ -361,6 +361,27 @@ def test_a_config_whose_hook_raises_is_left_out_and_said_a_bad_config_silently(r
     assert len([w for w in recwarn if issubclass(w.category, TritonDistWarning)]) == 1
 
 
+def test_cache_only_mode_says_once_that_it_does_not_apply_here(monkeypatch, recwarn):
+    """TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict ("start warm, never tune") and contextual_autotune
+    ran the outer function 7 times in silence (a tester, 2026-12-04): it keeps no disk cache."""
+    from triton_dist.settings import override
+
+    scale = K.make_scale()
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer_cache_only(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    with override(TRITON_DIST_AUTOTUNE_CACHE_ONLY="strict"):
+        x = torch.randn(1024, device=K.device())
+        torch.testing.assert_close(outer_cache_only(x), 2.0 * x)
+        torch.testing.assert_close(outer_cache_only(torch.randn(2048, device=K.device())).shape, (2048,))
+    said = [str(w.message) for w in recwarn if issubclass(w.category, TritonDistWarning)]
+    assert len(said) == 1 and "does not apply to contextual_autotune" in said[0], said
+
+
 def test_failed_candidate_is_inf_and_the_run_goes_on():
     scale = K.make_scale((3, 256, 512))  # config-id 0 cannot run
     runs = []

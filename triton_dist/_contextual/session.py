@@ -263,6 +263,7 @@ class Session:
             self._group_decided(at, key)
             return None
         self.pause_collector()
+        _say_cache_only_does_not_apply(self.qualname)
         candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
         if not precompile_candidates(candidates, at, args, kwargs, self, f"func: {name} | key: {key_text}"):
             raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["compile error"])
@@ -533,6 +534,24 @@ class Session:
                    "raises these: fix the hook or the launch, or prune such configs (prune_configs_by).")
         self.info("%s", message)
         warn_user(message)
+
+
+_CACHE_ONLY_SAID: set[str] = set()
+
+
+def _say_cache_only_does_not_apply(qualname: str) -> None:
+    """``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` ("start warm, never tune") is about the disk cache of
+    ``tune.autotune``; contextual tuning keeps none (the seed: the inner kernels' in-process
+    cache), so it tunes in every process whatever the setting. A tester took the outer function's
+    seven runs under ``=strict`` for a bug (2026-12-04): said once per decorated function."""
+    mode = get_settings().cache_only
+    if mode == "off" or qualname in _CACHE_ONLY_SAID:
+        return
+    _CACHE_ONLY_SAID.add(qualname)
+    warn_user(f"TRITON_DIST_AUTOTUNE_CACHE_ONLY={mode} does not apply to contextual_autotune: {qualname} "
+              "keeps no disk cache (its inner kernels' picks live in this process), so it tunes them in "
+              "this process, running the outer function several times. To start warm with no tuning, "
+              "tune those kernels with triton_dist.tune.autotune (whose cache a campaign seeds).")
 
 
 def _fmt(values: list[float]) -> str:
