@@ -188,6 +188,12 @@ class AutoTuner(metaclass=_TunerType):
         verbose = kwargs.pop("autotune_verbose", False)
         overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)
         pg = kwargs.pop("autotune_pg", None)
+        for name, value in (("autotune", autotune), ("autotune_verbose", verbose),
+                            ("autotune_allow_arg_overwrite", overwrite)):
+            if value is not True and value is not False and not (isinstance(value, int) and value in (0, 1)):
+                # autotune="no" tuned (a non-empty string is true; a tester, 2026-12-04)
+                raise TypeError(f"{self.target.qualname}: the call control {name}= takes True or False, "
+                                f"got {value!r:.100}")
         if not autotune:
             return self._call(self.config_space[0], args, kwargs, overwrite)
         key = self._key(args, kwargs)

@@ -336,6 +336,22 @@ def test_options_of_the_wrong_type_are_refused_at_decoration(cache_dir):
     assert tuned(3) == 3
 
 
+def test_a_call_control_that_is_not_a_switch_is_refused(cache_dir):
+    """autotune="no" was taken as true and tuned (a tester, 2026-12-04)."""
+    calls = []
+
+    @autotune([{"c": 1}, {"c": 2}], lambda x: (x,), do_bench=lambda fn, w, r: [fn() or 1.0] * r)
+    def host(x, c):
+        calls.append(c)
+        return x
+
+    for control in ("autotune", "autotune_verbose", "autotune_allow_arg_overwrite"):
+        with pytest.raises(TypeError, match=f"{control}= takes True or False, got 'no'"):
+            host(1, **{control: "no"})
+    assert not calls
+    assert host(1, autotune=0) == 1 and calls == [1]  # 0 and 1 are taken
+
+
 def test_a_bug_that_stops_tuning_names_the_config_and_the_key(cache_dir):
     """A classic bug raised by one config stops tuning (docs/architecture.md); it came back bare,
     naming neither the config nor the key (a tester, 2026-12-04)."""
