@@ -69,6 +69,7 @@ class Outcome:
     source: str  # "cache" | "tuned" | "default"
     entry: dict[str, Any] | None = None
     path: Path | None = None
+    """the entry written, or the one a hit read (a packed entry: its path in the pack)"""
 
 
 def told_apart(space: Sequence[dict[str, Any]], encoded: list[dict[str, Any]], qualname: str

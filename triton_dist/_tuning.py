@@ -48,6 +48,7 @@ from triton_dist._measure.result import CandidateResult, describe, is_candidate_
 from triton_dist._measure.spare import Spare
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
+from triton_dist._store import packs as _packs
 from triton_dist._store import reuse as _reuse
 from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, measurement_info
 from triton_dist._store.fingerprint import body_hash
@@ -86,6 +87,8 @@ class _Plan:
     """this rank's own failure (key_fn, prune_fn, the disk): raised after the group has agreed"""
     entry: dict[str, Any] | None = None
     """a hit's entry as read (``AutoTuner.tune(force=False)`` returns it; never exchanged)"""
+    source: Path | None = None
+    """where a hit's entry was read: ``path``, or a packed entry's ``<function>/packs/<pack>/<id>.json``"""
     function: str = ""
     """the tuned function's qualified name (ranks calling different functions are told which)"""
 
@@ -147,8 +150,8 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
             if job > 1:
                 plan.call = call = dataclasses.replace(call, job_world=job)
         plan.key_text, plan.path = call.key, call.path(root)
-        index, plan.why, plan.entry = (None, "forced re-tuning", None) if force or settings.always_tune \
-            else _decide.lookup(call, root, settings, stacklevel=6)
+        index, plan.why, plan.entry, plan.source = (None, "forced re-tuning", None, None) \
+            if force or settings.always_tune else _decide.lookup(call, root, settings, stacklevel=6)
         if index is not None:
             plan.decision = f"hit:{index}"
         elif settings.cache_only != "off" and not force:
@@ -291,13 +294,17 @@ def _space_text(space: list[Any]) -> str:
 
 
 def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) -> Outcome:
-    """A hit: the entry's best config."""
+    """A hit: the entry's best config, and where it was read (a packed entry by its path in the
+    pack, as ``ls`` and ``show`` name it: its loose path names no file on a seeded node)."""
     index = int(plan.decision[4:])
+    source = plan.source or plan.path
     if verbose:  # issue 18 item 11: a hit says so, and where it came from
+        packed = " (a packed entry; `triton-dist-cache show` takes this path)" \
+            if source is not None and _packs.is_packed(source) else ""
         TuningLog(None, True, rank_prefix).info(
-            "%s: cache hit for key %s: config %d %s, from %s", target.qualname, plan.key_text, index,
-            show_config(target.config_space[index]), plan.path)
-    return Outcome(index, "cache", entry=plan.entry, path=plan.path)
+            "%s: cache hit for key %s: config %d %s, from %s%s", target.qualname, plan.key_text, index,
+            show_config(target.config_space[index]), source, packed)
+    return Outcome(index, "cache", entry=plan.entry, path=source)
 
 
 def _log_path(path: Path | None, view: GroupView | None, write: bool, writer: bool) -> Path | None:

@@ -3,6 +3,8 @@ from, and why a config that is not the fastest measured was chosen."""
 
 from __future__ import annotations
 
+from tests.served import pack_files
+from triton_dist._store import packfile, packs
 from triton_dist.tune import autotune
 
 from .helpers import entries, make_tuner
@@ -27,6 +29,29 @@ def test_a_disk_hit_says_so_once_with_the_entry_path(cache_dir, capsys):
     second(4, autotune_verbose=True)  # now an in-memory hit of the same key: already said
     assert _said(capsys) == []
     assert probe.benches == 0
+
+
+def test_a_hit_served_from_a_pack_names_the_packed_entry_not_a_missing_file(cache_dir, capsys):
+    # a seeded node holds packs, no loose files: the hit named <function>/<id>.json, which does
+    # not exist (a tester, 2026-12-04); it names the packed entry as `ls`/`show` do
+    first, _ = make_tuner(times=TIMES)
+    first(4)
+    (path,) = entries(cache_dir)
+    packs.install(cache_dir, "host", packfile.build([(path.stem, path.read_bytes())]))
+    path.unlink()
+    (pack,) = pack_files(cache_dir, "host")
+    capsys.readouterr()
+
+    second, probe = make_tuner(times=TIMES)
+    second(4, autotune_verbose=True)
+    (line,) = _said(capsys)
+    assert f"from {pack / path.name} (a packed entry" in line and probe.benches == 0
+    second(5)  # another key, tuned: then the in-memory hit of 4 says where it came from too
+    capsys.readouterr()
+    second.tuner._told.clear()
+    second(4, autotune_verbose=True)
+    (line,) = _said(capsys)
+    assert f"loaded from the cache entry {pack / path.name}" in line
 
 
 def test_an_in_memory_hit_says_so_once_per_key_and_where_it_came_from(cache_dir, capsys):

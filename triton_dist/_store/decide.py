@@ -219,11 +219,12 @@ def _other_function(entry: dict[str, Any], call: CallId) -> str:
 
 
 def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
-           ) -> tuple[int | None, str, dict[str, Any] | None]:
-    """Inline tuning's question: (index of the cached best config, "", the entry) or (None, why it
-    is a miss, None),
-    warning about a file that is there but unusable and about differing software versions
-    (``stacklevel``: of the warnings, so that they name the user's call)."""
+           ) -> tuple[int | None, str, dict[str, Any] | None, Path | None]:
+    """Inline tuning's question: (index of the cached best config, "", the entry, where it was
+    read) or (None, why it is a miss, None, None), warning about a file that is there but unusable
+    and about differing software versions (``stacklevel``: of the warnings, so that they name the
+    user's call). Where it was read is the loose file or a packed entry's path: a hit that names
+    the loose path of a packed entry names a file that does not exist (a tester, 2026-12-04)."""
     verdict = decide(call, root, version_check=settings.version_check, cache_only=settings.cache_only)
     if verdict.unusable:
         message = (f"ignoring cache file {verdict.source or verdict.path}: {verdict.why}. "
@@ -231,4 +232,6 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
         warn_user(message, log=log)
     for note in verdict.notes:
         warn_user(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).")
-    return verdict.index, verdict.why, verdict.entry if verdict.hit else None
+    if not verdict.hit:
+        return None, verdict.why, None, None
+    return verdict.index, verdict.why, verdict.entry, verdict.source or verdict.path
