@@ -164,10 +164,12 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
 def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     findings = _cache_verify.verify(root)
     problems = [f for f in findings if f.problem]
+    archived = [f for f in findings if f.archived]  # unusable history: information (docs/cache.md)
     counts = {kind: sum(1 for f in findings if f.kind == kind) for kind in ("ok", "history", "log", "leftover")}
     if as_json:
         emit({"root": str(root), "exists": root.exists(), "counts": counts, "ok": not problems,
               "problems": [f.__dict__ for f in problems],
+              "unusable_history": [f.__dict__ for f in archived],
               "leftovers": [f.__dict__ for f in findings if f.kind == "leftover"]})
         return 1 if problems else 0
     if not root.exists():
@@ -176,6 +178,11 @@ def cmd_verify(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         return 0
     say(f"{root}: {counts['ok']} entries, {counts['history']} history, {counts['log']} logs, "
         f"{counts['leftover']} leftovers (harmless); {len(problems)} problem(s)")
+    if archived:
+        say(f"{len(archived)} history file(s) are not usable entries (not a problem: history keeps the "
+            "entries others replaced, corrupt ones included, and no reader serves it). `prune --history` "
+            "clears all history, `prune --invalid` these:")
+        say(table(["HISTORY", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in archived], indent="  "))
     if problems:
         say(table(["PROBLEM", "FILE", "DETAIL"], [[f.kind, f.path, f.detail] for f in problems], indent="  "))
         others = [f.path for f in problems if other_version(f.detail)]

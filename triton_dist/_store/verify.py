@@ -4,6 +4,7 @@ Loose entries, history, logs, leftovers of interrupted writes, compiled winners,
 (``_store.packfile``): a pack that cannot be read is one problem; each entry of a readable pack
 is checked as a loose file is (the entry check, its id, its function directory) and is ``ok``
 when its function directory serves it, ``history`` when a loose file or a newer pack shadows it.
+A file of ``history/`` that is not a usable entry is reported, ``archived``, but is no problem.
 See docs/cache.md.
 """
 
@@ -31,10 +32,13 @@ class Finding:
     kind: str
     """ok, history, log, leftover, binaries, corrupt, foreign, invalid, inconsistent, unreadable, symlink"""
     detail: str = ""
+    archived: bool = False
+    """a file of ``history/`` that is not a usable entry (``kind`` says how): information, not a
+    problem (:func:`_classify_history`)"""
 
     @property
     def problem(self) -> bool:
-        return self.kind not in ("ok", "history", "log", "leftover", "binaries")
+        return not self.archived and self.kind not in ("ok", "history", "log", "leftover", "binaries")
 
 
 def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
@@ -65,6 +69,17 @@ def _classify_json(path: Path, root: Path, kind_ok: str) -> Finding:
     if why is not None:
         return Finding(str(path), "inconsistent", why)
     return Finding(str(path), kind_ok)
+
+
+def _classify_history(path: Path, root: Path) -> Finding:
+    """A history file: the entry another one replaced, kept as an archive that no reader serves.
+    One that is not a usable entry (corrupt bytes the tuner replaced: they go to history, so that
+    nothing is lost) is reported but is no problem: otherwise a cache that healed itself failed
+    ``verify`` until someone cleared its history (a tester, 2026-12-04)."""
+    finding = _classify_json(path, root, "history")
+    if finding.problem:
+        finding.archived = True
+    return finding
 
 
 def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
@@ -99,7 +114,7 @@ def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
         elif depth == 1 and name.endswith(".json"):
             yield _classify_json(path, root, "ok")
         elif depth == 2 and directory.name == "history" and name.endswith(".json"):
-            yield _classify_json(path, root, "history")
+            yield _classify_history(path, root)
         elif depth == 2 and directory.name == "binaries" and name.endswith(".json"):
             yield Finding(str(path), "binaries")  # compiled winners a campaign ships (ray_runner.binaries)
         elif depth == 1 and name.endswith(".log"):
