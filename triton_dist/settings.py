@@ -30,7 +30,7 @@ COMPILE_WORKERS = "TRITON_DIST_COMPILE_WORKERS"
 PREWARM = "TRITON_DIST_PREWARM"
 GRAPH_PLACEMENTS = "TRITON_DIST_GRAPH_PLACEMENTS"
 
-#: the most compile threads the default (the CPU count) asks for
+#: the most compile workers (child processes, or threads) the default (the CPU count) asks for
 MAX_DEFAULT_COMPILE_WORKERS = 32
 
 #: the device kinds ``TRITON_DIST_DEVICE`` (and a campaign's ``device``) may name, in detection
@@ -45,8 +45,9 @@ ENV_VARS: Mapping[str, str] = {
     VERSION_CHECK: "1 (true/on/yes): a software-version mismatch is a cache miss (0/false/off/no or unset: a warning)",
     CACHE_ONLY: "1 (true/on/yes): a miss runs config_space[0] without tuning; strict: a miss is an error",
     AGREE_TIMEOUT: "seconds the ranks of a group wait for each other before failing (default 300)",
-    CANDIDATE_TIMEOUT: "seconds one candidate may run before it is recorded as timed out "
-                       "(CPU threads only; default: off)",
+    CANDIDATE_TIMEOUT: "seconds one candidate's warm-up and timed runs may take before it is recorded as "
+                       "timed out, inf (default: off; on the CPU the tuner stops waiting at the limit, on "
+                       "GPUs/NPUs the limit is checked between runs)",
     COMPILE_WORKERS: "child processes (threads where Triton lacks AsyncCompileMode) that compile a miss's "
                      "configs concurrently before measuring (default: the CPU count, divided among the node's "
                      "ranks when LOCAL_WORLD_SIZE says how many, at most 32; 1: each config compiles at its "
@@ -78,7 +79,8 @@ class Settings:
     candidate_timeout_s: float | None
     """``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``: opt-in per-candidate time limit."""
     compile_workers: int = 1
-    """``TRITON_DIST_COMPILE_WORKERS``: bound on the threads of a miss's compile pass."""
+    """``TRITON_DIST_COMPILE_WORKERS``: bound on the child processes (threads where Triton lacks
+    ``AsyncCompileMode``) that compile a miss's configs."""
     prewarm: bool = True
     """``TRITON_DIST_PREWARM``: Triton's start-up work in the background at decoration."""
     graph_placements: int = 2
@@ -105,15 +107,22 @@ def parse_bool(raw: str) -> bool | None:
     return None
 
 
-def _flag(env: Mapping[str, str], name: str) -> bool:
+def _flag(env: Mapping[str, str], name: str, spellings: str = _BOOL_HELP) -> bool:
+    """A boolean variable; ``spellings``: its spellings and what unset means (off, unless it says)."""
     raw = env.get(name, "").strip()
     value = parse_bool(raw)
     if value is None:
-        raise SettingsError(f"{name}={raw!r} is not valid: set it to {_BOOL_HELP}.")
+        raise SettingsError(f"{name}={raw!r} is not valid: set it to {spellings}.")
     return value
 
 
-def _positive_float(env: Mapping[str, str], name: str, default: float | None) -> float | None:
+#: TRITON_DIST_PREWARM is on when unset (README): "unset to disable" sent users the wrong way
+_PREWARM_HELP = ("0/false/off/no (any case) to turn the background prewarm off, or to 1/true/on/yes, or unset "
+                 "it, for the default: on, except under TRITON_INTERPRET=1")
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float | None, unset: str) -> float | None:
+    """A number of seconds > 0; ``unset``: what leaving it unset gives, as the README says."""
     raw = env.get(name, "").strip()
     if not raw:
         return default
@@ -122,7 +131,8 @@ def _positive_float(env: Mapping[str, str], name: str, default: float | None) ->
     except ValueError:
         value = -1.0
     if not value > 0 or value == float("inf"):
-        raise SettingsError(f"{name}={raw!r} is not valid: give a positive number of seconds, or unset it.")
+        raise SettingsError(f"{name}={raw!r} is not valid: give a positive number of seconds, or unset it "
+                            f"for {unset}.")
     return value
 
 
@@ -151,8 +161,12 @@ def _workers(env: Mapping[str, str], name: str) -> int:
     if not raw:
         return default_compile_workers()
     if not raw.isdigit() or int(raw) < 1:
-        raise SettingsError(f"{name}={raw!r} is not valid: give a whole number >= 1 of compile threads "
-                            "(1 compiles each config at its first launch), or unset it for the CPU count.")
+        # child processes, not threads (README): threads only where Triton lacks AsyncCompileMode
+        raise SettingsError(f"{name}={raw!r} is not valid: give a whole number >= 1 of compile workers, child "
+                            "processes (threads where Triton lacks AsyncCompileMode) that compile a miss's "
+                            "configs before measuring (1: each config compiles at its first launch), or unset "
+                            "it for the default: the CPU count, divided among the node's ranks when "
+                            f"LOCAL_WORLD_SIZE says how many, at most {MAX_DEFAULT_COMPILE_WORKERS}.")
     return int(raw)
 
 
@@ -185,8 +199,8 @@ def _parse(env: Mapping[str, str]) -> Settings:
     if always_tune and cache_only != "off":  # one says tune on every call, the other never: a hit was
         # ignored, then config_space[0] ran untuned or strict raised (a tester, session 28)
         raise SettingsError(
-            f"{ALWAYS_TUNE}=1 and {CACHE_ONLY}={cache_only_raw} contradict each other: the first re-tunes "
-            "every key, the second never tunes. Unset one of them (a warm-started job: unset "
+            f"{ALWAYS_TUNE}={env[ALWAYS_TUNE].strip()} and {CACHE_ONLY}={cache_only_raw} contradict each other: "
+            "the first re-tunes every key, the second never tunes. Unset one of them (a warm-started job: unset "
             f"{ALWAYS_TUNE}).")
     return Settings(
         autotune_dir=Path(root).expanduser() if root else Path.home() / ".triton_dist" / "autotune",
@@ -194,10 +208,10 @@ def _parse(env: Mapping[str, str]) -> Settings:
         always_tune=always_tune,
         version_check=_flag(env, VERSION_CHECK),
         cache_only=cache_only,
-        agree_timeout_s=_positive_float(env, AGREE_TIMEOUT, 300.0),  # type: ignore[arg-type]
-        candidate_timeout_s=_positive_float(env, CANDIDATE_TIMEOUT, None),
+        agree_timeout_s=_positive_float(env, AGREE_TIMEOUT, 300.0, "the default, 300"),  # type: ignore[arg-type]
+        candidate_timeout_s=_positive_float(env, CANDIDATE_TIMEOUT, None, "no limit (the default)"),
         compile_workers=_workers(env, COMPILE_WORKERS),
-        prewarm=_flag(env, PREWARM) if env.get(PREWARM, "").strip() else True,
+        prewarm=_flag(env, PREWARM, _PREWARM_HELP) if env.get(PREWARM, "").strip() else True,
         graph_placements=_placements(env),
     )
 

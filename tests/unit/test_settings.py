@@ -131,3 +131,31 @@ def test_graph_placements_refuse_anything_but_one_or_two(clean_env, value):
     with pytest.raises(SettingsError, match="TRITON_DIST_GRAPH_PLACEMENTS") as info:
         get_settings()
     assert repr(value) in str(info.value) and "give 1" in str(info.value) and "unset it" in str(info.value)
+
+
+@pytest.mark.parametrize(("name", "value", "says", "never"), [
+    # unset means on (README): the message said "or unset to disable" (a tester, 2026-12-04)
+    ("TRITON_DIST_PREWARM", "maybe",
+     ["0/false/off/no", "unset it, for the default: on, except under TRITON_INTERPRET=1"], ["unset to disable"]),
+    # child processes, threads only where Triton lacks AsyncCompileMode (README): it said "compile threads"
+    ("TRITON_DIST_COMPILE_WORKERS", "0", ["child processes (threads where Triton lacks AsyncCompileMode)",
+                                          "divided among the node's ranks", "at most 32"], ["compile threads"]),
+    ("TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S", "soon", ["unset it for the default, 300"], []),
+    ("TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S", "0", ["unset it for no limit (the default)"], []),
+    ("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "2", ["unset to disable"], []),  # off by default: so it is
+])
+def test_a_bad_value_is_told_what_unset_does_as_the_readme_says(clean_env, name, value, says, never):
+    clean_env.setenv(name, value)
+    with pytest.raises(SettingsError) as info:
+        get_settings()
+    message = str(info.value)
+    assert f"{name}={value!r}" in message
+    assert all(text in message for text in says) and not any(text in message for text in never), message
+
+
+def test_contradicting_settings_are_named_as_set(clean_env):
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "yes")
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_CACHE_ONLY", "strict")
+    with pytest.raises(SettingsError) as info:
+        get_settings()
+    assert "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=yes and TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict" in str(info.value)
