@@ -4,7 +4,7 @@ Every rank of a gang ran ``_tuning.resolve`` on MAX-reduced timings, so their en
 on what names the file (function, key, source, hardware, id), on the chosen config and on every
 candidate's reduced time. The merged entry is rank 0's, the one an inline multi-rank tuning
 writes (its lowest rank on the node); only a candidate that failed on another rank gets that
-rank's reason instead of the generic "failed on another rank".
+rank's reason instead of the one that names the rank ("failed on rank R of the group ...").
 """
 
 from __future__ import annotations
@@ -18,7 +18,13 @@ from triton_dist.errors import RankDisagreementError
 __all__ = ["merge_entries"]
 
 _SAME = ("schema", "id", "function", "qualname", "key", "source_hash")
-_GENERIC_ERROR = "failed on another rank of the group"
+_GENERIC_ERROR = "failed on another rank of the group"  # what a rank said before it named the rank
+_ELSEWHERE = ("failed on rank ", "failed on ranks ")  # _tuning._failed_elsewhere: no reason of its own
+
+
+def _elsewhere(error: Any) -> bool:
+    """Whether a rank's error only says that the config failed on other ranks."""
+    return isinstance(error, str) and (error == _GENERIC_ERROR or error.startswith(_ELSEWHERE))
 
 
 def _times(entry: dict[str, Any]) -> list[Any]:
@@ -65,12 +71,12 @@ def merge_entries(entries: Sequence[dict[str, Any]], world_size: int) -> dict[st
     merged = dict(first)
     merged["candidates"] = candidates = list(first.get("candidates", []))
     for index, candidate in enumerate(candidates):
-        if candidate.get("error") != _GENERIC_ERROR:
+        if not _elsewhere(candidate.get("error")):
             continue
         candidates[index] = candidate = dict(candidate)
         for rank, entry in enumerate(entries[1:], start=1):
             other = entry["candidates"][index].get("error")
-            if other and other != _GENERIC_ERROR:
+            if other and not _elsewhere(other):
                 candidate["error"] = f"rank {rank}: {other}"
                 break
     return merged

@@ -91,6 +91,8 @@ class _Plan:
     """where a hit's entry was read: ``path``, or a packed entry's ``<function>/packs/<pack>/<id>.json``"""
     function: str = ""
     """the tuned function's qualified name (ranks calling different functions are told which)"""
+    logs: list[str] = dataclasses.field(default_factory=list)
+    """each group rank's log of this tuning, by name (empty when nothing is written)"""
 
 
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
@@ -118,7 +120,10 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
         return untuned(target, plan.call, plan.why, plan.key_text, plan.path, root, backend, settings)
 
     writer = write and (view is None or writers(view, hosts))
-    log_path = _log_path(plan.path, view, write, writer)
+    log_path = _log_path(plan.path, view.rank if view is not None else None, write, writer)
+    if view is not None and log_path is not None:  # a config that fails on some ranks names their logs
+        plan.logs = [_log_path(plan.path, r, write, hosts.index(hosts[r]) == r).name  # type: ignore[union-attr]
+                     for r in range(view.size)]
     # on a device, the log's directory and file while the host waits for it (_measure.spare, P2)
     prepare = (lambda: _cache.ensure_private_dir(log_path.parent, root)) if log_path is not None else None
     with TuningLog(log_path, verbose, rank_prefix, defer=in_rounds(target, backend), prepare=prepare) as tlog, \
@@ -307,11 +312,11 @@ def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) ->
     return Outcome(index, "cache", entry=plan.entry, path=source)
 
 
-def _log_path(path: Path | None, view: GroupView | None, write: bool, writer: bool) -> Path | None:
-    """The tuning's log next to its entry (a rank that does not write: its own), or None."""
+def _log_path(path: Path | None, rank: int | None, write: bool, writer: bool) -> Path | None:
+    """The tuning's log next to its entry (group rank ``rank`` that does not write: its own), or None."""
     if not write or path is None:
         return None
-    return path.with_suffix(".log") if writer else path.with_name(f"{path.stem}.rank{view.rank}.log")  # type: ignore[union-attr]
+    return path.with_suffix(".log") if writer else path.with_name(f"{path.stem}.rank{rank}.log")
 
 
 def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: GroupView | None,
@@ -446,6 +451,11 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
     local = {r.index: r for r in results}
     vec = [local[i].time_ms if i in local else math.inf for i in kept]
     vec += [local[i].sem_ms if i in local else 0.0 for i in kept]
+    # which ranks a config failed on, in the same collective: the highest (rank + 1) and the
+    # lowest (size - rank) of them; without, the entry said "failed on another rank" (a tester)
+    failed = [i not in local or not local[i].ok for i in kept]
+    vec += [float(view.rank + 1) if f else 0.0 for f in failed]
+    vec += [float(view.size - view.rank) if f else 0.0 for f in failed]
     vec.append(float(view.rank + 1) if bug is not None else 0.0)
     reduced = max_reduce(view, backend, vec, settings.agree_timeout_s)
     if bug is not None:
@@ -461,13 +471,32 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
         mine = local.get(i)
         error = mine.error if mine is not None and mine.error else None
         if math.isinf(reduced[j]) and error is None:
-            error = "failed on another rank of the group"
+            error = _failed_elsewhere(view, view.size - int(reduced[3 * n + j]), int(reduced[2 * n + j]) - 1,
+                                      plan.logs)
+            tlog.info("config %d %s: %s", i, show_config(target.config_space[i]), error)  # in this log too
         result = CandidateResult(i, reduced[j], reduced[n + j], mine.times_ms if mine else [], error)
         if mine is not None:  # this rank's own counts (the same on every rank of the group)
             result.runs, result.runs_per_sample = mine.runs, mine.runs_per_sample
         merged.append(result)
     tlog.info("MAX over %s: %s", view.describe(), ", ".join(f"{r.index}={r.time_ms:.4f}" for r in merged))
     return merged
+
+
+def _failed_elsewhere(view: GroupView, low: int, high: int, logs: list[str]) -> str:
+    """A config that failed on other ranks only: which (the lowest and highest group ranks that
+    failed it), and where their reasons are, their logs on their nodes (none: nothing written, a
+    campaign's gang, whose driver merges the ranks' reasons: ``ray_runner.merge``)."""
+    if not 0 <= low <= high < view.size:  # (a reduction that did not carry them: cannot happen)
+        return "failed on another rank of the group"
+    where = f"the {view.describe()}"
+    if low == high:
+        see = f" (see its log {logs[low]} on its node)" if logs else ""
+        return f"failed on rank {view.ranks[low]} of {where}{see}"
+    notes = ["maybe on ranks between them too"] if high - low > 1 else []
+    if logs:
+        notes.append(f"see their logs {logs[low]} and {logs[high]} on their nodes")
+    tail = f" ({'; '.join(notes)})" if notes else ""
+    return f"failed on ranks {view.ranks[low]} and {view.ranks[high]} of {where}{tail}"
 
 
 def _all_failed_advice(results: list[CandidateResult], do_bench: Any = None) -> str:

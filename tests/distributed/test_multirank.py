@@ -143,6 +143,23 @@ def test_candidate_failing_on_one_rank_is_inf_for_all(tmp_path):
     assert entry["world_size"] == 2
 
 
+def test_the_entry_names_the_rank_a_config_failed_on_and_its_log(tmp_path):
+    # it said "failed on another rank of the group": neither which rank nor where its reason is
+    # (a tester, 2026-12-04); the MAX reduction now also carries the lowest and highest failing rank
+    (result, *_) = _ok(run_ranks(workers.fails_on_some_ranks, 3, env=_env(tmp_path), tmp=tmp_path))
+    entry, logs = result["entry"], result["logs"]
+    eid = entry["id"]
+    assert entry["best"]["index"] == 0
+    errors = [c["error"] for c in entry["candidates"]]
+    assert errors[0] is None
+    assert errors[1] == (f"failed on ranks 1 and 2 of the group of 3 ranks [0, 1, 2] (see their logs "
+                         f"{eid}.rank1.log and {eid}.rank2.log on their nodes)")
+    assert errors[2] == f"failed on rank 2 of the group of 3 ranks [0, 1, 2] (see its log {eid}.rank2.log on its node)"
+    assert "out of workspace on rank 2 for cfg=2" in logs[f"{eid}.rank2.log"]
+    assert "out of workspace on rank 1 for cfg=1" in logs[f"{eid}.rank1.log"]
+    assert f"config 2 {{'cfg': 2}}: {errors[2]}" in logs[f"{eid}.log"]  # the writer's log says so too
+
+
 def test_bug_on_one_rank_raises_everywhere(tmp_path):
     results = run_ranks(workers.bug_on_one_rank, 2, env=_env(tmp_path), tmp=tmp_path)
     assert results[0]["error"] == "TypeError"

@@ -146,6 +146,25 @@ def fails_on_one_rank(rank, world_size):
     return {"value": value, "entries": entries}
 
 
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}, {"cfg": 2}], key_fn=_key, n_warmup=1, n_repeat=2)
+def host_fails_on_some_ranks(n, rank_cost, cfg):
+    if (cfg, int(os.environ["RANK"])) in ((1, 1), (1, 2), (2, 2)):
+        raise RuntimeError(f"out of workspace on rank {os.environ['RANK']} for cfg={cfg}")
+    return n + cfg
+
+
+def fails_on_some_ranks(rank, world_size):
+    """Config 1 fails on ranks 1 and 2, config 2 on rank 2: what the group's entry says of them."""
+    host_fails_on_some_ranks(2, None, autotune_pg=dist.group.WORLD)
+    dist.barrier()  # the writer's entry is on disk
+    root = Path(os.environ["TRITON_DIST_AUTOTUNE_DIR"]) / "host_fails_on_some_ranks"
+    import json
+
+    (path,) = root.glob("*.json")
+    logs = {p.name: p.read_text() for p in root.glob("*.log")}
+    return {"entry": json.loads(path.read_text()), "logs": logs}
+
+
 @autotune(config_space=[{"cfg": 0}, {"cfg": 1}], key_fn=_key, n_warmup=1, n_repeat=2)
 def host_bug_on_rank0(n, rank_cost, cfg):
     if cfg == 1 and int(os.environ["RANK"]) == 0:

@@ -256,6 +256,10 @@ def _entry(rank_error: str | None = None) -> dict:
 def test_merge_checks_agreement_and_keeps_the_real_failure_reason() -> None:
     merged = merge_entries([_entry("failed on another rank of the group"), _entry("RuntimeError: out of memory")], 2)
     assert merged["candidates"][0]["error"] == "rank 1: RuntimeError: out of memory"
+    # since 2026-12-04 a rank names the rank the config failed on (no log in a gang): still replaced
+    merged = merge_entries([_entry("failed on rank 1 of the group of 2 ranks [0, 1]"),
+                            _entry("RuntimeError: out of memory")], 2)
+    assert merged["candidates"][0]["error"] == "rank 1: RuntimeError: out of memory"
     assert merged["best"] == {"index": 1, "config": {"cfg": 1}}
     other = _entry()
     other["best"] = {"index": 0, "config": {"cfg": 0}}
