@@ -183,10 +183,14 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _validate_hardware(campaign: object, address: str | None, use_env: bool = True) -> int:
     """The campaign's accelerator kinds against the cluster: EXIT_INFRA naming kinds it lacks."""
+    from ._ray import unknown_resource_note
     from .fleet import check_hardware
 
     asked = getattr(campaign, "hardware", None)
     if not (address or (use_env and os.environ.get("RAY_ADDRESS"))):
+        note = unknown_resource_note(getattr(campaign, "ray_resource", None))
+        if note:  # a typo passes here and on an embedded Ray: only a cluster would tell
+            print(f"warning: {note}", file=sys.stderr)
         if asked is not None:
             print(f"hardware {list(asked)}: not checked against a cluster (pass --address)")
         return EXIT_OK

@@ -10,7 +10,8 @@ from typing import Any
 
 from triton_dist.errors import RayNotInstalledError
 
-__all__ = ["actor_resources", "bundle", "cluster_capacity", "import_ray", "ray_session", "resolve_device"]
+__all__ = ["actor_resources", "bundle", "cluster_capacity", "import_ray", "ray_session", "resolve_device",
+           "unknown_resource_note"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,35 @@ def actor_resources(resource: str) -> dict[str, Any]:
 
 def bundle(resource: str) -> dict[str, float]:
     return {resource: 1}
+
+
+def known_resources() -> tuple[str, ...]:
+    """The device resources Ray and this project know: each device kind's (``CPU``, ``GPU``, ``NPU``)."""
+    from triton_dist._backends import BACKENDS
+
+    return tuple(kind.ray_resource for kind in BACKENDS.values())
+
+
+def unknown_resource_note(resource: str | None, embedded: int = 0) -> str | None:
+    """Why a campaign's ``ray_resource`` may be a mistake, or None for a known device resource.
+
+    A custom resource is legitimate (nodes started with ``--resources`` stand in for devices),
+    but nothing checks its spelling: an embedded local Ray declares whatever the campaign names
+    (``embedded``: how many it declared), so a typo (``GUP``) passed ``validate`` and ran here,
+    then failed every case on a real cluster, whose nodes have no such resource (a tester)."""
+    import difflib
+
+    known = known_resources()
+    if not resource or resource in known:
+        return None
+    close = difflib.get_close_matches(resource.upper(), known, n=1, cutoff=0.6)
+    guess = f" Did you mean {close[0]!r}? (Ray's resource names are case-sensitive.)" if close else ""
+    cluster = (f"the embedded local Ray declares {embedded} of it so that the campaign runs here, but on a cluster"
+               if embedded else "on a cluster")
+    return (f"ray_resource {resource!r} is not a device resource Ray or this project knows "
+            f"({', '.join(known)}).{guess} A custom resource is a typo risk: {cluster} only the nodes started "
+            f"with `ray start --resources='{{\"{resource}\": N}}'` have it, and every case fails if none does. "
+            f"Check the name, and the campaign against the cluster with `validate --address`.")
 
 
 def resolve_device(device: str, cluster_resources: dict[str, float]) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from . import scheduler as sch
-from ._ray import import_ray, ray_session, resolve_device
+from ._ray import import_ray, ray_session, resolve_device, unknown_resource_note
 from ._signals import on_interrupt
 from .errors import InfrastructureError
 from .fleet import Fleet
@@ -131,7 +131,8 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                     "report_dir: in the campaign file to a directory this user can write.")
     with contextlib.ExitStack() as stack:
         stream = stack.enter_context(_results_stream(campaign, root, options))
-        ray = stack.enter_context(ray_session(options.address, resources=_embedded_resources(campaign)))
+        resources = _embedded_resources(campaign) if _starts_embedded(options) else None
+        ray = stack.enter_context(ray_session(options.address, resources=resources))
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
         ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
@@ -201,19 +202,29 @@ def _cache_root(options: RunOptions) -> tuple[Path, str]:
     root_source = "--cache-dir" if options.cache_dir else \
         "TRITON_DIST_AUTOTUNE_DIR" if os.environ.get("TRITON_DIST_AUTOTUNE_DIR", "").strip() else "the default"
     _check_writable(root)
-    if options.keep_gangs_s > 0 and not (options.address or os.environ.get("RAY_ADDRESS")) \
-            and not import_ray().is_initialized():
+    if options.keep_gangs_s > 0 and _starts_embedded(options):
         log.warning("--keep-gangs has no effect here: the campaign starts an embedded Ray, which ends with it "
                     "(pass --address of a running cluster)")
     return root, root_source
 
 
+def _starts_embedded(options: RunOptions) -> bool:
+    """The campaign starts a local Ray of its own (no address, none exported, none running here)."""
+    return not (options.address or os.environ.get("RAY_ADDRESS")) and not import_ray().is_initialized()
+
+
 def _embedded_resources(campaign: Campaign) -> dict[str, float] | None:
-    """An embedded Ray has no custom resources unless we declare them: one per core."""
+    """An embedded Ray has no custom resources unless we declare them: one per core. It declares
+    whatever the campaign names, so a name that is no known device resource is warned about (a
+    typo runs here and fails every case on a cluster)."""
     if not campaign.ray_resource or campaign.ray_resource in ("CPU", "GPU"):
         return None
     widest = max(t.world_size for t in campaign.targets)
-    return {campaign.ray_resource: float(max(os.cpu_count() or 1, widest))}
+    count = max(os.cpu_count() or 1, widest)
+    note = unknown_resource_note(campaign.ray_resource, embedded=count)
+    if note:
+        log.warning("%s", note)
+    return {campaign.ray_resource: float(count)}
 
 
 def _gang_options(campaign: Campaign, options: RunOptions, kind: str, resource: str) -> GangOptions:

@@ -141,3 +141,31 @@ def test_keys_repeated_in_a_campaign_file_are_every_one_reported(tmp_path):
     text = str(info.value)
     assert "line 3: key 'device' again (first on line 2)" in text and "line 8: key 'n' again" in text
     assert "'<<'" not in text and "line 10" not in text
+
+
+@pytest.mark.parametrize(("resource", "guess"), [("GUP", "GPU"), ("gpu", "GPU"), ("device_slot", None),
+                                                 ("GPU", None)])
+def test_a_ray_resource_that_no_device_has_is_warned_about_where_nothing_checks_it(
+        tmp_path, capsys, caplog, resource, guess):
+    """An embedded Ray declares whatever ray_resource names: a typo (GUP) passed validate and ran
+    locally, then failed every case on a cluster (a tester). Still allowed (custom resources stand
+    in for devices), but named as a typo risk, with the closest known name."""
+    from ray_runner.campaign import _embedded_resources
+    from ray_runner.spec import parse_campaign
+
+    path = tmp_path / "c.yaml"
+    path.write_text(CPU.read_text() + f"\nray_resource: {resource}\n")
+    assert main(["validate", "--no-import", str(path)]) == 0
+    err = capsys.readouterr().err
+    with caplog.at_level("WARNING", logger="ray_runner.campaign"):
+        declared = _embedded_resources(parse_campaign({"device": "cpu", "ray_resource": resource, "targets": [
+            {"function": "m:f", "args": "m:g", "cases": [{"n": 1}]}]}))
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    if resource == "GPU":
+        assert "warning" not in err and not logged and declared is None
+        return
+    assert declared == {resource: float(max(os.cpu_count() or 1, 1))}  # still declared: CPU runs need it
+    for text in (err, logged):
+        assert f"ray_resource {resource!r} is not a device resource" in text and "typo" in text, text
+        assert (f"Did you mean {guess!r}?" in text) if guess else "Did you mean" not in text, text
+    assert "embedded local Ray declares" in logged and "embedded" not in err
