@@ -2,7 +2,8 @@
 
 Exit status: 0 success; 1 a case failed, a node was not seeded, or pre-flight found a miss;
 2 the campaign file or the command line is invalid; 3 the cluster cannot run it (Ray missing,
-no connection, unwritable cache directory).
+no connection, unwritable cache directory, no node can hold a case's gang: the resource, or
+world_size of it, or a kind, is missing; for ``run``, when every failed case failed so).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                                      description="Pre-tune autotuned functions on Ray and seed the caches.",
                                      epilog="Exit status: 0 done; 1 a case failed, a node was not seeded, or "
                                             "preflight found a miss; 2 invalid campaign file or command line; "
-                                            "3 the cluster cannot run it.")
+                                            "3 the cluster cannot run it (also: no node can hold a case's gang; "
+                                            "run: every failed case failed so).")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -78,9 +80,10 @@ def _parser() -> argparse.ArgumentParser:
                                "(offline validation, where the code is not installed)")
     validate.add_argument("--import-timeout", type=_seconds(zero=False), default=120.0, metavar="SECONDS",
                           help="bound on importing every target and builder (default 120)")
-    validate.add_argument("--address", help="also check the campaign's accelerator kinds (hardware) against this "
-                                            "running Ray cluster (default: RAY_ADDRESS when set, except with "
-                                            "--no-import, which stays offline)")
+    validate.add_argument("--address", help="also check the campaign against this running Ray cluster: its "
+                                            "accelerator kinds (hardware), and that a node has ray_resource and "
+                                            "each case's world_size of it (exit 3 if not; default: RAY_ADDRESS "
+                                            "when set, except with --no-import, which stays offline)")
 
     pre = sub.add_parser("preflight", help="check that every rank of every node will hit the cache")
     pre.add_argument("campaign", help=CAMPAIGN_HELP + "; every case is checked on every node")
@@ -147,6 +150,10 @@ def _run(args: argparse.Namespace) -> int:
         for why in (seeded.get("binaries") or {}).get("skipped", [])[:3]:
             print(f"binaries not shipped to {seeded.get('address') or seeded.get('host')}: {why}")
     log.info("driver peak RSS %.0f MB", _peak_rss_mb())
+    if result.unplaceable and not result.seed_errors:
+        print(f"error: the cluster cannot run {len(result.failed)} case(s): no node can hold their gangs "
+              f"(see above; `validate --address` checks this before a run)", file=sys.stderr)
+        return EXIT_INFRA
     return EXIT_OK if result.ok else EXIT_FAILED
 
 
@@ -182,9 +189,10 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _validate_hardware(campaign: object, address: str | None, use_env: bool = True) -> int:
-    """The campaign's accelerator kinds against the cluster: EXIT_INFRA naming kinds it lacks."""
+    """The campaign against the cluster: EXIT_INFRA naming the kinds it lacks and the world sizes
+    no node can hold (no node with the resource, or too few of it)."""
     from ._ray import unknown_resource_note
-    from .fleet import check_hardware
+    from .fleet import check_cluster
 
     asked = getattr(campaign, "hardware", None)
     if not (address or (use_env and os.environ.get("RAY_ADDRESS"))):
@@ -194,18 +202,23 @@ def _validate_hardware(campaign: object, address: str | None, use_env: bool = Tr
         if asked is not None:
             print(f"hardware {list(asked)}: not checked against a cluster (pass --address)")
         return EXIT_OK
-    plan, resource = check_hardware(campaign, address)  # type: ignore[arg-type]
+    plan, resource, unplaceable = check_cluster(campaign, address)  # type: ignore[arg-type]
     present = [k for k in plan.kinds if k is not None]
     if present:
         print("hardware: every case is tuned on " + ", ".join(
             f"{k} ({plan.devices.get(k, 0)} {resource} on {len(plan.nodes.get(k, ()))} node(s))" for k in present))
-    elif not plan.absent:
+    elif not plan.absent and not unplaceable:
         print(f"hardware: no accelerator kinds among the nodes with {resource}: every case is tuned once")
     for note in plan.notes(resource):
         print(f"warning: {note}", file=sys.stderr)
     for kind in plan.absent:
         print(f"error: {plan.absent_message(kind, resource)}", file=sys.stderr)
-    return EXIT_INFRA if plan.absent else EXIT_OK
+    for problem in unplaceable:
+        print(f"error: {problem}", file=sys.stderr)
+    if plan.absent or unplaceable:
+        print("the cluster cannot run this campaign as it is (exit 3)", file=sys.stderr)
+        return EXIT_INFRA
+    return EXIT_OK
 
 
 def _schema(args: argparse.Namespace) -> int:

@@ -93,6 +93,13 @@ class CampaignResult:
         return [r for r in self.runs if r.status == sch.FAILED]
 
     @property
+    def unplaceable(self) -> bool:
+        """Cases failed, every one because the cluster cannot hold its gang (no node has the
+        resource, or not its world size of it; a kind it lacks): the cluster cannot run them."""
+        failed = self.failed
+        return bool(failed) and all(r.unplaceable for r in failed)
+
+    @property
     def seed_errors(self) -> list[str]:
         return [f"{s.get('address') or s.get('host')}: {e}" for s in self.seeded for e in s.get("errors", [])]
 

@@ -110,20 +110,18 @@ class Executor:
             self._capacity_at = now
             self._fail_infeasible()
 
-    def _fail_pending(self, sizes: list[int], message: str) -> None:
+    def _fail_pending(self, sizes: list[int], message: str, unplaceable: bool = True) -> None:
         for w in sizes:
-            for run in self.queue.fail_size(w, message):
+            for run in self.queue.fail_size(w, message, unplaceable=unplaceable):
                 self.progress.finished_case("failed", "%s: failed: %s", run.spec.label(), message)
 
     def _fail_infeasible(self) -> None:
+        """Fail the pending cases whose gang no node (or, unpacked, the cluster) can hold, each with
+        its own world size (they were all told the widest one's)."""
         biggest = sch.largest_gang(self.capacity, self.strict)
-        too_big = [w for w in self.queue.pending_by_size() if w > biggest]
-        if too_big:
-            where = "one node" if self.strict else "the cluster"
-            self._fail_pending(too_big, (
-                f"world_size {max(too_big)} needs that many {self.opts.describe()} on {where} ({self.opts.strategy}), "
-                f"but the most the cluster has is {biggest} (per node: "
-                f"{sorted(self.capacity.values(), reverse=True) or 'none'}). Add such nodes, or lower world_size."))
+        for w in sorted(w for w in self.queue.pending_by_size() if w > biggest):
+            self._fail_pending([w], sch.unplaceable_message(w, self.capacity, self.opts.strategy,
+                                                            self.opts.describe()))
 
     def _assign(self) -> None:
         for live in self.live:
@@ -198,7 +196,7 @@ class Executor:
             serving = max([lv.gang.world_size for lv in self.live if not lv.draining], default=0)
             if not retry or self.start_failures > self.campaign.retries:
                 self._fail_pending([w for w in self.queue.pending_by_size() if w > serving],
-                                   f"no gang could be started: {text}")
+                                   f"no gang could be started: {text}", unplaceable=False)
             return
         self.start_failures = 0
         now = time.monotonic()

@@ -32,7 +32,7 @@ from .progress import Progress
 from .results import ResultStream, case_id, read_rows, row_key
 from .spec import Campaign, CaseSpec
 
-__all__ = ["Fleet", "Lane", "check_hardware", "seed_groups"]
+__all__ = ["Fleet", "Lane", "check_cluster", "check_hardware", "placement_problems", "seed_groups"]
 
 #: how long the stopped lanes together may take to tear their gangs down before the interrupt goes
 #: on (within the 25 s bound of ray_runner._signals)
@@ -278,6 +278,13 @@ def seed_groups(paths: Mapping[str | None, Sequence[str]], nodes: Sequence[Mappi
 
 def check_hardware(campaign: Campaign, address: str | None) -> tuple[FleetPlan, str]:
     """The campaign's kinds against a running cluster (``validate --address``): (plan, resource)."""
+    plan, resource, _ = check_cluster(campaign, address)
+    return plan, resource
+
+
+def check_cluster(campaign: Campaign, address: str | None) -> tuple[FleetPlan, str, list[str]]:
+    """:func:`check_hardware` and :func:`placement_problems` on one connection: (plan, resource,
+    one line per world size that no node of a present kind can hold)."""
     from triton_dist._backends import BACKENDS
 
     from ._ray import ray_session, resolve_device
@@ -286,4 +293,41 @@ def check_hardware(campaign: Campaign, address: str | None) -> tuple[FleetPlan, 
     with ray_session(address) as ray:
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
-        return plan_fleet(campaign.hardware, ray.nodes(), resource), resource
+        nodes = ray.nodes()
+        plan = plan_fleet(campaign.hardware, nodes, resource)
+        return plan, resource, placement_problems(campaign, plan, nodes, resource)
+
+
+def placement_problems(campaign: Campaign, plan: FleetPlan, nodes: Sequence[Mapping[str, Any]],
+                       resource: str) -> list[str]:
+    """What ``run`` would fail at once, said before it (``validate --address`` passed a campaign
+    whose resource no node has, or whose world_size exceeds every node; a tester): one line per
+    kind and world size that no alive node (of the kind) can hold, naming the resource, the
+    largest node's count and the cases' world sizes. Absent kinds are the plan's own errors."""
+    import difflib
+
+    from .hardware import kind_resource
+
+    sizes = collections.Counter(spec.world_size for spec in campaign.cases())
+    widths = ", ".join(f"{w} ({n} case(s))" for w, n in sorted(sizes.items()))
+    out = []
+    for hardware in plan.kinds:
+        capacity: dict[str, int] = {}
+        for i, node in enumerate(nodes):
+            have = node.get("Resources") or {}
+            if node.get("Alive") and (hardware is None or have.get(kind_resource(hardware), 0) > 0) \
+                    and int(have.get(resource, 0)) > 0:
+                capacity[str(node.get("NodeID") or i)] = int(have[resource])
+        biggest = sch.largest_gang(capacity, campaign.placement_strategy == "STRICT_PACK")
+        devices = resource if hardware is None else f"{resource} of kind {hardware}"
+        for w in sorted(w for w in sizes if w > biggest):
+            line = f"placement: {sizes[w]} case(s) cannot be placed: " + sch.unplaceable_message(
+                w, capacity, campaign.placement_strategy, devices)
+            out.append(f"{line} The cases' world sizes: {widths}.")
+        if not capacity and sizes:
+            declared = sorted({name for node in nodes if node.get("Alive") for name in (node.get("Resources") or {})
+                               if not name.startswith(("node:", "accelerator_type:")) and "memory" not in name})
+            close = difflib.get_close_matches(resource, declared, n=1, cutoff=0.6)
+            out.append(f"placement: the alive nodes declare {', '.join(declared) or 'no resources'}, not "
+                       f"{resource!r}" + (f": did you mean {close[0]!r}?" if close else "."))
+    return out

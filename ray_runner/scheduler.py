@@ -76,6 +76,9 @@ class CaseRun:
     """The number of the case it was merged into (status ``merged``)."""
     waited: bool = False
     """It waited for the case it was merged into (status ``waiting`` then): reported when merged."""
+    unplaceable: bool = False
+    """It failed because the cluster cannot hold its gang at all (no node has the resource, or
+    not ``world_size`` of it; a kind it lacks): ``run`` exits 3 when every failure is such."""
 
     @property
     def number(self) -> int:
@@ -199,12 +202,14 @@ class CaseQueue:
         self._finished(run)
         return False
 
-    def fail_size(self, world_size: int, error: str) -> list[CaseRun]:
-        """Fail every pending case of ``world_size`` at once (the cluster cannot run it)."""
+    def fail_size(self, world_size: int, error: str, *, unplaceable: bool = True) -> list[CaseRun]:
+        """Fail every pending case of ``world_size`` at once (``unplaceable``: the cluster cannot
+        run it; else its gangs could not start, e.g. the devices stayed busy)."""
         failed = list(self._pending.pop(world_size, ()))
         for run in failed:
             run.errors.append(error)
             run.status = FAILED
+            run.unplaceable = unplaceable
             self._finished(run)
         return failed
 
@@ -320,3 +325,19 @@ def largest_gang(capacity: Mapping[str, int], strict_pack: bool = True) -> int:
     if not capacity:
         return 0
     return max(capacity.values()) if strict_pack else sum(capacity.values())
+
+
+def unplaceable_message(world_size: int, capacity: Mapping[str, int], strategy: str, devices: str) -> str:
+    """Why a gang of ``world_size`` cannot be placed on a cluster of ``capacity`` (devices per
+    node) at all: the case's own world size (not the campaign's widest), what the cluster has,
+    and the fix."""
+    strict = strategy == "STRICT_PACK"
+    biggest = largest_gang(capacity, strict)
+    where = "one node" if strict else "the cluster"
+    if not capacity:
+        return (f"world_size {world_size} needs that many {devices} on {where} ({strategy}), but no alive node "
+                f"has {devices} at all (the most the cluster has is 0). Check ray_resource's name against the "
+                f"nodes' resources, or start nodes with it (`ray start --resources`).")
+    return (f"world_size {world_size} needs that many {devices} on {where} ({strategy}), but the most the cluster "
+            f"has is {biggest} (per node: {sorted(capacity.values(), reverse=True)}). Add such nodes, or lower "
+            f"world_size.")

@@ -186,11 +186,14 @@ def test_missing_devices_fail_fast_with_an_actionable_message(ray_address: str, 
     import ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
-    # no node has the resource at all: failed at once, saying what the cluster has
-    result = run_campaign(campaign([target(HOST, 1, [{"n": 1}])], tmp_path, ray_resource="NPU_SLOT"),
-                          RunOptions(cache_dir=str(tmp_path / "cache"), progress=False))
-    assert [r.status for r in result.runs] == ["failed"]
-    assert "needs that many NPU_SLOT on one node" in result.runs[0].errors[0]
+    # no node has the resource at all: failed at once, saying what the cluster has, each case with
+    # its own world size (a W=1 case was told "world_size 2 needs ...": the widest; a tester)
+    missing = campaign([target(HOST, 1, [{"n": 1}]), target(HOST, 2, [{"n": 3}])], tmp_path, ray_resource="NPU_SLOT")
+    result = run_campaign(missing, RunOptions(cache_dir=str(tmp_path / "cache"), progress=False))
+    assert [r.status for r in result.runs] == ["failed", "failed"] and result.unplaceable
+    for run in result.runs:
+        assert f"world_size {run.world_size} needs that many NPU_SLOT on one node" in run.errors[0], run.errors
+        assert "no alive node has NPU_SLOT at all" in run.errors[0]
 
     # the devices exist but stay busy (another job holds 3 of the 4): the gang's placement wait
     # is bounded by placement_timeout_s, and the error names the resource and what is free
@@ -289,3 +292,36 @@ def test_preflight_ends_a_check_that_hangs_at_its_timeout_and_names_the_bound(ra
     # before: 600 s whatever the campaign, "the check did not finish in time"
     assert not ok and time.monotonic() - started < 60
     assert "did not finish within 5s (preflight --timeout)" in "\n".join(lines), lines
+
+
+def test_validate_address_and_run_say_exit_3_for_a_campaign_no_node_can_place(ray_address: str, tmp_path: Path,
+                                                                               capsys) -> None:
+    """`validate --address` called a campaign valid (exit 0, "every case is tuned once") whose
+    resource no node has or whose world_size exceeds every node; `run` then failed every case
+    with exit 1, where 3 is "the cluster cannot run it" (a tester)."""
+    from ray_runner.__main__ import EXIT_INFRA, EXIT_OK, _validate_hardware, main
+
+    cases = [target(HOST, 1, [{"n": 1}, {"n": 2}])]
+    assert _validate_hardware(campaign(cases, tmp_path, ray_resource="device_slot"), ray_address) == EXIT_INFRA
+    out, err = capsys.readouterr()
+    assert "tuned once" not in out, out
+    assert "2 case(s) cannot be placed: world_size 1 needs that many device_slot" in err, err
+    assert "most the cluster has is 0" in err and "The cases' world sizes: 1 (2 case(s))" in err, err
+    assert "the alive nodes declare CPU" in err and "not 'device_slot'" in err, err
+
+    wide = campaign([*cases, target(HOST, 8, [{"n": 3}])], tmp_path)
+    assert _validate_hardware(wide, ray_address) == EXIT_INFRA
+    err = capsys.readouterr().err
+    assert "1 case(s) cannot be placed: world_size 8 needs that many CPU on one node (STRICT_PACK)" in err, err
+    assert "the most the cluster has is 4 (per node: [4])" in err and "1 (2 case(s)), 8 (1 case(s))" in err, err
+    assert "world_size 1 " not in err
+    assert _validate_hardware(campaign(cases, tmp_path), ray_address) == EXIT_OK
+
+    path = tmp_path / "wide.yaml"
+    path.write_text(yaml.safe_dump({"name": "wide", "device": "cpu", "retries": 0, "env": {"TRITON_INTERPRET": "1"},
+                                    "targets": [target(HOST, 8, [{"n": 3}])]}))
+    code = main(["run", str(path), "--address", ray_address, "--no-progress", "--report-dir", str(tmp_path / "r"),
+                 "--cache-dir", str(tmp_path / "cache")])
+    err = capsys.readouterr().err
+    assert code == EXIT_INFRA and "the cluster cannot run 1 case(s)" in err, err
+    assert "FAILED" in err and "world_size 8 needs that many CPU" in err
