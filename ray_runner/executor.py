@@ -385,7 +385,8 @@ class Executor:
         for live in list(self.live):
             for work in live.works:
                 if work.run.status == sch.RUNNING:
-                    self.queue.fail(work.run, "campaign stopped before the case finished", retry=False)
+                    self.queue.interrupt(work.run, "interrupted: the campaign stopped before the case finished "
+                                                   "(running the campaign again runs it)")
             self._retire(live)
         for gang, _ in list(self.starting.values()):
             gang.kill()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .report_kinds import by_case, kinds_markdown
 from .results import case_id, case_row, config_text, read_rows, row_key
-from .scheduler import CACHED, TUNED
+from .scheduler import CACHED, INTERRUPTED, TUNED
 from .spec import case_text
 
 if TYPE_CHECKING:
@@ -152,9 +152,14 @@ def _ms(value: Any) -> str:
 
 
 def markdown(report: dict[str, Any]) -> str:
+    counts = report["counts"]
+    stopped = ([f"- **interrupted** (SIGTERM, Ctrl-C or `ray job stop`): {counts.get(INTERRUPTED, 0)} case(s) were "
+                f"running and did not finish, {counts.get(NOT_RUN, 0)} were not run; running the campaign again "
+                "finishes it (the finished cases are resumed)"] if report.get("interrupted") else [])
     lines = [
-        f"# Campaign `{report['campaign']}`",
+        f"# Campaign `{report['campaign']}`" + (" (interrupted)" if report.get("interrupted") else ""),
         "",
+        *stopped,
         f"- device: {report['device']} (Ray resource `{report['resource']}`, {report['devices']} in the cluster)",
         f"- cache: `{report['cache_dir']}`",
         "- cases: " + ", ".join(f"{n} {s}" for s, n in sorted(report["counts"].items())),

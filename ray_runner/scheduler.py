@@ -40,7 +40,10 @@ MERGED = "merged"
 WAITING = "waiting"
 """Merged into a case still running: merged when that case's entry is there, tuned itself when
 that case fails (its entry would be missing: a training job's miss)."""
-DONE_STATES = (TUNED, CACHED, MERGED, FAILED)
+INTERRUPTED = "interrupted"
+"""Running when the campaign was stopped (SIGTERM, Ctrl-C, ``ray job stop``): not finished, not a
+failure of the case (it was counted as failed, a tester); a re-run runs it again."""
+DONE_STATES = (TUNED, CACHED, MERGED, FAILED, INTERRUPTED)
 
 
 @dataclasses.dataclass
@@ -132,7 +135,7 @@ class CaseQueue:
         if self.on_done is not None:
             self.on_done(run)
         for follower in self._followers.pop(id(run), ()):
-            if run.status == FAILED:  # its entry is missing: the follower owns it now, and is tuned
+            if run.status in (FAILED, INTERRUPTED):  # its entry is missing: the follower owns it now
                 follower.status, follower.merged_into = PENDING, None
                 follower.attempts = max(0, follower.attempts - 1)  # being merged was not a failed attempt
                 self._pending[follower.world_size].appendleft(follower)
@@ -201,6 +204,13 @@ class CaseQueue:
         run.status = FAILED
         self._finished(run)
         return False
+
+    def interrupt(self, run: CaseRun, reason: str) -> None:
+        """The campaign stopped while ``run`` ran: recorded as interrupted (its row says so), not
+        failed; a re-run of the campaign runs it again."""
+        run.errors.append(f"attempt {run.attempts}: {reason}")
+        run.status = INTERRUPTED
+        self._finished(run)
 
     def fail_size(self, world_size: int, error: str, *, unplaceable: bool = True) -> list[CaseRun]:
         """Fail every pending case of ``world_size`` at once (``unplaceable``: the cluster cannot

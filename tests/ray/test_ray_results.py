@@ -137,6 +137,41 @@ def test_an_interrupted_run_reports_the_cases_it_did_not_reach(tmp_path: Path) -
     assert "RuntimeError: boom" in markdown(report)
 
 
+def test_cases_in_flight_when_the_campaign_is_stopped_are_interrupted_not_failed(tmp_path: Path) -> None:
+    """SIGTERM mid-campaign counted the cases in flight as failed, and the Markdown never said the
+    campaign was interrupted (a tester). The executor's teardown records them interrupted: a
+    count of their own, run again by the next run."""
+    from types import SimpleNamespace
+
+    from ray_runner.executor import Executor, _Live, _Work
+
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 6)
+    stream = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    queue = sch.CaseQueue(campaign.cases(), 0, on_done=stream.write)
+    runs = _finish(queue, root, tuned=2, failed=1)
+    flying = [queue.take(1), queue.take(1)]
+    executor = Executor.__new__(Executor)  # its teardown alone (no Ray): two cases on one gang
+    gang = SimpleNamespace(world_size=2, release=lambda: None, kill=lambda: None)
+    executor.queue, executor.starting, executor.stats = queue, {}, {"gang_seconds": 0.0, "device_seconds": 0.0}
+    executor.pool = SimpleNamespace(shutdown=lambda **_: None)
+    executor.live = [_Live(gang, 0.0, [_Work(run, (i,), 0.0, 1e9) for i, run in enumerate(flying)])]
+    executor._shutdown()
+    stream.close()
+    assert [r.status for r in flying] == [sch.INTERRUPTED] * 2 and "stopped before" in flying[0].errors[-1]
+    result = _result(campaign, stream, root, runs + flying)
+    result.interrupted = True
+    assert result.failed == [runs[2]] and result.counts == {"tuned": 2, "failed": 1, "interrupted": 2}
+    report = build_report(result)
+    assert report["counts"] == {"tuned": 2, "failed": 1, "interrupted": 2, "not run": 1}
+    text = markdown(report)
+    assert text.splitlines()[0] == "# Campaign `big` (interrupted)", text
+    assert "2 case(s) were running and did not finish, 1 were not run" in text
+    again = ResultStream(stream_path(campaign), campaign_digest(campaign, root), resume=True)
+    again.close()
+    assert len(again.done) == 2  # the interrupted cases (and the failed one) run again
+
+
 def _seed(node: Path, items: list[tuple[str, bytes]]) -> dict:
     return write_packs(node, build_packs(items)[0])
 

@@ -147,6 +147,11 @@ def test_sigterm_tears_the_gangs_down_writes_the_report_and_keeps_finished_entri
     assert report["interrupted"] is True and report["ok"] is False
     statuses = [row["status"] for row in report["cases"]]
     assert statuses.count("tuned") == len(kept)  # every finished case is in the report and the cache
+    # the cases in flight were counted as failed, and the Markdown never said interrupted (a tester)
+    assert set(statuses) <= {"tuned", "interrupted", "not run"}, statuses
+    assert report["counts"].get("interrupted", 0) == statuses.count("interrupted")
+    headline = (tmp_path / "reports" / "stopped.md").read_text().splitlines()[0]
+    assert headline == "# Campaign `stopped` (interrupted)", headline
     for path in (cache / "slow_host").glob("*.json"):
         assert json.loads(path.read_text())["best"]["config"]  # whole entries only
     # the gangs are gone: their actors' CPUs come back to the cluster
