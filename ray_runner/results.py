@@ -151,17 +151,31 @@ def case_row(run: Any) -> dict[str, Any]:
     }
 
 
+#: how a record starts (:meth:`ResultStream.__init__`'s header, :func:`case_row`'s row): where a
+#: record glued to a torn fragment begins
+_STARTS = (b'{"run":', b'{"number":')
+
+
 def _lines(path: Path) -> Iterator[dict[str, Any]]:
     """The stream's records; a torn last line (the driver killed mid-write) and any line that is not
-    a JSON object in UTF-8 are skipped."""
+    a JSON object in UTF-8 are skipped. A record that an older writer appended right after a torn
+    fragment, on its line, is read from where it starts (it was lost with the fragment: a run's
+    header, so the run after it took the same run number; a tester)."""
     with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is skipped like a torn one
         for line in f:
-            try:
-                record = json.loads(line)
-            except ValueError:  # UnicodeDecodeError too
-                continue
+            record = _record(line)
+            if record is None:
+                start = max(line.rfind(start) for start in _STARTS)
+                record = _record(line[start:]) if start > 0 else None
             if isinstance(record, dict):
                 yield record
+
+
+def _record(line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:  # UnicodeDecodeError too
+        return None
 
 
 def read_rows(path: Path, run: int | None = None) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
@@ -216,6 +230,8 @@ class ResultStream:
             log.info("results file %s: %s; starting a new one (the old one is kept as .results.prev.jsonl)",
                      path, why)
         self._file: IO[str] | None = open(path, "a", encoding="utf-8")
+        if _torn(path):  # the last line is a fragment (a driver killed mid-append): start a line of our own
+            self._file.write("\n")
         self._write({"run": self.run, "digest": digest})
 
     def _write(self, record: dict[str, Any]) -> None:
@@ -257,6 +273,19 @@ class ResultStream:
                 self._file.close()
             finally:
                 self._file = None
+
+
+def _torn(path: Path) -> bool:
+    """The file does not end with a newline: its last line was cut short."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def _exists(row: dict[str, Any], serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None) -> bool:

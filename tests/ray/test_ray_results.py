@@ -101,6 +101,34 @@ def test_a_killed_run_resumes_from_its_stream_and_the_report_covers_both_runs(tm
     assert 600 > PLOT_BARS_MAX and ("plot" not in paths or Path(paths["plot"]).stat().st_size > 0)
 
 
+def test_a_torn_last_line_does_not_swallow_the_next_runs_header(tmp_path: Path) -> None:
+    """The next run's header was appended to the torn fragment's line and lost with it: the run
+    after it took the same run number again (a tester). The writer starts a line of its own; a
+    header an older writer glued to a fragment is still read."""
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 4)
+    digest = campaign_digest(campaign, root)
+    first = ResultStream(stream_path(campaign), digest, resume=True)
+    _finish(sch.CaseQueue(campaign.cases(), 0, on_done=first.write), root, tuned=2, failed=2)
+    first.close()
+    path = stream_path(campaign)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"number": 3, "case_id": "torn", "status": "tu')  # killed mid-append
+    for run in (2, 3):
+        stream = ResultStream(path, digest, resume=True)
+        stream.close()
+        assert stream.run == run and len(stream.done) == 2
+    assert [h["run"] for h in read_rows(path)[1]] == [1, 2, 3]
+    assert sum(1 for line in path.read_bytes().splitlines() if b'"torn"' in line) == 1  # the fragment alone
+
+    glued = tmp_path / "glued.results.jsonl"  # as the writer before this fix left it
+    lines = path.read_bytes().splitlines()
+    fragment = next(i for i, line in enumerate(lines) if b'"torn"' in line)
+    glued.write_bytes(b"\n".join([*lines[:fragment], lines[fragment] + lines[fragment + 1], *lines[fragment + 2:]])
+                      + b"\n")
+    assert [h["run"] for h in read_rows(glued)[1]] == [1, 2, 3]
+
+
 def test_a_stream_of_another_campaign_or_force_is_not_resumed(tmp_path: Path) -> None:
     root = tmp_path / "cache"
     campaign = _campaign(tmp_path, 20)
