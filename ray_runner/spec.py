@@ -59,8 +59,8 @@ from ._spec_errors import CAMPAIGN_ERROR, error_lines
 from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, Screen, Unchecked, glimpse, non_finite, plain
 from .hardware import parse_hardware
 
-__all__ = ["DEVICES", "MAX_CASES", "Campaign", "CaseSpec", "TargetSpec", "campaign_schema", "load_campaign",
-           "parse_campaign"]
+__all__ = ["DEVICES", "MAX_CASES", "MAX_CASES_CEILING", "Campaign", "CaseSpec", "TargetSpec", "campaign_schema",
+           "load_campaign", "parse_campaign"]
 
 DEVICES = ("auto", *DEVICE_KINDS)
 STRATEGIES = ("STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD")
@@ -72,6 +72,10 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 #: any is built: an 8 x 10 grid is 10^8 cases from a 300-byte file (issue 17). ``max_cases:`` in
 #: the campaign file raises it.
 MAX_CASES = 100_000
+#: the bound ``max_cases`` may be raised to: every case is built in the driver's memory (~0.5 kB
+#: each, and validate, resume and the report each build the list), so a raised bound of 10^21 on
+#: a 10^20-case grid ended in a raw MemoryError (a tester); split a larger campaign
+MAX_CASES_CEILING = 2_000_000
 _SHOWN = 100  # error lines in a CampaignError's message (its details keep all)
 
 
@@ -279,7 +283,9 @@ class Campaign(BaseModel):
     check_correctness: bool = Field(True, strict=True, description="Compare each candidate's output with "
                                     "`config_space[0]`'s; a mismatch records the candidate as failed.")
     max_cases: int = Field(MAX_CASES, ge=1, strict=True, description="The most cases the campaign may have, "
-                           "counted from `cases` and the grids' sizes before any case is built.")
+                           "counted from `cases` and the grids' sizes before any case is built; raised above "
+                           f"{MAX_CASES_CEILING}, that many still bound it (every case is built in the driver's "
+                           "memory).")
     hardware: Annotated[tuple[str, ...] | None, BeforeValidator(_hardware), WithJsonSchema(
         {"anyOf": [{"const": "auto"}, {"type": "null"}, {"type": "array", "items": {"type": "string"},
                                                          "minItems": 1}]})] = Field(
@@ -370,11 +376,15 @@ def _too_many_cases(data: dict[Any, Any]) -> str | None:
             total += size
             parts.append(f"targets[{i}].grid is {' x '.join(f'{len(v)} {k}' for k, v in grid.items())} "
                          f"= {size} case(s)")
-    if total <= limit:
+    if total <= min(limit, MAX_CASES_CEILING):
         return None
+    if total > MAX_CASES_CEILING and limit >= MAX_CASES_CEILING:  # raising max_cases cannot help
+        return (f"max_cases: the campaign has up to {total} cases, more than any campaign may have "
+                f"({MAX_CASES_CEILING}: every case is built in the driver's memory, ~0.5 kB each): "
+                f"{'; '.join(parts) or 'explicit cases'}. Split the campaign into several files, or shrink the grid.")
     return (f"max_cases: the campaign has up to {total} cases, more than max_cases = {limit}: "
             f"{'; '.join(parts) or 'explicit cases'}. Split the campaign, shrink the grid, or raise max_cases "
-            f"if you mean it.")
+            f"(at most {MAX_CASES_CEILING}) if you mean it.")
 
 
 def parse_campaign(data: Any, *, default_name: str = "campaign", source: str | None = None) -> Campaign:
