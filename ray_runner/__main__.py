@@ -64,8 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no progress bar (log lines only)")
     run.add_argument("--keep-gangs", type=_seconds(zero=True), default=0.0, metavar="SECONDS",
                      help="keep the gangs alive (idle) for SECONDS after the campaign, for the next campaign "
-                          "on this cluster to reuse instead of starting its own (needs --address or "
-                          "RAY_ADDRESS: an embedded Ray ends with the campaign)")
+                          "on this cluster that is also run with --keep-gangs (same code, device, env and gang "
+                          "shape) to reuse instead of starting its own; meanwhile they hold their devices (`pool "
+                          "stop` ends them). Needs --address or RAY_ADDRESS: an embedded Ray ends with the campaign")
 
     pool = sub.add_parser("pool", help="list or stop the gangs kept by --keep-gangs")
     pool.add_argument("action", choices=("ls", "stop"),

@@ -97,10 +97,30 @@ def _missing_resource_message(opts: GangOptions, world_size: int, ray: Any) -> s
     return (
         f"a gang of {world_size} × {opts.bundle()!r} {where} was not placed within "
         f"{opts.placement_timeout_s:g}s (placement_timeout_s). The cluster has {opts.describe()} per "
-        f"node [{', '.join(per_node) or 'no alive node'}], {available:g} available now. Free the "
-        f"devices, add nodes with {world_size} {opts.describe()}, lower world_size, or raise "
+        f"node [{', '.join(per_node) or 'no alive node'}], {available:g} available now.{_kept_gangs_note(ray)} "
+        f"Free the devices, add nodes with {world_size} {opts.describe()}, lower world_size, or raise "
         "placement_timeout_s."
     )
+
+
+def _kept_gangs_note(ray: Any) -> str:
+    """The gangs kept by an earlier ``--keep-gangs`` run, which hold their devices while idle: a
+    later campaign of another shape (or run without ``--keep-gangs``) does not use them, and its
+    placement failed with a message that never named them (a tester)."""
+    try:
+        kept = pool.list_pooled(ray)
+    except Exception as exc:  # noqa: BLE001 - the note is a hint; the message stands without it
+        log.debug("listing the kept gangs: %s", exc)
+        return ""
+    if not kept:
+        return ""
+    devices = sum(int(row.get("bundles") or 0) for row in kept)
+    named = ", ".join(f"{row.get('bundles')} in {row.get('name')}" for row in kept[:5])
+    named += ", ..." if len(kept) > 5 else ""
+    return (f" {len(kept)} gang(s) kept by an earlier `run --keep-gangs` hold {devices} device(s) "
+            f"({named}): only a campaign run with --keep-gangs and the same code, "
+            "device, environment and gang shape reuses them; they end after their --keep-gangs idle seconds, "
+            "or now with `python -m ray_runner pool stop --address ...`.")
 
 
 class Gang:

@@ -4,8 +4,11 @@ A gang's start-up (worker processes, torch/Triton imports, device contexts, comm
 5-10 s per gang on a GPU node: a short campaign on few devices spends much of its wall there
 (docs/performance.md, P4). With ``--keep-gangs``, a campaign's gangs are named, detached Ray
 actors on a named, detached placement group; when the campaign ends they stay, and the next
-campaign on the same cluster claims them instead of starting its own, until they have been idle
-for SECONDS, when they remove their placement group (which ends them) themselves.
+campaign on the same cluster that is also run with ``--keep-gangs`` claims them instead of starting
+its own, until they have been idle for SECONDS, when they remove their placement group (which ends
+them) themselves. Until then they hold their devices: a campaign run without ``--keep-gangs``
+(its gangs are not pooled: it never looks for kept ones) or of another shape has fewer devices,
+and its placement-timeout message names the kept gangs (``gang._kept_gangs_note``).
 
 A pooled gang is reused only by a campaign that would have started the very same gang: same
 device kind, resource, placement strategy, environment, world size and block sizes, and the same

@@ -169,3 +169,25 @@ def test_a_ray_resource_that_no_device_has_is_warned_about_where_nothing_checks_
         assert f"ray_resource {resource!r} is not a device resource" in text and "typo" in text, text
         assert (f"Did you mean {guess!r}?" in text) if guess else "Did you mean" not in text, text
     assert "embedded local Ray declares" in logged and "embedded" not in err
+
+
+def test_a_placement_timeout_names_the_idle_kept_gangs_that_hold_devices():
+    """A kept gang (--keep-gangs) holds its device while idle; a later W=2 campaign failed
+    placement with a message that never named it nor `pool stop` (a tester)."""
+    from types import SimpleNamespace
+
+    from ray_runner.gang import GangOptions, _missing_resource_message
+
+    table = {"a": {"name": "ray_runner-pool-0123-0", "state": "CREATED", "bundles": {0: {"CPU": 1}},
+                   "strategy": "STRICT_PACK"},
+             "b": {"name": "someone-else", "state": "CREATED", "bundles": {0: {}}, "strategy": "PACK"}}
+    fake = SimpleNamespace(nodes=lambda: [{"Alive": True, "NodeManagerAddress": "10.0.0.1", "Resources": {"CPU": 2}}],
+                           available_resources=lambda: {"CPU": 1},
+                           util=SimpleNamespace(placement_group_table=lambda: table))
+    opts = GangOptions(kind="cpu", resource="CPU", placement_timeout_s=20, rendezvous_timeout_s=60)
+    text = _missing_resource_message(opts, 2, fake)
+    assert "was not placed within 20s" in text and "1 available now" in text
+    assert "1 gang(s) kept by an earlier `run --keep-gangs` hold 1 device(s) (1 in ray_runner-pool-0123-0)" in text
+    assert "python -m ray_runner pool stop" in text and "idle seconds" in text and "someone-else" not in text
+    table.clear()
+    assert "kept" not in _missing_resource_message(opts, 2, fake)
