@@ -397,14 +397,12 @@ def _note_bug(exc: Exception, target: TuneTarget, index: int, key_text: str) -> 
     """Which config raised the error that stopped tuning, and why it stopped: the seed records a
     config that raises as ``inf``, but a classic bug (``KeyError``, ``TypeError``, ...) propagates,
     and it came back bare, naming neither the config nor the key (a tester, 2026-12-04)."""
-    if not hasattr(exc, "add_note") or any("stopped tuning" in n for n in getattr(exc, "__notes__", ())):
+    if not hasattr(exc, "add_note") or any(n.startswith("stopped tuning") for n in getattr(exc, "__notes__", ())):
         return
     exc.add_note(
-        f"{target.qualname} raised this with config_space[{index}] = {show_config(target.config_space[index]):.200}, "
-        f"key {key_text:.200}, and it stopped tuning: a {type(exc).__name__} is taken for a bug in the code, "
-        "not for that config's failure (docs/architecture.md, 'Bugs are not config failures'). A config "
-        "that cannot run here should raise ValueError or RuntimeError (recorded as inf), or be pruned "
-        "with prune_fn.")
+        f"stopped tuning {target.qualname}: config_space[{index}] = {show_config(target.config_space[index]):.200} "
+        f"raised it for key {key_text:.200}; a {type(exc).__name__} is taken for a bug, not for the config's "
+        "failure (to reject a config raise ValueError/RuntimeError, or prune it with prune_fn)")
 
 
 def _measurer(target: TuneTarget, view: GroupView | None, backend: Backend, settings: Settings,

@@ -169,7 +169,9 @@ def test_faults_are_retried_on_fresh_gangs_and_the_campaign_goes_on(ray_address:
     rows = {row["case"]["n"]: row for row in json.loads((tmp_path / "faults.json").read_text())["cases"]}
     for n in (1, 2, 3, 5):  # retried once, on a fresh gang, then tuned
         assert rows[n]["status"] == "tuned" and rows[n]["attempts"] == 2, rows[n]
-    assert "TypeError: injected bug" in rows[1]["errors"][0] and "[rank 0 of 1, tuning" in rows[1]["errors"][0]
+    first = rows[1]["errors"][0]
+    assert "TypeError: injected bug" in first and "rank 0 of 1, tuning" in first
+    assert "stopped tuning tests.ray.ray_targets.host: config_space[0]" in first  # the config that raised it
     assert "actor died" in rows[2]["errors"][0] and "actor died" in rows[5]["errors"][0]
     assert "CaseTimeoutError" in rows[3]["errors"][0]
     assert rows[4]["status"] == "failed" and rows[4]["attempts"] == 2  # 1 + retries, then given up
