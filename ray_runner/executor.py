@@ -176,6 +176,8 @@ class Executor:
         for future in [f for f in self.starting if f.done()]:
             self._started(future)
         now = time.monotonic()
+        self.progress.running([(f"{w.run.spec.label()} on gang {lv.gang.id} ({w.phase})", now - w.dispatched)
+                               for lv in self.live for w in lv.works], now)
         for live in list(self.live):
             for work in list(live.works):
                 if now > work.deadline:

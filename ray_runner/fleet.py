@@ -67,6 +67,10 @@ class _LaneProgress:
         with self._lock:
             self._progress.extend(more)
 
+    def running(self, cases: Sequence[tuple[str, float]], now: float | None = None) -> bool:
+        with self._lock:
+            return self._progress.running([(self._prefix + label, s) for label, s in cases], now)
+
 
 @dataclasses.dataclass
 class Lane:

@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["Progress"]
+__all__ = ["HEARTBEAT_S", "Progress"]
 
 log = logging.getLogger("ray_runner")
+
+#: with cases running and nothing said for this long, a line says what runs and for how long: an
+#: operator saw nothing for the 45 s of one case and could not tell working from hung (a tester,
+#: 2026-12-04); real device cases take minutes
+HEARTBEAT_S = 30.0
 
 
 class Progress:
@@ -21,6 +28,7 @@ class Progress:
         self.name = name
         self.done = 0
         self.counts = {"tuned": 0, "cached": 0, "failed": 0, "retried": 0}
+        self._said = time.monotonic()
         self._bar: Any = None
         if enabled:
             try:
@@ -43,9 +51,24 @@ class Progress:
             self._bar.refresh()
 
     def event(self, message: str, *args: object) -> None:
+        self._said = time.monotonic()
         log.info("[%s] " + message, self.name, *args)
 
+    def running(self, cases: Sequence[tuple[str, float]], now: float | None = None) -> bool:
+        """``cases`` (label, seconds running) are running: said when nothing was said for
+        :data:`HEARTBEAT_S`, the longest first. True when said."""
+        now = time.monotonic() if now is None else now
+        if not cases or now - self._said < HEARTBEAT_S:
+            return False
+        longest = sorted(cases, key=lambda c: -c[1])
+        shown = "; ".join(f"{label} for {seconds:.0f}s" for label, seconds in longest[:3])
+        more = f" and {len(longest) - 3} more" if len(longest) > 3 else ""
+        log.info("[%s] %d of %d case(s) done; running: %s%s", self.name, self.done, self.total, shown, more)
+        self._said = now
+        return True
+
     def finished_case(self, status: str, message: str, *args: object) -> None:
+        self._said = time.monotonic()
         self.done += 1
         self.counts[status] = self.counts.get(status, 0) + 1
         if self._bar is not None:
@@ -59,6 +82,7 @@ class Progress:
         log.warning("[%s] " + message, self.name, *args)
 
     def warn(self, message: str, *args: object) -> None:
+        self._said = time.monotonic()
         log.warning("[%s] " + message, self.name, *args)
 
     def close(self) -> None:

@@ -445,3 +445,23 @@ def test_the_code_digest_covers_a_target_module_in_the_working_directory_off_sys
     before = code_digest(["usermod_digest"])
     (tmp_path / "usermod_digest.py").write_text("def g():\n    return 1\n")
     assert code_digest(["usermod_digest"]) != before
+
+
+def test_a_long_case_is_said_to_be_running_when_nothing_else_was_said(caplog):
+    """Between a gang's start and its case's result a 45 s case printed nothing: an operator could
+    not tell working from hung (a tester, 2026-12-04). With nothing said for HEARTBEAT_S, a line
+    says what runs and for how long; then it waits another HEARTBEAT_S."""
+    import logging
+    import time
+
+    from ray_runner.progress import HEARTBEAT_S, Progress
+
+    progress = Progress(3, "camp", enabled=False)
+    now = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="ray_runner"):
+        assert not progress.running([("targets[0] case {'n': 8} on gang 0 (tune)", 5.0)], now)
+        assert progress.running([("targets[0] case {'n': 8} on gang 0 (tune)", 45.0)], now + HEARTBEAT_S + 1)
+        assert not progress.running([("targets[0] case {'n': 8} on gang 0 (tune)", 46.0)], now + HEARTBEAT_S + 2)
+        assert not progress.running([], now + 3 * HEARTBEAT_S)  # nothing runs: nothing to say
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["[camp] 0 of 3 case(s) done; running: targets[0] case {'n': 8} on gang 0 (tune) for 45s"]
