@@ -46,21 +46,26 @@ class _LaneProgress:
 
     def __init__(self, progress: Progress, hardware: str) -> None:
         self._progress, self._prefix = progress, f"[{hardware}] "
+        self._said = time.monotonic()  # this lane's last line: another lane's must not hide a hung case here
 
     def event(self, message: str, *args: object) -> None:
         with self._lock:
+            self._said = time.monotonic()
             self._progress.event(self._prefix + message, *args)
 
     def finished_case(self, status: str, message: str, *args: object) -> None:
         with self._lock:
+            self._said = time.monotonic()
             self._progress.finished_case(status, self._prefix + message, *args)
 
     def retried(self, message: str, *args: object) -> None:
         with self._lock:
+            self._said = time.monotonic()
             self._progress.retried(self._prefix + message, *args)
 
     def warn(self, message: str, *args: object) -> None:
         with self._lock:
+            self._said = time.monotonic()
             self._progress.warn(self._prefix + message, *args)
 
     def extend(self, more: int) -> None:
@@ -68,8 +73,12 @@ class _LaneProgress:
             self._progress.extend(more)
 
     def running(self, cases: Sequence[tuple[str, float]], now: float | None = None) -> bool:
+        now = time.monotonic() if now is None else now
         with self._lock:
-            return self._progress.running([(self._prefix + label, s) for label, s in cases], now)
+            said = self._progress.running([(self._prefix + label, s) for label, s in cases], now, self._said)
+            if said:
+                self._said = now
+            return said
 
 
 @dataclasses.dataclass

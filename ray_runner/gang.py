@@ -103,6 +103,10 @@ def _missing_resource_message(opts: GangOptions, world_size: int, ray: Any) -> s
     )
 
 
+#: the pooled placement groups this driver created or claimed (not "kept by an earlier run")
+_OURS: set[str] = set()
+
+
 def _kept_gangs_note(ray: Any) -> str:
     """The gangs kept by an earlier ``--keep-gangs`` run, which hold their devices while idle: a
     later campaign of another shape (or run without ``--keep-gangs``) does not use them, and its
@@ -112,6 +116,9 @@ def _kept_gangs_note(ray: Any) -> str:
     except Exception as exc:  # noqa: BLE001 - the note is a hint; the message stands without it
         log.debug("listing the kept gangs: %s", exc)
         return ""
+    # placed and not this driver's own (a pooled gang of this run still PENDING, or started by it,
+    # was named as "kept by an earlier run": a reviewer, 2026-12-04)
+    kept = [row for row in kept if row.get("state") == "CREATED" and row.get("name") not in _OURS]
     if not kept:
         return ""
     devices = sum(int(row.get("bundles") or 0) for row in kept)
@@ -184,6 +191,7 @@ class Gang:
                         if self._killed:
                             raise GangStartError("gang was cancelled before it started")
                         self.pg, self.actors, self.pooled, self.reused = pg, actors, True, True
+                        _OURS.add(pool.pg_name(key, slot))
                     self.nodes = ray.get([a.node.remote() for a in self.actors], timeout=ACTOR_START_TIMEOUT_S)
                     log.debug("gang %d (W=%d) reuses pooled gang %s", self.id, W, pool.pg_name(key, slot))
                     return
@@ -208,6 +216,8 @@ class Gang:
         with self._lock:
             if self._killed:
                 raise GangStartError("gang was cancelled before it started")
+            if "name" in pg_options:
+                _OURS.add(pg_options["name"])
             self.pg = placement_group([opts.bundle()] * W, strategy=opts.strategy, **pg_options)
             self.pooled = bool(pg_options)
         try:

@@ -54,11 +54,13 @@ class Progress:
         self._said = time.monotonic()
         log.info("[%s] " + message, self.name, *args)
 
-    def running(self, cases: Sequence[tuple[str, float]], now: float | None = None) -> bool:
+    def running(self, cases: Sequence[tuple[str, float]], now: float | None = None,
+                since: float | None = None) -> bool:
         """``cases`` (label, seconds running) are running: said when nothing was said for
-        :data:`HEARTBEAT_S`, the longest first. True when said."""
+        :data:`HEARTBEAT_S` (since ``since``: a lane's own last line, else the campaign's), the
+        longest first. True when said."""
         now = time.monotonic() if now is None else now
-        if not cases or now - self._said < HEARTBEAT_S:
+        if not cases or now - (self._said if since is None else since) < HEARTBEAT_S:
             return False
         longest = sorted(cases, key=lambda c: -c[1])
         shown = "; ".join(f"{label} for {seconds:.0f}s" for label, seconds in longest[:3])

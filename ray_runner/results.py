@@ -164,11 +164,19 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
     with open(path, "rb") as f:  # bytes: a line that is not UTF-8 is skipped like a torn one
         for line in f:
             record = _record(line)
-            if record is None:
-                start = max(line.rfind(start) for start in _STARTS)
-                record = _record(line[start:]) if start > 0 else None
+            if record is None:  # the first place after the fragment where a whole record parses
+                # (the last such place may be a dict nested in a glued record's case: a reviewer)
+                starts = sorted({i for start in _STARTS for i in _finds(line, start) if i > 0})
+                record = next((r for i in starts if (r := _record(line[i:])) is not None), None)
             if isinstance(record, dict):
                 yield record
+
+
+def _finds(line: bytes, needle: bytes) -> Iterator[int]:
+    at = line.find(needle)
+    while at >= 0:
+        yield at
+        at = line.find(needle, at + 1)
 
 
 def _record(line: bytes) -> Any:

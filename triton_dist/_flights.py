@@ -11,11 +11,10 @@ import contextlib
 import inspect
 import os
 import threading
-import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from triton_dist.errors import TritonDistWarning
+from triton_dist._warn import warn_user
 from triton_dist.settings import get_settings
 
 if TYPE_CHECKING:
@@ -91,9 +90,8 @@ def single_flight(tuner: AutoTuner, key: Any, table: dict[Any, Any] | None = Non
                 mine = tuner._flights[fkey] = Flight()
                 break
         if not flight.done.wait(get_settings().agree_timeout_s):
-            warnings.warn(f"{tuner.target.qualname}: another thread has been tuning key {key!r:.200} "
-                          "for more than TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S; tuning it here too.",
-                          TritonDistWarning, stacklevel=5)
+            warn_user(f"{tuner.target.qualname}: another thread has been tuning key {key!r:.200} "
+                      "for more than TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S; tuning it here too.")
         waited = True
     if best is not None:
         yield best

@@ -44,7 +44,7 @@ from triton_dist._measure.bench import measure_candidates
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
-from triton_dist._measure.result import CandidateResult, describe, is_candidate_failure
+from triton_dist._measure.result import BUG_TYPES, CandidateResult, describe
 from triton_dist._measure.spare import Spare
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
@@ -60,6 +60,7 @@ from triton_dist.errors import (
     PruneError,
     RankDisagreementError,
     RankFailureError,
+    TritonDistError,
 )
 from triton_dist.settings import Settings, get_settings
 
@@ -374,7 +375,9 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
             try:
                 return target.call(i, args, kwargs, overwrite)
             except Exception as exc:
-                if not is_candidate_failure(exc):  # a bug: it stops tuning; say which config ran
+                # a classic bug stops tuning: say which config ran (a project error, e.g. a nested
+                # tuner's, or a RecursionError is not the user's bug: its own message says why)
+                if isinstance(exc, BUG_TYPES) and not isinstance(exc, TritonDistError):
                     _note_bug(exc, target, i, plan.key_text)
                 raise
         return guard.wrap(i, call, defer=defer)

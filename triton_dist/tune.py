@@ -188,12 +188,9 @@ class AutoTuner(metaclass=_TunerType):
         verbose = kwargs.pop("autotune_verbose", False)
         overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)
         pg = kwargs.pop("autotune_pg", None)
-        for name, value in (("autotune", autotune), ("autotune_verbose", verbose),
-                            ("autotune_allow_arg_overwrite", overwrite)):
-            if value is not True and value is not False and not (isinstance(value, int) and value in (0, 1)):
-                # autotune="no" tuned (a non-empty string is true; a tester, 2026-12-04)
-                raise TypeError(f"{self.target.qualname}: the call control {name}= takes True or False, "
-                                f"got {value!r:.100}")
+        if not (autotune is True and verbose is False and overwrite is False):  # (a hit with autotune_pg=: one test)
+            _check_switches(self.target.qualname, autotune=autotune, autotune_verbose=verbose,
+                            autotune_allow_arg_overwrite=overwrite)
         if not autotune:
             return self._call(self.config_space[0], args, kwargs, overwrite)
         key = self._key(args, kwargs)
@@ -373,15 +370,16 @@ class AutoTuner(metaclass=_TunerType):
                 f"{self.target.qualname}.tune() was given tensors that hold no data (the meta device, "
                 "or fake tensors: FakeTensorMode, torch.export without strict mode): nothing can be "
                 "measured on them. Call tune() with real tensors of the shapes to tune.")
-        outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
-                                  overwrite=autotune_allow_arg_overwrite, force=force, write=write_cache,
-                                  root=Path(cache_dir) if cache_dir else None,
-                                  check_correctness=check_correctness, known_failures=known_failures)
-        if autotune_pg is None:
-            self._best[key] = self.config_space[outcome.index]
-            self._calls.pop(key, None)
-        else:
-            self._group_table(autotune_pg)[key] = self.config_space[outcome.index]
+        with held_until_decided():  # its warnings after the decision is kept, as a call's
+            outcome = _tuning.resolve(self.target, key, args, kwargs, pg=autotune_pg, verbose=autotune_verbose,
+                                      overwrite=autotune_allow_arg_overwrite, force=force, write=write_cache,
+                                      root=Path(cache_dir) if cache_dir else None,
+                                      check_correctness=check_correctness, known_failures=known_failures)
+            if autotune_pg is None:
+                self._best[key] = self.config_space[outcome.index]
+                self._calls.pop(key, None)
+            else:
+                self._group_table(autotune_pg)[key] = self.config_space[outcome.index]
         if outcome.entry is None:
             raise RuntimeError(f"{self.target.qualname}: no tuning happened for key {key!r}")
         return outcome.entry
@@ -459,6 +457,17 @@ def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn:
     tuner._calls = calls if calls is not None else {}
     tuner.face = make_face(tuner)
     return tuner
+
+
+def _check_switches(qualname: str, **controls: Any) -> None:
+    """The call controls are switches: True/False, 0/1, a NumPy bool (``autotune=(step < warm)``).
+    ``autotune="no"`` was taken as true and tuned (a non-empty string is true; a tester, 2026-12-04)."""
+    for name, value in controls.items():
+        if type(value) is bool or (isinstance(value, int) and value in (0, 1)):
+            continue
+        if type(value).__module__ == "numpy" and type(value).__name__ == "bool":  # numpy.bool (bool_)
+            continue
+        raise TypeError(f"{qualname}: the call control {name}= takes True or False, got {value!r:.100}")
 
 
 def _check_options(fn: Callable[..., Any], n_warmup: Any, n_repeat: Any, do_bench: Any, compile_workers: Any,

@@ -465,3 +465,30 @@ def test_a_long_case_is_said_to_be_running_when_nothing_else_was_said(caplog):
         assert not progress.running([], now + 3 * HEARTBEAT_S)  # nothing runs: nothing to say
     lines = [r.getMessage() for r in caplog.records]
     assert lines == ["[camp] 0 of 3 case(s) done; running: targets[0] case {'n': 8} on gang 0 (tune) for 45s"]
+
+
+def test_a_record_glued_to_a_fragment_is_read_whole_even_with_a_nested_look_alike(tmp_path: Path) -> None:
+    """The reader looked for the last place a record could start: a glued row whose case holds a
+    parameter named like a record's first key started there and was dropped (a reviewer)."""
+    from ray_runner.results import _lines
+
+    path = tmp_path / "s.results.jsonl"
+    row = {"number": 5, "case_id": "x", "case": {"number": 1, "run": 2}, "status": "tuned"}
+    path.write_bytes(b'{"number": 4, "case_id": "torn", "sta' + json.dumps(row).encode() + b"\n")
+    assert list(_lines(path)) == [row]
+
+
+def test_each_kind_of_a_mixed_fleet_says_its_own_long_cases():
+    """The heartbeat's clock was the campaign's: a lane polling first reset it for all, so another
+    kind's hung case could go unsaid (a reviewer, 2026-12-04)."""
+    import time
+
+    from ray_runner.fleet import _LaneProgress
+    from ray_runner.progress import HEARTBEAT_S, Progress
+
+    progress = Progress(2, "camp", enabled=False)
+    gpu, npu = _LaneProgress(progress, "gpu"), _LaneProgress(progress, "npu")
+    later = time.monotonic() + HEARTBEAT_S + 1
+    assert gpu.running([("a", 40.0)], later)
+    assert npu.running([("b", 40.0)], later)  # not hidden by the gpu lane's line
+    assert not npu.running([("b", 41.0)], later + 1)

@@ -189,5 +189,15 @@ def test_a_placement_timeout_names_the_idle_kept_gangs_that_hold_devices():
     assert "was not placed within 20s" in text and "1 available now" in text
     assert "1 gang(s) kept by an earlier `run --keep-gangs` hold 1 device(s) (1 in ray_runner-pool-0123-0)" in text
     assert "python -m ray_runner pool stop" in text and "idle seconds" in text and "someone-else" not in text
+    # this driver's own pooled gangs (one still pending, one it placed) are not "kept by an earlier run"
+    from ray_runner import gang as gang_module
+
+    table["c"] = {"name": "ray_runner-pool-0123-1", "state": "PENDING", "bundles": {0: {"CPU": 1}}, "strategy": "PACK"}
+    table["d"] = {"name": "ray_runner-pool-0123-2", "state": "CREATED", "bundles": {0: {"CPU": 1}}, "strategy": "PACK"}
+    gang_module._OURS.add("ray_runner-pool-0123-2")
+    try:
+        assert "1 gang(s) kept by an earlier" in _missing_resource_message(opts, 2, fake)
+    finally:
+        gang_module._OURS.discard("ray_runner-pool-0123-2")
     table.clear()
     assert "kept" not in _missing_resource_message(opts, 2, fake)

@@ -146,6 +146,10 @@ def test_a_raised_max_cases_still_refuses_what_memory_cannot_hold_before_buildin
     with pytest.raises(CampaignError, match="more than any campaign may have"):
         parse_campaign({"max_cases": MAX_CASES_CEILING * 10, "targets": [
             {"function": "a:b", "args": "a:c", "grid": just_over}]})
+    # with the default bound, a campaign over the ceiling is not told to raise max_cases (a reviewer)
+    with pytest.raises(CampaignError) as info:
+        parse_campaign({"targets": [{"function": "a:b", "args": "a:c", "grid": just_over}]})
+    assert "more than any campaign may have" in str(info.value) and "raise max_cases" not in str(info.value)
     # a raised bound is still what it says below the ceiling
     small = parse_campaign({"max_cases": 10**21, "targets": [
         {"function": "a:b", "args": "a:c", "grid": {"n": [1, 2]}}]})

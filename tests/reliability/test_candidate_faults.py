@@ -137,6 +137,34 @@ def test_a_limited_candidate_runs_under_the_callers_autocast_and_modes(cache_dir
     assert {(dtype, moded) for _, dtype, moded in runs} == {(torch.bfloat16, True)}
 
 
+def test_a_limited_candidates_warning_is_said_at_the_callers_line_and_fails_no_config(cache_dir):
+    """Said in the measuring thread, a warning was located in threading.py, and under -W error it
+    became config 0's failure, so the other config was picked and saved (a reviewer, 2026-12-04);
+    the thread also re-entered the caller's default-device mode, which leaked the global default
+    device after torch.set_default_device(None)."""
+    import warnings
+
+    import torch.utils._device as device_module
+
+    @autotune([{"c": 1}, {"c": 2}], lambda x: tuple(x.shape), check_correctness=True, restore_inplace=False,
+              n_warmup=0, n_repeat=1)
+    def host(x, c):
+        x.add_(0)  # returns None, writes in place: nothing to compare
+
+    with override(TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S="30"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.set_default_device("cpu")
+        try:
+            host(torch.zeros(4))
+        finally:
+            torch.set_default_device(None)
+    said = [w for w in caught if issubclass(w.category, TritonDistWarning)]
+    assert len(said) == 1 and "nothing to compare" in str(said[0].message) and said[0].filename == __file__
+    assert device_module.CURRENT_DEVICE is None
+    (entry,) = (cache_dir / "host").glob("*.json")
+    assert all(c.get("error") is None for c in json.loads(entry.read_text())["candidates"])
+
+
 def test_without_a_limit_nothing_runs_in_another_thread():
     threads = set()
 

@@ -83,3 +83,57 @@ def test_two_modules_sharing_one_entry_are_told_why_it_keeps_being_replaced(cach
                                                r"source as mod_pb\.op.*give them different names"):
         mod_pb.op(5)
     assert Path(cache_dir / "op").is_dir()
+
+
+DECORATED = """
+import functools, sys
+from triton_dist.tune import autotune
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*a, **k):
+        return fn(*a, **k)
+    return wrapper
+
+class Cfg:
+    pass
+
+MARK = Cfg()
+
+@autotune(config_space=[{"b": 1}, {"b": 2}], key_fn=lambda n, **k: (n,))
+@traced
+def scale(n, b, mark=MARK):
+    return n * b
+
+if __name__ == "__main__":
+    print("HASH", scale.target.source_hash())
+"""
+
+
+def test_a_script_run_as_main_has_the_hash_its_import_has(tmp_path):
+    """A function under ``@autotune`` wrapped by a ``functools.wraps`` decorator captures the
+    original, whose module went into the hash: ``python trainmod.py`` (``__main__``) missed every
+    entry a campaign seeded by importing ``trainmod`` (a reviewer, 2026-12-04); ``python
+    pkg/trainmod.py`` against ``pkg.trainmod`` too."""
+    import os
+    import subprocess
+    import sys
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "trainmod.py").write_text(DECORATED)
+    repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(tmp_path), str(package)])}
+
+    def hashes(*command: str) -> str:
+        done = subprocess.run([sys.executable, *command], capture_output=True, text=True, timeout=120,
+                              cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split("HASH")[1].split()[0]
+
+    as_script = hashes(str(package / "trainmod.py"))
+    imported = hashes("-c", "import trainmod; print('HASH', trainmod.scale.target.source_hash())")
+    in_package = hashes("-c", "import pkg.trainmod as m; print('HASH', m.scale.target.source_hash())")
+    as_module = hashes("-m", "pkg.trainmod")
+    assert as_script == imported == in_package == as_module

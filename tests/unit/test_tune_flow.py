@@ -350,6 +350,9 @@ def test_a_call_control_that_is_not_a_switch_is_refused(cache_dir):
             host(1, **{control: "no"})
     assert not calls
     assert host(1, autotune=0) == 1 and calls == [1]  # 0 and 1 are taken
+    import numpy as np
+
+    assert host(1, autotune=np.bool_(False)) == 1 and calls == [1, 1]  # so is a NumPy bool (step < warm)
 
 
 def test_a_bug_that_stops_tuning_names_the_config_and_the_key(cache_dir):

@@ -23,7 +23,7 @@ from typing import Any
 
 from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
-from triton_dist._warn import warn_user
+from triton_dist._warn import collected, warn_user
 from triton_dist.errors import CandidateTimeoutError, WrongResultError
 
 __all__ = ["RunGuard", "run_limited"]
@@ -432,7 +432,8 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
 
     def target() -> None:
         try:  # grad and inference mode are per thread: carry the caller's over
-            with torch.inference_mode(inference), torch.set_grad_enabled(grad), enter_callers_state():
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad), enter_callers_state(), \
+                    collected() as box["said"]:  # the warnings said there, for the caller to say
                 box["times"] = context.run(bench, limited)
         except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
             box["error"] = exc
@@ -447,6 +448,8 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
         log.warning("a candidate ran past %gs; its thread is abandoned and stops after the run "
                     "in progress", timeout_s)
         raise CandidateTimeoutError(reason)
+    for message, category in box.get("said", ()):  # said in the caller's thread, at the user's line
+        warn_user(message, category)
     if "error" in box:
         raise box["error"]
     return box["times"]
@@ -468,7 +471,11 @@ def _callers_torch_state(torch: Any) -> Callable[[], contextlib.ExitStack]:
         from torch.overrides import _get_current_function_mode_stack
         from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
-        modes = [*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack()]
+        # torch.set_default_device's DeviceContext is left out: entering the caller's instance
+        # again overwrote its saved device, and the global default device leaked (a reviewer,
+        # 2026-12-04); the measuring thread runs on the CPU, the default device there
+        modes = [m for m in (*_get_current_function_mode_stack(), *_get_current_dispatch_mode_stack())
+                 if type(m).__name__ != "DeviceContext"]
     except (ImportError, AttributeError):  # private helpers of torch: another version
         modes = []
 

@@ -211,11 +211,24 @@ def _other_function(entry: dict[str, Any], call: CallId) -> str:
     wrote it: two modules' functions of one name and source over module-level spaces that differ
     share one entry and re-tune over each other in every process (a tester, 2026-12-04)."""
     theirs = entry.get("qualname")
-    if not isinstance(theirs, str) or not theirs or not call.qualname or theirs == call.qualname:
+    if not isinstance(theirs, str) or not theirs or not call.qualname or _same_function(theirs, call.qualname):
         return ""
     return (f" (it was written by {theirs}, a function of the same name and source as {call.qualname}: "
             "the two share one cache entry and replace each other's; give them different names, or "
             "write their config spaces out in the decorators)")
+
+
+def _same_function(a: str, b: str) -> bool:
+    """Whether two module-qualified names name one function: equal, or one of a script run as
+    ``__main__`` (a spawned child's ``__mp_main__``) and the other of the module a campaign
+    imported it as (``__main__.scale`` and ``pkg.trainmod.scale``)."""
+    if a == b:
+        return True
+    for main in ("__main__.", "__mp_main__."):
+        for one, other in ((a, b), (b, a)):
+            if one.startswith(main) and (other == one[len(main):] or other.endswith("." + one[len(main):])):
+                return True
+    return False
 
 
 def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
