@@ -137,7 +137,16 @@ _GROUP_OUT_OF_STEP = (" The tuner's collective is left pending on this process g
                       "group again; end the job (a launcher such as torchrun restarts it).")
 
 
-def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str = "") -> None:
+#: why a rank may not have reached the agreement (before anything is measured)
+_AGREEMENT_CAUSES = ("it died, raised before reaching it (its own error says why), or called the function with "
+                     "another key, with autotune=False or without autotune_pg, or not at all")
+#: why a rank may not have reached a reduction of timings (the ranks had agreed on the key)
+_MEASURING_CAUSES = ("it is still measuring (its configs' runs took longer than the bound: raise "
+                     "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S for long tunings), or it died")
+
+
+def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str = "",
+          causes: str = _AGREEMENT_CAUSES) -> None:
     """Wait for a collective of the tuner's, at most ``timeout_s``. The error names this rank by
     its global rank (the group lists global ranks), ``subject`` (the function and key), and what
     the other ranks may have done; a tester read "rank 0 of the group [1, 2]" (2026-12-04)."""
@@ -149,9 +158,7 @@ def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str 
         raise RankFailureError(
             f"{me}: {what}{on} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
             f"Another rank of the group did not reach it within {timeout_s:.0f}s "
-            "(TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S): it died, raised before reaching it (its own error says "
-            "why), or called the function with another key, with autotune=False or without autotune_pg, "
-            "or not at all." + _GROUP_OUT_OF_STEP,
+            f"(TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S): {causes}." + _GROUP_OUT_OF_STEP,
             function=subject,
         ) from exc
     if ok is False:
@@ -217,7 +224,10 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
               "captures differ between ranks (a function made per rank, closing over the rank): pass "
               "such values as arguments, so that every rank tunes the same function."
               if any(line.lstrip().startswith("source:") for line in lines) else "")
-    cache_only = any(v == "cache-only-miss" for v in differing.get("cache", ()))
+    from triton_dist.settings import get_settings
+
+    # (ranks hitting with different picks in a cache-only job were told ALWAYS_TUNE too: a tester)
+    cache_only = any(v == "cache-only-miss" for v in differing.get("cache", ())) or get_settings().cache_only != "off"
     if set(differing) <= {"cache", "configs"}:  # only the caches differ: no key_fn/prune_fn advice
         fix = ("\nFix: give every node the same cache: seed it with `python -m ray_runner run ... --seed "
                "nodes`, or share TRITON_DIST_AUTOTUNE_DIR"
@@ -236,8 +246,10 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     )
 
 
-def max_reduce(view: GroupView, backend: Backend, values: Sequence[float], timeout_s: float) -> list[float]:
-    """Element-wise MAX of ``values`` over exactly ``view.group``."""
+def max_reduce(view: GroupView, backend: Backend, values: Sequence[float], timeout_s: float,
+               subject: str = "") -> list[float]:
+    """Element-wise MAX of ``values`` over exactly ``view.group`` (``subject``: the function and
+    key, for the error of a rank that waited too long)."""
     import torch
     import torch.distributed as dist
 
@@ -245,7 +257,7 @@ def max_reduce(view: GroupView, backend: Backend, values: Sequence[float], timeo
     if tensor.device.type != "cpu" and backend.dist_backend != "gloo":
         tensor = tensor.to(torch.float32)  # nccl/hccl reduce float32 everywhere
     work = dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=view.group, async_op=True)
-    _wait(work, view, timeout_s, "MAX reduction of the timings")
+    _wait(work, view, timeout_s, "MAX reduction of the timings", subject, _MEASURING_CAUSES)
     return [float(v) for v in tensor.cpu().tolist()]
 
 

@@ -412,7 +412,8 @@ def _measurer(target: TuneTarget, view: GroupView | None, backend: Backend, sett
               tlog: TuningLog, guard: _safety.RunGuard, defer: bool,
               queue: str | None) -> tuple[Callable[..., Any], dict[str, Any]]:
     """Which measuring function (sequential or adaptive) and the options of this tuning's mode."""
-    group_max = None if view is None else (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s))
+    group_max = None if view is None else (lambda vec: max_reduce(view, backend, vec, settings.agree_timeout_s,
+                                                                  target.qualname))
     measure: Callable[..., Any] = measure_candidates
     options: dict[str, Any] = {}
     if target.adaptive:  # drop decisions on MAX-reduced figures: every rank drops the same configs
@@ -458,7 +459,8 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
     vec += [float(view.rank + 1) if f else 0.0 for f in failed]
     vec += [float(view.size - view.rank) if f else 0.0 for f in failed]
     vec.append(float(view.rank + 1) if bug is not None else 0.0)
-    reduced = max_reduce(view, backend, vec, settings.agree_timeout_s)
+    reduced = max_reduce(view, backend, vec, settings.agree_timeout_s,
+                         f"{target.qualname}, key {plan.key_text:.200}")
     if bug is not None:
         raise bug
     if reduced[-1] > 0:
@@ -507,7 +509,11 @@ def _all_failed_advice(results: list[CandidateResult], do_bench: Any = None) -> 
     the decorator's ``do_bench``, which runs every config (``triton.testing.do_bench`` on the CPU
     was blamed on the host function, 2026-12-04)."""
     errors = {str(r.error) for r in results}
-    if len(results) < 2 or len(errors) > 1:
+    # Triton's own "this config cannot run here" (a static_assert on BLOCK, out of resources, a
+    # compile error): failing alike, the configs are the cause (a tester was told otherwise)
+    triton_own = ("InterpreterError", "CompilationError", "CompileTimeAssertionFailure", "OutOfResources",
+                  "MLIRCompilationError", "PTXASError")
+    if len(results) < 2 or len(errors) > 1 or next(iter(errors)).startswith(triton_own):
         return "Fix the failing configs or prune them with prune_fn."
     advice = ("Every config failed with the same error, so the configs are likely not the cause: check "
               "the host function and its environment by calling it with config_space[0] directly")
@@ -528,8 +534,8 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
     """Step 5: (best index, margin) by ``pick_best`` (the lowest mean); every candidate failed:
     ``NoValidConfigError`` listing why each did."""
     if not any(r.ok for r in results):
-        lines = "\n".join(f"  config_space[{r.index}] = {show_config(target.config_space[r.index]):.300}: {r.error}"
-                          for r in results)
+        lines = "\n".join(f"  config_space[{r.index}] = {show_config(target.config_space[r.index]):.1000}: {r.error}"
+                          for r in results)  # (300 cut triton-ascend's configs before the fields that differ)
         tlog.info("no valid config for key %s", key_text)
         raise NoValidConfigError(
             f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n"

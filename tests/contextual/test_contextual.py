@@ -361,6 +361,36 @@ def test_a_config_whose_hook_raises_is_left_out_and_said_a_bad_config_silently(r
     assert len([w for w in recwarn if issubclass(w.category, TritonDistWarning)]) == 1
 
 
+def test_under_warnings_as_errors_the_left_out_warning_keeps_the_pick():
+    """Under -W error the warning was raised before the pick was kept: every call tuned again and
+    raised again (a tester, 2026-12-04)."""
+    import warnings
+
+    def pre(nargs):
+        if nargs["BLOCK"] == 512:
+            raise ValueError("workspace too small")
+
+    scale = triton.autotune(configs=[triton.Config({"BLOCK": b}, pre_hook=pre) for b in (256, 512)],
+                            key=["n"])(K._scale)
+    runs = []
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        runs.append(1)
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    x = torch.randn(1024, device=K.device())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TritonDistWarning)
+        with pytest.raises(TritonDistWarning, match="left out of the pick"):
+            outer(x)
+        tuned = len(runs)
+        torch.testing.assert_close(outer(x), 2.0 * x)
+    assert len(runs) == tuned + 1  # the pick was kept: one run, no tuning
+
+
 def test_cache_only_mode_says_once_that_it_does_not_apply_here(monkeypatch, recwarn):
     """TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict ("start warm, never tune") and contextual_autotune
     ran the outer function 7 times in silence (a tester, 2026-12-04): it keeps no disk cache."""
@@ -380,6 +410,7 @@ def test_cache_only_mode_says_once_that_it_does_not_apply_here(monkeypatch, recw
         torch.testing.assert_close(outer_cache_only(torch.randn(2048, device=K.device())).shape, (2048,))
     said = [str(w.message) for w in recwarn if issubclass(w.category, TritonDistWarning)]
     assert len(said) == 1 and "does not apply to contextual_autotune" in said[0], said
+    assert "CACHE_ONLY=strict does not apply" in said[0]  # the value as set (it read "default": a tester)
 
 
 def test_failed_candidate_is_inf_and_the_run_goes_on():
@@ -752,3 +783,25 @@ def test_the_collector_is_paused_from_the_first_kernel_to_tune_and_only_then():
         assert seen and not any(any(s) for s in seen) and not gc.isenabled()
     finally:
         (gc.enable if enabled else gc.disable)()
+
+
+def test_a_prune_that_keeps_no_config_names_the_kernel_and_the_prune(monkeypatch):
+    """The error was only "cannot find valid config" (the seed's text, kept) with nothing on which
+    kernel or why (a tester on triton-ascend, whose prune returns nothing unchecked, 2026-12-04): a
+    note says both. (Triton 3.9 raises its own AutotunerError first: the prune is replaced here.)"""
+    from triton_dist._contextual import triton_compat
+
+    monkeypatch.setattr(triton_compat, "prune", lambda at, nargs, kwargs: [])
+    scale = K.make_scale()
+
+    @contextual_autotune(n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        return y
+
+    with pytest.raises(NoValidConfigError) as info:
+        outer(torch.randn(256, device=K.device()))
+    assert str(info.value) == "cannot find valid config"
+    notes = "\n".join(getattr(info.value, "__notes__", []))
+    assert "_scale" in notes and "kept no config of its 2" in notes

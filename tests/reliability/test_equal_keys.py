@@ -73,3 +73,22 @@ def test_cache_why_reads_a_key_written_with_another_equal_number():
     from triton_dist._cli.why import _key_text
 
     assert _key_text("[[64], 2.0]") == _key_text("((64,), 2)") == "((64,), 2)"
+
+
+def test_numpy_bools_strings_and_nans_as_a_tester_wrote_them():
+    """np.bool_ and np.str_ equal their Python values; a NaN of np.float32/np.float16 (no float
+    subclass) was taken, tuned, then refused at the next call with advice about __eq__ (a tester)."""
+    from triton_dist.errors import KeyFunctionError
+
+    assert stable_key_text((np.bool_(True), np.str_("a"))) == stable_key_text((True, "a")) == "(True, 'a')"
+    assert stable_key_text((True, 1)) == "(True, 1)"  # equal in Python, written apart (docs/cache.md)
+    for nan in (np.float32("nan"), np.float16("nan"), float("nan")):
+        with pytest.raises(KeyFunctionError, match="NaN"):
+            stable_key_text((4, nan))
+
+
+def test_cache_why_reads_the_reprs_numpy_and_torch_print():
+    from triton_dist._cli.why import _key_text
+
+    assert _key_text("(np.int64(3), torch.Size([2, 3]), np.float16(2.0), np.True_)") == "(3, (2, 3), 2, True)"
+    assert _key_text("('np.int64(3)',)") == "('np.int64(3)',)"  # a string that holds such text stays

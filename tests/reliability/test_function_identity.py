@@ -100,19 +100,24 @@ class Cfg:
 
 MARK = Cfg()
 
-@autotune(config_space=[{"b": 1}, {"b": 2}], key_fn=lambda n, **k: (n,))
+def act(x):
+    return x
+
+@autotune(config_space=[{"b": 1, "act": act}, {"b": 2, "act": functools.partial(act)}], key_fn=lambda n, **k: (n,))
 @traced
-def scale(n, b, mark=MARK):
+def scale(n, b, act, mark=MARK):
     return n * b
 
 if __name__ == "__main__":
-    print("HASH", scale.target.source_hash())
+    import json
+    print("HASH", scale.target.source_hash() + json.dumps(scale.target.encoded))
 """
 
 
 def test_a_script_run_as_main_has_the_hash_its_import_has(tmp_path):
     """A function under ``@autotune`` wrapped by a ``functools.wraps`` decorator captures the
-    original, whose module went into the hash: ``python trainmod.py`` (``__main__``) missed every
+    original, whose module went into the hash (and a function in a config was written with its
+    module, a tester): ``python trainmod.py`` (``__main__``) missed every
     entry a campaign seeded by importing ``trainmod`` (a reviewer, 2026-12-04); ``python
     pkg/trainmod.py`` against ``pkg.trainmod`` too."""
     import os
@@ -130,10 +135,12 @@ def test_a_script_run_as_main_has_the_hash_its_import_has(tmp_path):
         done = subprocess.run([sys.executable, *command], capture_output=True, text=True, timeout=120,
                               cwd=tmp_path, env=env)
         assert done.returncode == 0, done.stderr[-2000:]
-        return done.stdout.split("HASH")[1].split()[0]
+        return done.stdout.split("HASH")[1].strip()
 
     as_script = hashes(str(package / "trainmod.py"))
-    imported = hashes("-c", "import trainmod; print('HASH', trainmod.scale.target.source_hash())")
-    in_package = hashes("-c", "import pkg.trainmod as m; print('HASH', m.scale.target.source_hash())")
+    imported = hashes("-c", "import json, trainmod as m; print('HASH', m.scale.target.source_hash() + "
+                            "json.dumps(m.scale.target.encoded))")
+    in_package = hashes("-c", "import json, pkg.trainmod as m; print('HASH', m.scale.target.source_hash() + "
+                              "json.dumps(m.scale.target.encoded))")
     as_module = hashes("-m", "pkg.trainmod")
     assert as_script == imported == in_package == as_module

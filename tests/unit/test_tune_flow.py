@@ -336,6 +336,33 @@ def test_options_of_the_wrong_type_are_refused_at_decoration(cache_dir):
     assert tuned(3) == 3
 
 
+def test_a_banner_first_line_gives_way_to_the_reason_and_tritons_own_errors_blame_the_configs(cache_dir):
+    """triton-ascend's MLIRCompilationError opens with a banner line, and only that was recorded; and
+    configs all failing Triton's own check (a static_assert on BLOCK) were said not to be the cause
+    (a tester, 2026-12-04)."""
+    from triton_dist._measure.result import describe
+    from triton_dist.errors import NoValidConfigError
+
+    class MLIRCompilationError(Exception):
+        pass
+
+    text = ("\n///------------------[ERROR][Triton][BEG]------------------\n[bishengir-compile] encounters "
+            "error:\nloc(x): error: ub overflow, requires 4194304 bits\n///------[ERROR][Triton][END]------")
+    assert describe(MLIRCompilationError(text)) == ("MLIRCompilationError: [bishengir-compile] encounters error: | "
+                                                    "loc(x): error: ub overflow, requires 4194304 bits")
+    assert describe(ValueError("BLOCK=100: not a power of 2\nmore")) == "ValueError: BLOCK=100: not a power of 2"
+
+    from triton.runtime.errors import InterpreterError
+
+    def host(x, c):
+        raise InterpreterError("static_assert failed: BLOCK <= 256")
+
+    tuner = autotune([{"c": 1}, {"c": 2}], key_fn=lambda x: (x,))(host)
+    with pytest.raises(NoValidConfigError, match="Fix the failing configs or prune them") as caught:
+        tuner(1)
+    assert "not the cause" not in str(caught.value)
+
+
 def test_a_call_control_that_is_not_a_switch_is_refused(cache_dir):
     """autotune="no" was taken as true and tuned (a tester, 2026-12-04)."""
     calls = []

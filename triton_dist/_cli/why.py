@@ -9,6 +9,7 @@ import argparse
 import ast
 import importlib
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,16 +35,27 @@ def _tuples(value: Any) -> Any:
     return value
 
 
+_NUMPY = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_|longdouble|double|half|single)\(([^()]*)\)")
+_SIZE = re.compile(r"\btorch\.Size\(\[([^\[\]]*)\]\)")
+
+
 def _key_text(text: str) -> str:
     """The key as its entry names it: "((4096,),'f32')", "((4096,), 'f32')" and '[[4096], "f32"]'
     are one key, and so are "(2.0,)" and "(2,)" (``stable_key_text``)."""
     from triton_dist._store.keytext import stable_key_text
     from triton_dist.errors import KeyFunctionError
 
-    try:
-        return stable_key_text(_tuples(ast.literal_eval(text)))  # literals only: never runs code
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, KeyFunctionError):
-        return text
+    # what NumPy 2 and torch print for the values a key_fn returns: np.int64(3), torch.Size([2, 3])
+    # (literal_eval reads neither; a tester's `why` missed what a call hit): read as the plain
+    # values they equal, where the text as given is no literal
+    plain = _NUMPY.sub(r"\1", text).replace("np.True_", "True").replace("np.False_", "False")
+    plain = _SIZE.sub(lambda m: f"({m.group(1)},)" if m.group(1).strip() else "()", plain)
+    for candidate in (text, plain):
+        try:
+            return stable_key_text(_tuples(ast.literal_eval(candidate)))  # literals only: never runs code
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, KeyFunctionError):
+            continue
+    return text
 
 
 def _load_tuner(spec: str) -> Any:

@@ -184,9 +184,11 @@ class Session:
                    "own run generates and benchmarks its configs by its own rules, outside this outer "
                    "function's real run" + (" and without the MAX over WORLD (is_dist=True): ranks may "
                                              "pick different configs" if self.view is not None else "")
-                   + ". Give the kernel a list of configs (plain triton.autotune) to tune it in context.")
+                   + ". To tune it in context, leave out hints={'enable_ascend_autotune': True} (its configs "
+                   "list is then tuned here, as a plain triton.autotune kernel's; a tester read 'give it a list "
+                   "of configs' for a kernel that had one).")
         self.info("%s", message)
-        warnings.warn(message, TritonDistWarning, stacklevel=4)
+        warn_user(message)
 
     def elsewhere(self, at: Any, args: tuple, kwargs: dict) -> None:
         """A launch from another thread while this call runs (a worker thread the outer function
@@ -253,7 +255,11 @@ class Session:
             self._agree(name, key_text, configs)
         if not configs:  # Triton < 3.4 does not check what early_config_prune returns
             self.info("func: %s | key: %s | pruning kept no config", name, key_text)
-            raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["pruned"])
+            exc = NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["pruned"])
+            if hasattr(exc, "add_note"):  # keeps str(exc) the seed's exact text (a tester read nothing more)
+                exc.add_note(f"{name}, key {key_text}: prune_configs_by (early_config_prune / perf_model) kept "
+                             f"no config of its {len(getattr(at, 'configs', []) or [])}; keep at least one")
+            raise exc
         for config in configs:  # the user's error, raised as stock _bench raises it (not every
             compat.check_conflicts(config, kwargs)  # candidate's failure: "cannot find valid config")
         if len(configs) == 1:  # as stock run: nothing to compare
@@ -504,7 +510,6 @@ class Session:
             raise _no_valid_config(state)
         best_time, best_index = min(valid)  # the mean decides; a tie goes to the earlier config
         best = state.candidates[best_index]
-        self._say_unexpected(state)
         cache = getattr(state.at, "cache", None)
         if cache is None:
             cache = state.at.cache = {}
@@ -515,6 +520,9 @@ class Session:
         state.inner.finished(state.at, state.name, state.key, best.config, state.at.configs_timings)
         self.info("func: %s | key: %s | best-config-id: %d | best-config: %s | best-latency: %.4f ms",
                   state.name, state.key_text, best.config_id, compat.config_text(best.config), best_time)
+        # after the pick is kept: under -W error the warning threw it away, and every call tuned
+        # again (a tester, 2026-12-04)
+        self._say_unexpected(state)
         log.info("contextual tuning: %s key %s -> config %d (%s), %.4f ms", state.name,
                  state.key_text, best.config_id, best.config, best_time)
 
@@ -544,10 +552,10 @@ def _say_cache_only_does_not_apply(qualname: str) -> None:
     ``tune.autotune``; contextual tuning keeps none (the seed: the inner kernels' in-process
     cache), so it tunes in every process whatever the setting. A tester took the outer function's
     seven runs under ``=strict`` for a bug (2026-12-04): said once per decorated function."""
-    mode = get_settings().cache_only
-    if mode == "off" or qualname in _CACHE_ONLY_SAID:
+    if get_settings().cache_only == "off" or qualname in _CACHE_ONLY_SAID:
         return
     _CACHE_ONLY_SAID.add(qualname)
+    mode = "strict" if get_settings().cache_only == "strict" else "1"  # (its parsed value read "default")
     warn_user(f"TRITON_DIST_AUTOTUNE_CACHE_ONLY={mode} does not apply to contextual_autotune: {qualname} "
               "keeps no disk cache (its inner kernels' picks live in this process), so it tunes them in "
               "this process, running the outer function several times. To start warm with no tuning, "

@@ -192,10 +192,22 @@ def is_candidate_failure(exc: BaseException) -> bool:
 
 
 def describe(exc: BaseException) -> str:
-    """``"Type: first line of the message"``, at most 500 characters (logs and cache entries)."""
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
+    """``"Type: first line of the message"``, at most 500 characters (logs and cache entries).
+
+    A first line that is a banner (triton-ascend's ``MLIRCompilationError`` opens with
+    ``///------[ERROR][Triton][BEG]------``) says nothing: the lines after it that do are joined
+    instead (the reason, "ub overflow, requires ... bits", was lost; a tester, 2026-12-04)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    first = lines[0] if lines else ""
+    if lines and _banner(first):
+        first = " | ".join(line for line in lines[1:] if not _banner(line))[:480] or first
     return f"{type(exc).__name__}: {first}"[:500]
+
+
+def _banner(line: str) -> bool:
+    """A line of rules and tags (``///---[ERROR][Triton][BEG]---``, ``=====``), not a reason."""
+    words = "".join(c if c.isalnum() else " " for c in line).split()
+    return sum(len(w) for w in words) < 0.5 * len(line) or all(w.isupper() or w == "Triton" for w in words)
 
 
 def synchronize_after_failure(backend: Backend, result: CandidateResult) -> DeviceStateError | None:

@@ -41,6 +41,7 @@ from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist._store.create import create_entry_text
 from triton_dist._store.denied import why_denied
 from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
+from triton_dist._store.modname import module_text
 from triton_dist._warn import warn_user
 
 __all__ = [
@@ -134,8 +135,8 @@ def _value_text(value: Any) -> str:
         if owner is not None and not inspect.ismodule(owner) and not inspect.isclass(owner):
             return f"{_value_text(owner)}.{getattr(value, '__name__', '?')}"  # a bound method
         name = str(getattr(value, "__qualname__", None) or getattr(value, "__name__", "?"))
-        module = getattr(value, "__module__", None)
-        return f"{module}.{name}" if module else name
+        module = getattr(value, "__module__", None)  # as a campaign imports it (not __main__: a tester)
+        return f"{module_text(module)}.{name}" if module else name
     content = _content_digest(value)
     if content is not None:
         return content

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import platform
-import sys
 import textwrap
 import weakref
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from importlib import metadata
 from typing import Any
 
 from triton_dist._backends import Backend
+from triton_dist._store.modname import module_text
 
 __all__ = ["HARDWARE_OVERRIDE", "body_hash", "digest", "hardware_info", "software_versions", "source_hash"]
 
@@ -117,7 +117,7 @@ def _closure_texts(fn: Any, depth: int) -> list[str]:
             text = kernel
         elif inspect.isroutine(value) or inspect.isclass(value):
             inner = _closure_texts(value, depth + 1)
-            text = f"{_module_text(getattr(value, '__module__', ''))}.{getattr(value, '__qualname__', '?')}{inner}"
+            text = f"{module_text(getattr(value, '__module__', ''))}.{getattr(value, '__qualname__', '?')}{inner}"
         else:
             text = _constant_text(value, 0)
         texts.append(f"closure {name}:{text}")
@@ -139,26 +139,7 @@ def _constant_text(value: Any, depth: int) -> str:
         return str(value)
     if cls.__module__ == "torch" and cls.__name__ == "device":  # its kind: the index is where a rank
         return f"device({value.type})"  # runs, not another function (ranks must agree on the hash)
-    return f"{_module_text(cls.__module__)}.{cls.__qualname__}"
-
-
-def _module_text(name: Any) -> str:
-    """A module as the hashes take it: its last component, and a script's ``__main__`` (or a
-    spawned child's ``__mp_main__``) by the name a campaign imports it by. A function decorated
-    under ``@autotune`` (``functools.wraps``) captures the original, whose module was in the hash:
-    ``python train.py`` missed every entry a campaign seeded by importing ``train`` (a reviewer,
-    2026-12-04); ``python pkg/train.py`` against ``pkg.train`` is why only the last component."""
-    if not isinstance(name, str):
-        return ""
-    if name in ("__main__", "__mp_main__"):
-        main = sys.modules.get(name)
-        spec = getattr(main, "__spec__", None)
-        file = getattr(main, "__file__", None)
-        if spec is not None and getattr(spec, "name", None) not in (None, "__main__", "__mp_main__"):
-            name = spec.name
-        elif isinstance(file, str):
-            name = os.path.splitext(os.path.basename(file))[0]
-    return name.rsplit(".", 1)[-1]
+    return f"{module_text(cls.__module__)}.{cls.__qualname__}"
 
 
 def source_hash(fn: Callable[..., Any]) -> str:

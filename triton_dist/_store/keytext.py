@@ -75,7 +75,8 @@ def _unstable_part(value: Any, depth: int) -> str:
 
 
 def _unstable_leaf(value: Any) -> str:
-    if isinstance(value, float) and value != value:
+    numpy = sys.modules.get("numpy")  # np.float32/np.float16 are no float subclass (a tester)
+    if (isinstance(value, float) or (numpy is not None and isinstance(value, numpy.floating))) and value != value:
         return "a NaN (never equal to itself, so the key is never found again and every call would tune)"
     kind = _array_kind(value)
     if kind:
@@ -140,12 +141,14 @@ def _shown_fields(value: Any) -> list[dataclasses.Field]:
     return [f for f in dataclasses.fields(value) if f.repr]
 
 
-def _equal_number(value: Any) -> int | float | None:
+def _equal_number(value: Any) -> int | float | str | None:
     """The plain Python number that ``value`` equals and should be written as, where its repr
     differs from that number's (an integral float, a NumPy scalar); None for anything else."""
     numpy = sys.modules.get("numpy")  # (np.float64 is a float subclass: first)
-    if numpy is not None and isinstance(value, (numpy.integer, numpy.floating)):
-        number = value.item()
+    if numpy is not None and isinstance(value, (numpy.integer, numpy.floating, numpy.bool_, numpy.str_)):
+        number = value.item()  # (np.str_ and np.bool_ too: the str and bool they equal)
+        if type(number) not in (bool, int, float, str):  # np.longdouble's item is itself
+            return None
         return int(number) if isinstance(number, float) and number.is_integer() else number
     if type(value) is float and value.is_integer():  # (a float subclass prints itself)
         return int(value)
