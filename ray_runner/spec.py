@@ -379,8 +379,9 @@ def _too_many_cases(data: dict[Any, Any]) -> str | None:
     if total <= min(limit, MAX_CASES_CEILING):
         return None
     if total > MAX_CASES_CEILING:  # raising max_cases cannot help
-        return (f"max_cases: the campaign has up to {total} cases, more than any campaign may have "
-                f"({MAX_CASES_CEILING}: every case is built in the driver's memory, ~0.5 kB each): "
+        return (f"max_cases: the campaign has up to {total} cases, more than max_cases = {limit} and more than "
+                f"any campaign may have ({MAX_CASES_CEILING}: every case is built in the driver's memory, ~0.5 kB "
+                "each): "
                 f"{'; '.join(parts) or 'explicit cases'}. Split the campaign into several files, or shrink the grid.")
     return (f"max_cases: the campaign has up to {total} cases, more than max_cases = {limit}: "
             f"{'; '.join(parts) or 'explicit cases'}. Split the campaign, shrink the grid, or raise max_cases "

@@ -140,7 +140,8 @@ def test_a_raised_max_cases_still_refuses_what_memory_cannot_hold_before_buildin
         parse_campaign({"max_cases": 10**21, "targets": [{"function": "a:b", "args": "a:c", "grid": grid}]})
     assert time.monotonic() - started < 5
     text = str(info.value)
-    assert f"up to {10**20} cases, more than any campaign may have ({MAX_CASES_CEILING}" in text, text
+    assert (f"up to {10**20} cases, more than max_cases = {10**21} and more than any campaign may have "
+            f"({MAX_CASES_CEILING}") in text, text
     assert "Split the campaign" in text and "raise max_cases" not in text
     just_over = {"n": list(range(MAX_CASES_CEILING // 1000 + 1)), "m": list(range(1000))}
     with pytest.raises(CampaignError, match="more than any campaign may have"):
