@@ -101,6 +101,6 @@ def single_flight(tuner: AutoTuner, key: Any, table: dict[Any, Any] | None = Non
     finally:
         if mine is not None:
             with _FLIGHTS_LOCK:
-                if tuner._flights.get(fkey) is mine:
-                    del tuner._flights[fkey]
+                if tuner._flights.get(fkey) is mine:  # (pop: a key whose hash changed is not found twice)
+                    tuner._flights.pop(fkey, None)
             mine.done.set()

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_dist._store import files as _cache
-from triton_dist.errors import TritonDistWarning
+from triton_dist.errors import ConfigSpaceError, TritonDistWarning
 
 if TYPE_CHECKING:
     from triton_dist._measure.result import DoBench
@@ -52,7 +53,8 @@ class TuneTarget:
 
     def __post_init__(self) -> None:  # upstream's split-K sets config.num_stages (issue 18 item 3)
         self.encoded = tuple(self.encoded) or told_apart(
-            self.config_space, [_cache.encode_config(c) for c in self.config_space], self.qualname)
+            self.config_space, [_encode(c, i, self.qualname) for i, c in enumerate(self.config_space)],
+            self.qualname)
 
     def call(self, index: int, args: tuple, kwargs: dict, overwrite: bool) -> Any:
         config = self.config_space[index]
@@ -70,6 +72,21 @@ class Outcome:
     entry: dict[str, Any] | None = None
     path: Path | None = None
     """the entry written, or the one a hit read (a packed entry: its path in the pack)"""
+
+
+def _encode(config: dict[str, Any], index: int, qualname: str) -> dict[str, Any]:
+    """A config's encoding, or a ConfigSpaceError for one no entry can hold: a value that holds
+    itself or nests thousands deep (a RecursionError from inside the encoder), an int of more
+    digits than JSON writes (a tester's hostile inputs, 2026-12-04)."""
+    try:
+        encoded = _cache.encode_config(config)
+        json.dumps(encoded)  # what the entry writes: an int of 5000 digits fails here
+        return encoded
+    except (RecursionError, ValueError) as exc:
+        raise ConfigSpaceError(
+            f"config_space[{index}] of {qualname} cannot be written to the cache ({type(exc).__name__}: "
+            f"{str(exc)[:200]}): a config value that holds itself, nests too deep or is too large to write; "
+            "give configs plain values (numbers, strings, small tuples)") from None
 
 
 def told_apart(space: Sequence[dict[str, Any]], encoded: list[dict[str, Any]], qualname: str

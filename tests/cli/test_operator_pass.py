@@ -146,6 +146,26 @@ def test_an_archive_that_cannot_be_written_is_named_not_the_cache_root(cache_dir
     assert not list(tmp_path.glob("**/.out.tar.gz.*.tmp"))
 
 
+def test_export_never_replaces_a_link_or_a_device_and_import_never_reads_one(cache_dir, tmp_path, capsys):
+    """`export ARCHIVE` wrote beside ARCHIVE and renamed over it: a symbolic link (/dev/stdout is one)
+    or a device node there was replaced by a regular file, exit 0 (a tester replaced the machine's
+    /dev/full as root); `import /dev/zero` spun for ever. Both are refused, and nothing changes."""
+    assert _tune(1) == 2
+    target = tmp_path / "target.tgz"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "link.tgz"
+    link.symlink_to(target)
+    fifo = tmp_path / "pipe.tgz"
+    os.mkfifo(fifo)
+    for where, kind in ((link, "a symbolic link"), (fifo, "a device, FIFO or socket"), (tmp_path, "a directory")):
+        code, _, err = run(capsys, "export", str(where))
+        assert code == 1 and kind in err, err
+    assert link.is_symlink() and target.read_bytes() == b"keep me" and os.path.exists(fifo)
+    assert not os.path.isfile(fifo)
+    code, _, err = run(capsys, "import", "/dev/zero")
+    assert code == 1 and "not a regular file" in err
+
+
 def test_a_cache_root_that_is_a_link_to_a_missing_folder_is_said_so(tmp_path, monkeypatch, capsys):
     """A root that is a symbolic link to a volume not mounted yet: the tuner warned "[Errno 17] File
     exists", `ls` "the directory does not exist" and `verify` "no cache there" (found by a tester,

@@ -244,3 +244,28 @@ def test_directories_the_cache_creates_are_private(tmp_path, monkeypatch):
                root / "cached_fn" / ".locks", root / "cached_fn" / "history"]
     modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode) for p in created}
     assert modes == {k: 0o700 for k in modes}
+
+
+def test_a_root_path_too_long_for_the_file_system_is_a_warning_not_a_crash(tmp_path, monkeypatch):
+    """Every tuned call raised a bare OSError (File name too long) from the entry's lookup (a
+    tester's hostile inputs, 2026-12-04); an unusable root is a warning, and tuning works."""
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_DIR", str(tmp_path / ("x" * 300) / "cache"))
+
+    @autotune([{"block": 1}, {"block": 2}], lambda n: (n,), n_warmup=0, n_repeat=1)
+    def host(n, block):
+        return n * block
+
+    with pytest.warns(TritonDistWarning, match="nothing was saved"):
+        assert host(3) in (3, 6)
+
+
+def test_a_config_no_entry_can_hold_is_refused_at_decoration():
+    """A config holding itself raised a RecursionError from the encoder, a 5000-digit int a bare
+    ValueError from json (a tester's hostile inputs, 2026-12-04)."""
+    from triton_dist.errors import ConfigSpaceError
+
+    loop: list = []
+    loop.append(loop)
+    for bad in ({"block": loop}, {"block": 10 ** 5000}):
+        with pytest.raises(ConfigSpaceError, match=r"config_space\[0\] of .* cannot be written to the cache"):
+            autotune([bad], lambda n: (n,))(lambda n, block: n)

@@ -82,7 +82,9 @@ def test_numpy_bools_strings_and_nans_as_a_tester_wrote_them():
 
     assert stable_key_text((np.bool_(True), np.str_("a"))) == stable_key_text((True, "a")) == "(True, 'a')"
     assert stable_key_text((True, 1)) == "(True, 1)"  # equal in Python, written apart (docs/cache.md)
-    for nan in (np.float32("nan"), np.float16("nan"), float("nan")):
+    from decimal import Decimal
+
+    for nan in (np.float32("nan"), np.float16("nan"), float("nan"), Decimal("NaN"), complex("nan+1j")):
         with pytest.raises(KeyFunctionError, match="NaN"):
             stable_key_text((4, nan))
 

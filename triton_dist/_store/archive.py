@@ -84,6 +84,14 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
     manifest = {"format": ARCHIVE_FORMAT, "triton_dist": __version__, "created": _cache.utc_now(),
                 "entries": len(report.written)}
     archive = Path(archive)
+    if archive.is_symlink() or (archive.exists() and not archive.is_file()):
+        # the archive is written beside it and renamed over it: a device node or a link there was
+        # replaced by a regular file, /dev/stdout or /dev/full as root included (a tester, 2026-12-04)
+        kind = "a symbolic link" if archive.is_symlink() else "a directory" if archive.is_dir() else \
+            "a device, FIFO or socket"
+        raise CacheAdminError(f"cannot write the archive {archive}: it is {kind}, which export would replace "
+                              "with a regular file; name a new file or a regular one to overwrite "
+                              "(the cache was only read)")
     tmp = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
@@ -175,6 +183,9 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
     Raises CacheAdminError (nothing written) when any member is refused.
     """
     report = ArchiveReport(str(archive), str(root), dry_run=dry_run)
+    if Path(archive).exists() and not Path(archive).is_file():  # /dev/zero spun for ever (a tester)
+        raise CacheAdminError(f"cannot read the archive {archive}: it is not a regular file (a device, FIFO, "
+                              "socket or directory); `export` writes a tar.gz file")
     try:
         with tarfile.open(archive, "r:*") as tar:
             members = _read_members(tar, report)

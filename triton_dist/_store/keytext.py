@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
+import numbers
 import sys
 import types
 from collections.abc import Callable
@@ -75,14 +76,21 @@ def _unstable_part(value: Any, depth: int) -> str:
 
 
 def _unstable_leaf(value: Any) -> str:
-    numpy = sys.modules.get("numpy")  # np.float32/np.float16 are no float subclass (a tester)
-    if (isinstance(value, float) or (numpy is not None and isinstance(value, numpy.floating))) and value != value:
+    # any number's NaN: np.float32/np.float16 (no float subclass), Decimal("NaN"), complex NaNs (testers)
+    if isinstance(value, numbers.Number) and _is_nan(value):
         return "a NaN (never equal to itself, so the key is never found again and every call would tune)"
     kind = _array_kind(value)
     if kind:
         return (f"{kind} (keyed by its identity and printed with its data: every call would tune again, "
                 "and tensors of other shapes would share a cache file)")
     return _module_part(value)
+
+
+def _is_nan(value: Any) -> bool:
+    try:
+        return bool(value != value)
+    except Exception:  # noqa: BLE001 - a signalling Decimal NaN refuses comparison: it is one
+        return True
 
 
 def _array_kind(value: Any) -> str:

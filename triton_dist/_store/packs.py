@@ -102,7 +102,11 @@ def load_entry(root: Path | str, function: str, eid: str
     None). ``where`` None: no entry anywhere. Reads JSON only; never executes anything."""
     root = Path(root)
     path = _cache.entry_path(root, function, eid)
-    if path.exists() or path.is_symlink():
+    try:
+        there = path.exists() or path.is_symlink()
+    except OSError:  # a root path too long for the file system (ENAMETOOLONG): nothing can be there
+        return None, None, None
+    if there:
         entry, why = _cache.load_json(path, root)
         if why != "missing":
             return entry, path, why
