@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store.check import MAX_DEPTH
 from triton_dist.errors import ConfigSpaceError, TritonDistWarning
 
 if TYPE_CHECKING:
@@ -81,12 +82,22 @@ def _encode(config: dict[str, Any], index: int, qualname: str) -> dict[str, Any]
     try:
         encoded = _cache.encode_config(config)
         json.dumps(encoded)  # what the entry writes: an int of 5000 digits fails here
+        if _depth(encoded) > MAX_DEPTH - 6:  # an entry holds a config 4-5 levels down: never read back
+            raise ValueError(f"it nests {_depth(encoded)} levels deep; an entry may nest {MAX_DEPTH}")
         return encoded
     except (RecursionError, ValueError) as exc:
         raise ConfigSpaceError(
             f"config_space[{index}] of {qualname} cannot be written to the cache ({type(exc).__name__}: "
             f"{str(exc)[:200]}): a config value that holds itself, nests too deep or is too large to write; "
             "give configs plain values (numbers, strings, small tuples)") from None
+
+
+def _depth(value: Any, level: int = 1) -> int:
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level)
+    return level
 
 
 def told_apart(space: Sequence[dict[str, Any]], encoded: list[dict[str, Any]], qualname: str

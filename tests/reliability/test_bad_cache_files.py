@@ -266,6 +266,9 @@ def test_a_config_no_entry_can_hold_is_refused_at_decoration():
 
     loop: list = []
     loop.append(loop)
-    for bad in ({"block": loop}, {"block": 10 ** 5000}):
+    deep: list = [1]
+    for _ in range(45):  # written, then never read back: "nests deeper than 48 levels" in every process
+        deep = [deep]
+    for bad in ({"block": loop}, {"block": 10 ** 5000}, {"block": deep}):
         with pytest.raises(ConfigSpaceError, match=r"config_space\[0\] of .* cannot be written to the cache"):
             autotune([bad], lambda n: (n,))(lambda n, block: n)
