@@ -81,3 +81,16 @@ def test_a_warning_raised_as_an_error_keeps_the_decision(tmp_path, monkeypatch):
         tuned = len(calls)
         assert tuned == 2 * 3  # two configs, 1 warm-up + 2 timed runs each
         assert op(3) in (3, 6) and len(calls) == tuned + 1  # decided: one call, no tuning, no warning
+
+
+def test_a_miss_on_another_device_says_why_this_process_has_none(monkeypatch):
+    """An NPU node whose CANN environment was not sourced: torch_npu failed to import, the process
+    ran on the CPU, and `why` said only "device: 'npu' -> 'cpu'" (a tester, 2026-12-04)."""
+    from triton_dist._backends import BACKENDS
+    from triton_dist._store.diagnose import _missing_device
+
+    npu = BACKENDS["npu"].load()
+    monkeypatch.setattr(npu, "probe", classmethod(lambda cls: "torch_npu cannot be imported: OSError: libhccl.so"))
+    assert _missing_device("npu", "cpu") == "; this process found no npu device: torch_npu cannot be imported: " \
+                                            "OSError: libhccl.so"
+    assert _missing_device("cpu", "cpu") == "" and _missing_device("npu", "npu") == ""

@@ -104,6 +104,7 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
             changed = [f"{k}: {entry['hardware'].get(k)!r} -> {v!r}" for k, v in sorted(hardware.items())
                        if k != "digest" and entry["hardware"].get(k) != v]
             fields = f" ({'; '.join(changed)})" if changed else ""
+            fields += _missing_device(entry["hardware"].get("device"), hardware.get("device"))
         diffs.append(Difference("hardware", hardware_digest, str(entry_digest),
                                 f"tuned on other hardware: digest {entry_digest} then, {hardware_digest} now{fields}"))
     if versions is not None:
@@ -255,3 +256,18 @@ def diagnose(tuner: Any, key: Any, root: Path | str | None = None, world: int | 
     key_text = key if isinstance(key, str) else _cache.key_repr(key) or repr(key)
     root = root if root is not None else get_settings().autotune_dir
     return explain_here(root, tuner.target.name, key_text, world, tuner.target)
+
+
+def _missing_device(then: Any, now: Any) -> str:
+    """Why this process has no device of the entry's kind, where it probed for one and fell back
+    (an NPU node whose CANN set_env.sh was not sourced: torch_npu failed to import, and the miss
+    said only "device: 'npu' -> 'cpu'"; a tester, 2026-12-04)."""
+    if not isinstance(then, str) or then == now or then not in ("npu", "cuda"):
+        return ""
+    from triton_dist._backends import BACKENDS
+
+    try:
+        reason = BACKENDS[then].load().probe()
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        reason = f"{type(exc).__name__}: {exc}"
+    return f"; this process found no {then} device: {reason}" if reason else ""
