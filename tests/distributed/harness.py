@@ -36,6 +36,9 @@ def _child(fn: Callable[..., Any], rank: int, world_size: int, port: int, env: d
 
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world_size, timeout=datetime.timedelta(seconds=pg_timeout_s))
+        # every rank is in the group before any runs: rank 0 (the store's host) raising at once and
+        # exiting reset the connection of a rank still making its gloo group (CI, 2026-12-04)
+        dist.barrier()
         result = {"ok": fn(rank, world_size, *args)}
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
         result = {"error": type(exc).__name__, "message": str(exc), "mro": [c.__name__ for c in type(exc).__mro__],
