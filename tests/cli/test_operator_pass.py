@@ -166,6 +166,20 @@ def test_export_never_replaces_a_link_or_a_device_and_import_never_reads_one(cac
     assert code == 1 and "not a regular file" in err
 
 
+def test_a_link_loop_as_root_and_an_over_long_id_are_told_what_they_are(cache_dir, tmp_path, capsys):
+    """A root that is a loop of links was said to link to a folder "which does not exist: create that
+    folder" (it exists: it links back); `show` of an id too long for a file name gave the
+    permissions advice (a tester's hostile inputs, 2026-12-04)."""
+    one, two = tmp_path / "loop1", tmp_path / "loop2"
+    one.symlink_to(two)
+    two.symlink_to(one)
+    code, _, err = run(capsys, "ls", "--dir", str(one))
+    assert code == 1 and "leads back to itself" in err and "create that folder" not in err
+    assert _tune(1) == 2
+    code, _, err = run(capsys, "show", "a" * 300)
+    assert code == 1 and "has an id starting with" in err and "permissions" not in err
+
+
 def test_a_cache_root_that_is_a_link_to_a_missing_folder_is_said_so(tmp_path, monkeypatch, capsys):
     """A root that is a symbolic link to a volume not mounted yet: the tuner warned "[Errno 17] File
     exists", `ls` "the directory does not exist" and `verify` "no cache there" (found by a tester,

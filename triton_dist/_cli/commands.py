@@ -99,10 +99,17 @@ def _speedup(default: Any, best: Any) -> str:
     return "-"
 
 
+def _is_file(spec: str) -> bool:
+    try:
+        return Path(spec).expanduser().is_file()
+    except OSError:  # a name too long for a file (ENAMETOOLONG) is no file: an id, or nothing (a tester)
+        return False
+
+
 def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
-    if not root.is_dir() and not Path(args.entry).expanduser().is_file():
+    if not root.is_dir() and not _is_file(args.entry):
         raise no_cache(root)
-    if not Path(args.entry).expanduser().is_file():
+    if not _is_file(args.entry):
         function = args.entry.rpartition("/")[0]
         if function:
             require_readable(root, [function])

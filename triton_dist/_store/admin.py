@@ -215,8 +215,11 @@ def list_entries(root: Path,
 def find_entry(root: Path, spec: str) -> Path:
     """An entry by path, by id, by unique id prefix, or by ``function/id-prefix``."""
     as_path = Path(spec).expanduser()
-    if as_path.is_file() or (_packs.is_packed(as_path) and as_path.parent.is_file()):
-        return as_path
+    try:
+        if as_path.is_file() or (_packs.is_packed(as_path) and as_path.parent.is_file()):
+            return as_path
+    except OSError:  # a name too long for a file (ENAMETOOLONG): not a file; told so below (a tester)
+        pass
     function, _, prefix = spec.rpartition("/")
     prefix = prefix.removesuffix(".json").lower()
     if not prefix or not re.fullmatch(r"[0-9a-f.tz-]+", prefix):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import errno
 import functools
 import hashlib
 import inspect
@@ -265,6 +266,12 @@ def dangling_link(root: Path) -> str | None:
         except OSError:  # a name too long for the file system (a tester): not a link's fault
             continue
         if dangling:
+            try:
+                os.stat(path)
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:  # links that lead back to themselves: nothing to create (a tester)
+                    return (f"{path} is a symbolic link that leads back to itself through {target} (a loop): "
+                            "point it, or the cache, at a real folder")
             return (f"{path} is a symbolic link to {target}, which does not exist: create "
                     "that folder (or mount its volume), or point the cache elsewhere")
     return None
