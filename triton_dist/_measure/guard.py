@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from triton_dist._kinds import KINDS
 from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
 from triton_dist._warn import collected, warn_user
@@ -461,7 +462,7 @@ def _callers_torch_state(torch: Any) -> Callable[[], contextlib.ExitStack]:
     them the candidates of a call under ``torch.autocast(bfloat16)`` and a user's
     ``TorchFunctionMode`` were timed as float32 without the mode (a tester, 2026-12-04)."""
     casts = []
-    for device_type in ("cpu", "cuda", "npu", "xpu"):
+    for device_type in KINDS:  # the device kinds this project knows (torch's autocast device types)
         try:
             if torch.is_autocast_enabled(device_type):
                 casts.append((device_type, torch.get_autocast_dtype(device_type)))

@@ -206,8 +206,7 @@ def describe(exc: BaseException) -> str:
 
 def _banner(line: str) -> bool:
     """A line of rules and tags (``///---[ERROR][Triton][BEG]---``, ``=====``), not a reason."""
-    words = "".join(c if c.isalnum() else " " for c in line).split()
-    return sum(len(w) for w in words) < 0.5 * len(line) or all(w.isupper() or w == "Triton" for w in words)
+    return sum(c.isalnum() for c in line) < 0.5 * len(line)
 
 
 def synchronize_after_failure(backend: Backend, result: CandidateResult) -> DeviceStateError | None:

@@ -262,12 +262,13 @@ def _missing_device(then: Any, now: Any) -> str:
     """Why this process has no device of the entry's kind, where it probed for one and fell back
     (an NPU node whose CANN set_env.sh was not sourced: torch_npu failed to import, and the miss
     said only "device: 'npu' -> 'cpu'"; a tester, 2026-12-04)."""
-    if not isinstance(then, str) or then == now or then not in ("npu", "cuda"):
-        return ""
-    from triton_dist._backends import BACKENDS
+    from triton_dist._kinds import KINDS
 
+    kind = KINDS.get(then) if isinstance(then, str) else None
+    if kind is None or then == now:
+        return ""
     try:
-        reason = BACKENDS[then].load().probe()
+        reason = kind.probe()  # (the CPU's: None)
     except Exception as exc:  # noqa: BLE001 - a hint only
         reason = f"{type(exc).__name__}: {exc}"
     return f"; this process found no {then} device: {reason}" if reason else ""
