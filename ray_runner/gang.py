@@ -271,8 +271,8 @@ class Gang:
         return "127.0.0.1" if same_node else self.nodes[ranks[0]]["ip"]
 
     def port(self, ranks: tuple[int, ...]) -> Any:
-        """A free port for the store of a world of ``ranks`` (an ObjectRef)."""
-        return self.actors[ranks[0]].free_port.remote(self._addr(ranks))
+        """The port of the store the first of ``ranks`` hosts for their next world (an ObjectRef)."""
+        return self.actors[ranks[0]].host_store.remote(self._addr(ranks), self.opts.rendezvous_timeout_s)
 
     def form(self, ranks: tuple[int, ...], port: int) -> list[Any]:
         """Every rank of ``ranks`` leaves its world and joins a new one of exactly ``ranks``

@@ -199,6 +199,7 @@ class CaseWorker:
         #: (world id, its size, this actor's rank in it): the world this actor is in (see form)
         self.formation: tuple[int, int, int] | None = None
         self._form_error: str | None = None
+        self._hosted: Any = None  # the store this actor hosts for the world it forms next (rank 0)
         self._args_key: tuple | None = None
         self._args: tuple[tuple, dict[str, Any]] | None = None
         # pooled gangs (ray_runner/pool.py): rank 0 holds the claim and reaps the idle gang
@@ -258,10 +259,12 @@ class CaseWorker:
         return {"node_id": ctx.get_node_id(), "ip": ray.util.get_node_ip_address(),
                 "host": socket.gethostname(), "pid": os.getpid()}
 
-    def free_port(self, host: str) -> int:
-        with socket.socket() as s:
-            s.bind((host, 0))
-            return int(s.getsockname()[1])
+    def host_store(self, host: str, timeout_s: float) -> int:
+        """Rank 0 of a block: host the store of the block's next world; its port (see form)."""
+        from .world import host_store
+
+        self._hosted = host_store(host, timeout_s)
+        return int(self._hosted.port)
 
     def form(self, fid: int, addr: str, port: int, size: int, rank: int, timeout_s: float) -> None:
         """Make this actor rank ``rank`` of the ``size``-rank world ``fid`` (:mod:`ray_runner.world`):
@@ -272,8 +275,9 @@ class CaseWorker:
         self._args_key, self._args = None, None  # tensors of the previous world's case
         self._enter()  # busy: a kept gang's reaper must not end it while it forms (imports: seconds)
         try:
+            hosted, self._hosted = (self._hosted if rank == 0 else None), None
             form_world(addr, port, size, rank, local_index=self.local_index, timeout_s=timeout_s,
-                       backend=self.backend)
+                       backend=self.backend, hosted=hosted)
         except BaseException as exc:
             self._form_error = f"{type(exc).__name__}: {exc}"[:500]
             raise

@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["fake_world", "form_world", "leave_world"]
+__all__ = ["fake_world", "form_world", "host_store", "leave_world"]
 
 #: the environment variables a launcher sets and a world answers for
 _ENV = ("RANK", "WORLD_SIZE")
@@ -43,18 +43,30 @@ def leave_world() -> None:
         dist.destroy_process_group()
 
 
+def host_store(addr: str, timeout_s: float) -> Any:
+    """A new TCP store for a world's rendezvous, listening on a port the kernel picks (its
+    ``.port``). Rank 0 hosts it: picking a free port first and binding it later is a race another
+    process can win (``EADDRINUSE``: a CI run lost a kept gang to it)."""
+    import torch.distributed as dist
+
+    return dist.TCPStore(addr, 0, is_master=True, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=timeout_s))
+
+
 def form_world(addr: str, port: int, size: int, rank: int, *, local_index: int, timeout_s: float,
-               backend: Any) -> Any:
+               backend: Any, hosted: Any = None) -> Any:
     """Make this actor rank ``rank`` of a ``size``-rank world whose store is at ``addr:port``
-    (hosted by rank 0). Blocks until every rank of the world has joined (``timeout_s``)."""
+    (``hosted``: rank 0's own, from :func:`host_store`). Blocks until every rank of the world has
+    joined (``timeout_s``)."""
     import torch
     import torch.distributed as dist
 
     from triton_dist.dist import init_distributed
 
     leave_world()
-    world = init_distributed(rank, size, init_method=f"tcp://{addr}:{port}", timeout_s=timeout_s,
-                             local_rank=local_index)
+    store = hosted if hosted is not None else dist.TCPStore(
+        addr, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s))
+    world = init_distributed(rank, size, store=store, timeout_s=timeout_s, local_rank=local_index)
     os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(size)})
     # One collective now: NCCL/HCCL communicators are created lazily; creating them while every
     # rank of the block is here proves the world works before a case depends on it.

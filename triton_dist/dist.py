@@ -79,8 +79,11 @@ def init_distributed(
     init_method: str | None = None,
     timeout_s: float = 600.0,
     local_rank: int | None = None,
+    store: Any = None,
 ) -> Any:
-    """Initialise torch.distributed for this device (idempotent) and register the world group."""
+    """Initialise torch.distributed for this device (idempotent) and register the world group.
+
+    ``store`` (a ``torch.distributed.Store``) rendezvouses instead of ``init_method``."""
     import torch.distributed as dist
 
     backend = get_backend()
@@ -89,9 +92,10 @@ def init_distributed(
         world_size = int(os.environ["WORLD_SIZE"]) if world_size is None else world_size
         local = int(os.environ.get("LOCAL_RANK", rank)) if local_rank is None else local_rank
         backend.set_device(local)
+        where = {"store": store} if store is not None else {"init_method": init_method or "env://"}
         dist.init_process_group(
             backend=backend.dist_backend,
-            init_method=init_method or "env://",
+            **where,
             rank=rank,
             world_size=world_size,
             timeout=datetime.timedelta(seconds=timeout_s),

@@ -10,17 +10,21 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import socket
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def hosted_store(timeout_s: float) -> Any:
+    """A TCP store this process hosts on a port the kernel picks (``.port``): the ranks join it
+    as clients, so no other process can take the port between picking and binding it."""
+    import datetime
+
+    import torch.distributed as dist
+
+    return dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=timeout_s))
 
 
 def _child(fn: Callable[..., Any], rank: int, world_size: int, port: int, env: dict[str, str],
@@ -34,8 +38,9 @@ def _child(fn: Callable[..., Any], rank: int, world_size: int, port: int, env: d
 
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world_size, timeout=datetime.timedelta(seconds=pg_timeout_s))
+        timeout = datetime.timedelta(seconds=pg_timeout_s)
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size, timeout=timeout)
         # every rank is in the group before any runs: rank 0 (the store's host) raising at once and
         # exiting reset the connection of a rank still making its gloo group (CI, 2026-12-04)
         dist.barrier()
@@ -51,7 +56,8 @@ def run_ranks(fn: Callable[..., Any], world_size: int, *, timeout_s: float = 90.
               env: dict[str, str] | None = None, rank_env: dict[int, dict[str, str]] | None = None,
               pg_timeout_s: float = 60.0, args: tuple = (), tmp: Path) -> list[dict[str, Any]]:
     ctx = mp.get_context("spawn")
-    port = free_port()
+    store = hosted_store(pg_timeout_s + timeout_s)  # held (and listening) until every rank is done
+    port = store.port
     procs, outs = [], []
     for rank in range(world_size):
         out = tmp / f"rank{rank}.result.json"
