@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import socket
 import traceback
 from collections import Counter
 from pathlib import Path
@@ -63,8 +62,9 @@ def _child(rank: int, port: int, out: str, args: tuple) -> None:
 
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                                timeout=datetime.timedelta(seconds=60))
+        timeout = datetime.timedelta(seconds=60)  # the parent hosts the store: no port race
+        store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=2, timeout=timeout)
         result = {"ok": grow(rank, *args)}
     except BaseException as exc:  # noqa: BLE001 - reported to the test
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
@@ -73,9 +73,13 @@ def _child(rank: int, port: int, out: str, args: tuple) -> None:
 
 
 def run_two_ranks(tmp: Path, *args: str, timeout_s: float = 120) -> list[dict[str, Any]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    import datetime
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout_s + 60))
+    port = store.port
     ctx = mp.get_context("spawn")
     outs = [tmp / f"rank{r}.json" for r in range(2)]
     procs = [ctx.Process(target=_child, args=(r, port, str(outs[r]), args)) for r in range(2)]
