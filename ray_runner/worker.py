@@ -263,7 +263,11 @@ class CaseWorker:
         """Rank 0 of a block: host the store of the block's next world; its port (see form)."""
         from .world import host_store
 
-        self._hosted = host_store(host, timeout_s)
+        self._enter()  # busy: a kept gang's reaper must not end it (torch.distributed's import: seconds)
+        try:
+            self._hosted = host_store(host, timeout_s)
+        finally:
+            self._leave()
         return int(self._hosted.port)
 
     def form(self, fid: int, addr: str, port: int, size: int, rank: int, timeout_s: float) -> None:

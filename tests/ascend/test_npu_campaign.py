@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ import yaml
 
 from ray_runner.campaign import RunOptions, run_campaign
 from ray_runner.spec import parse_campaign
+from tests.launcher import agent_store
 from triton_dist._backends.npu import NpuBackend
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(420)]
@@ -52,22 +52,15 @@ def npu_ray() -> Iterator[None]:
             os.chdir(cwd)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def verify_hits(cache: Path, world_size: int, calls: list[tuple[str, str, dict[str, Any]]]) -> list[dict]:
     """W fresh processes in strict cache-only mode on the NPU stand-in (hccl when W > 1)."""
     spec = json.dumps({"world_size": world_size, "calls": [list(c) for c in calls]})
-    port = free_port()
+    store, launch = agent_store()
     procs = []
     for rank in range(world_size):
         env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache), "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict",
                "TRITON_DIST_DEVICE": "npu", "TRITON_INTERPRET": "1", "RANK": str(rank),
-               "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank), "MASTER_ADDR": "127.0.0.1",
-               "MASTER_PORT": str(port)}
+               "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank), **launch}
         env.pop("NPU_PROBE_DIR", None)
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.ascend.verify_npu_hits", spec], cwd=REPO,
                                       env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,21 +15,18 @@ from typing import Any
 
 import pytest
 
+from tests.launcher import agent_store
+
 WORKER = Path(__file__).resolve().parent / "_dist_worker.py"
 REPO = Path(__file__).resolve().parents[2]
 WORLD = 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_ranks(cwd: Path, env_extra: dict[str, str], timeout_s: float) -> list[dict[str, Any]]:
-    port = free_port()
+    store, launch = agent_store()
+    port = int(launch["MASTER_PORT"])
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE=str(WORLD),
+    env.update(**launch, WORLD_SIZE=str(WORLD),
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")])),
                TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S="60", **env_extra)
     procs, outs = [], []

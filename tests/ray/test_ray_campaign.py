@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,6 +18,7 @@ import yaml
 from ray_runner.campaign import RunOptions, run_campaign
 from ray_runner.preflight import preflight, summarize
 from ray_runner.spec import parse_campaign
+from tests.launcher import agent_store
 from tests.ray_local import RAY_ENV, local_ray
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
@@ -45,22 +45,16 @@ def target(paths: tuple[str, str], world_size: int, cases: list[dict[str, Any]])
     return {"function": paths[0], "args": paths[1], "world_size": world_size, "cases": cases}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def verify_hits(cache: Path, world_size: int, calls: list[tuple[str, str, dict[str, Any]]]) -> list[dict]:
     """Fresh processes (W of them, a gloo group when W > 1) in strict cache-only mode call the
     functions; they fail on any miss and on any measurement. Returns their JSON lines."""
     spec = json.dumps({"world_size": world_size, "calls": [list(c) for c in calls]})
-    port = free_port()
+    store, launch = agent_store()
     procs = []
     for rank in range(world_size):
         env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache), "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict",
                "TRITON_INTERPRET": "1", "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+               **launch}
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.ray.verify_hits", spec], cwd=REPO, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     lines = []

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from ray_runner.campaign import RunOptions, run_campaign
 from ray_runner.fleet import check_hardware
 from ray_runner.preflight import preflight, summarize
 from ray_runner.spec import parse_campaign
+from tests.launcher import agent_store
 from tests.served import served
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(420)]
@@ -40,24 +40,18 @@ SCALED = ("tests.ray.fleet_targets:scaled", "tests.ray.fleet_targets:make_args")
 KINDS = {"KA": ("test-kind-a", 1), "KB": ("test-kind-b", 2)}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def strict_job(root: Path, override: str, fast: int, world_size: int,
                cases: list[dict[str, Any]]) -> tuple[int, list[dict], str]:
     """A fresh training job "on" a node of a kind: its digest override, its cache root, strict
     cache-only (a miss raises, measuring raises); W processes in a gloo world when W > 1."""
     spec = json.dumps({"world_size": world_size, "calls": [[*SCALED, case] for case in cases]})
-    port = _free_port()
+    store, launch = agent_store()
     procs = []
     for rank in range(world_size):
         env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(root), "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict",
                "TRITON_DIST_HARDWARE_OVERRIDE": override, "FLEET_TEST_FAST_CFG": str(fast),
                "RANK": str(rank), "WORLD_SIZE": str(world_size), "LOCAL_RANK": str(rank),
-               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+               **launch}
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.ray.verify_hits", spec], cwd=REPO, env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     code, lines, errors = 0, [], ""

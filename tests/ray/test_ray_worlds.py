@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ import pytest
 from ray_runner.campaign import RunOptions, run_campaign
 from ray_runner.preflight import preflight, summarize
 from ray_runner.spec import parse_campaign
+from tests.launcher import agent_store
 from tests.ray_local import local_ray
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
@@ -53,16 +53,14 @@ def target(world_size: int, cases: list[dict[str, Any]]) -> dict[str, Any]:
 def inline_job(cache: Path, world_size: int, ns: list[Any], **env: str) -> list[dict[str, Any]]:
     """A fresh job of ``world_size`` gloo ranks (initialised also for 1, the registered group
     used as users do) in strict cache-only mode, measuring refused; its JSON lines."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    store, launch = agent_store()
     spec = json.dumps({"world_size": world_size, "init": True, "registered": True,
                        "calls": [[*ADD, {"n": n}] for n in ns]})
     procs = []
     for rank in range(world_size):
         proc_env = {**os.environ, "TRITON_DIST_AUTOTUNE_DIR": str(cache), "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "strict",
                     "TRITON_INTERPRET": "1", "RANK": str(rank), "WORLD_SIZE": str(world_size),
-                    "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), **env}
+                    "LOCAL_RANK": "0", **launch, **env}
         procs.append(subprocess.Popen([sys.executable, "-m", "tests.ray.verify_hits", spec], cwd=REPO,
                                       env=proc_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     lines = []
