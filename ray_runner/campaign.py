@@ -26,7 +26,7 @@ from .fleet import Fleet
 from .gang import GangOptions
 from .hardware import FleetPlan, plan_fleet
 from .progress import Progress
-from .results import ResultStream, campaign_digest, entry_paths_by_kind, stream_path
+from .results import ResultStream, campaign_digest, digest_parts, entry_paths_by_kind, stream_path
 from .spec import Campaign
 
 __all__ = ["CampaignResult", "RunOptions", "run_campaign"]
@@ -137,9 +137,11 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                     "the campaign's results and report could not be written. Pass --report-dir DIR or set "
                     "report_dir: in the campaign file to a directory this user can write.")
     with contextlib.ExitStack() as stack:
-        stream = stack.enter_context(_results_stream(campaign, root, options))
         resources = _embedded_resources(campaign) if _starts_embedded(options) else None
         ray = stack.enter_context(ray_session(options.address, resources=resources))
+        # after connecting: a run that cannot connect left a new stream behind, and the next run
+        # moved it over the real one's .prev copy (a tester, 2026-12-05)
+        stream = stack.enter_context(_results_stream(campaign, root, options))
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
         ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
@@ -280,8 +282,9 @@ def _results_stream(campaign: Campaign, root: Path, options: RunOptions) -> Iter
     """The campaign's results stream (next to its report); in a temporary directory when no
     report is written (nothing to resume from then)."""
     if options.write_report:
-        stream = ResultStream(stream_path(campaign, options.report_dir), campaign_digest(campaign, root),
-                              resume=not options.force, serves=entry_serves(campaign))
+        parts = digest_parts(campaign, root)
+        stream = ResultStream(stream_path(campaign, options.report_dir), campaign_digest(campaign, root, parts),
+                              resume=not options.force, serves=entry_serves(campaign), parts=parts)
         try:
             yield stream
         finally:

@@ -43,7 +43,10 @@ MAX_SLOTS = 64
 MAX_FILES = 5000
 
 
-def _package_files(module: str) -> list[Path]:
+def _package_files(module: str) -> list[tuple[str, Path]]:
+    """The ``.py`` files of ``module``'s top-level package (or the module's file), each with its
+    path relative to the folder that holds the package: the digest must not change with where the
+    code lies (``ray job submit --working-dir`` unpacks it into a new session folder each time)."""
     top = module.split(".")[0]
     try:
         spec = importlib.util.find_spec(top)
@@ -56,14 +59,17 @@ def _package_files(module: str) -> list[Path]:
         here = Path.cwd()
         package, single = here / top, here / f"{top}.py"
         if (package / "__init__.py").is_file():
-            return sorted(package.rglob("*.py"))
-        return [single] if single.is_file() else []
+            return [(f.relative_to(here).as_posix(), f) for f in sorted(package.rglob("*.py"))]
+        return [(single.name, single)] if single.is_file() else []
     if spec.submodule_search_locations:
-        files: list[Path] = []
+        files: list[tuple[str, Path]] = []
         for root in spec.submodule_search_locations:
-            files.extend(sorted(Path(root).rglob("*.py")))
+            base = Path(root)
+            files.extend((f"{top}/{f.relative_to(base).as_posix()}", f) for f in sorted(base.rglob("*.py")))
         return files
-    return [Path(spec.origin)] if spec.origin and spec.origin not in ("built-in", "frozen") else []
+    if spec.origin and spec.origin not in ("built-in", "frozen"):
+        return [(Path(spec.origin).name, Path(spec.origin))]
+    return []
 
 
 def code_digest(modules: Iterable[str]) -> str:
@@ -73,11 +79,11 @@ def code_digest(modules: Iterable[str]) -> str:
     seen: set[Path] = set()
     for module in sorted({*modules, "triton_dist", "ray_runner"}):
         files = _package_files(module)
-        for i, path in enumerate(files):
+        for i, (rel, path) in enumerate(files):
             if path in seen:
                 continue
             seen.add(path)
-            h.update(str(path).encode())
+            h.update(rel.encode() + b"\0")
             try:
                 h.update(path.read_bytes() if i < MAX_FILES else str(path.stat().st_size).encode())
             except OSError:

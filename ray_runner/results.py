@@ -12,8 +12,9 @@ there, readable, and — where the driver can import the target — made by the 
 source for every config of its current space, as the hit rule asks: ``serves``) is not dispatched
 again, provided the stream was written for the same campaign (its targets, environment, device,
 correctness check, cache root and the code of its modules: the ``digest``). A different digest,
-or ``--force``, starts a new stream (the old one is kept as ``.results.prev.jsonl``); the cases
-then go through the usual identification, which still skips what the cache holds. Deciding what
+or ``--force``, starts a new stream (the old one is kept as ``.results.prev.jsonl``; the log names
+the parts that differ); the cases then go through the usual identification, which still skips
+what the cache holds. One driver at a time appends (``.results.jsonl.lock``, :class:`_RunLock`). Deciding what
 is done reads the file once: 5,000 rows take ~0.1 s.
 """
 
@@ -31,9 +32,10 @@ from typing import IO, Any
 
 from triton_dist._store import files as _cache
 
+from .errors import InfrastructureError
 from .spec import Campaign, CaseSpec, case_text
 
-__all__ = ["ResultStream", "campaign_digest", "case_id", "case_row", "config_text", "entry_paths",
+__all__ = ["ResultStream", "campaign_digest", "case_id", "digest_parts", "case_row", "config_text", "entry_paths",
            "entry_paths_by_kind", "read_rows", "row_key", "stream_path"]
 
 log = logging.getLogger(__name__)
@@ -65,16 +67,26 @@ def _key(row: dict[str, Any]) -> str:
     return row_key(row["case_id"], row.get("hardware"))
 
 
-def campaign_digest(campaign: Campaign, root: Path) -> str:
-    """What a stream's rows are valid for: the campaign's targets and settings, the cache root
-    and the code (:func:`ray_runner.pool.code_digest`) of the target modules."""
+def digest_parts(campaign: Campaign, root: Path) -> dict[str, str]:
+    """What a stream's rows are valid for, part by part (a new stream names the parts that
+    changed): the campaign's targets, its settings (environment, device, resource, correctness
+    check), the cache root and the code (:func:`ray_runner.pool.code_digest`) of the target modules."""
     from .pool import code_digest
 
-    code = code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))
-    blob = json.dumps([[(t.function, t.args, t.world_size) for t in campaign.targets], sorted(campaign.env),
-                       campaign.device, campaign.ray_resource, campaign.check_correctness,
-                       str(Path(root).resolve()), code])
-    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+    def h(value: Any) -> str:
+        return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:12]
+
+    return {"targets": h([(t.function, t.args, t.world_size) for t in campaign.targets]),
+            "settings": h([sorted(campaign.env), campaign.device, campaign.ray_resource, campaign.check_correctness]),
+            "cache root": str(Path(root).resolve()),
+            "code": code_digest(path.split(":")[0] for t in campaign.targets for path in (t.function, t.args))}
+
+
+def campaign_digest(campaign: Campaign, root: Path, parts: dict[str, str] | None = None) -> str:
+    """One digest of :func:`digest_parts` (``parts``, when computed already): a stream written
+    under another is not resumed."""
+    parts = digest_parts(campaign, root) if parts is None else parts
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _value_text(value: Any) -> str:
@@ -205,9 +217,15 @@ class ResultStream:
     """Appends one row per finished case to the campaign's stream (flushed per row)."""
 
     def __init__(self, path: Path, digest: str, *, resume: bool,
-                 serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None) -> None:
+                 serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None,
+                 parts: dict[str, str] | None = None) -> None:
         """``serves(row, entry)``: why an earlier run's entry no longer serves its case (its
-        target's source or space changed since), or None; such a case is run again."""
+        target's source or space changed since), or None; such a case is run again. ``parts``:
+        the digest's parts (:func:`digest_parts`), recorded so that a later run names what changed.
+
+        One run at a time appends to a stream: a second driver of the same campaign (and report
+        folder) is an :class:`~ray_runner.errors.InfrastructureError` naming the first (two drivers
+        appended to one stream and tuned the same cases twice: a tester, 2026-12-05)."""
         self.path = path
         self.digest = digest
         #: row_key -> status of the cases an earlier run finished (what this run skips)
@@ -222,6 +240,16 @@ class ResultStream:
         #: the lanes of a campaign over several kinds (ray_runner.fleet) write from their threads
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
+        self._run_lock = _RunLock(path)
+        try:
+            self._open(path, digest, resume, serves, parts)
+        except BaseException:
+            self._run_lock.release()
+            raise
+
+    def _open(self, path: Path, digest: str, resume: bool,
+              serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None,
+              parts: dict[str, str] | None) -> None:
         rows, headers = read_rows(path)
         if headers and headers[-1].get("digest") == digest and resume:
             self.run = int(headers[-1].get("run", 0)) + 1
@@ -233,14 +261,14 @@ class ResultStream:
                         self.hardware[row.get("hardware")].add(row["digest"])
             del rows
         elif path.exists():
-            why = "--force" if not resume else "written for another campaign, cache root or code"
+            why = "--force" if not resume else _changed(headers[-1] if headers else {}, parts)
             os.replace(path, path.with_name(path.name.replace(".results.jsonl", ".results.prev.jsonl")))
             log.info("results file %s: %s; starting a new one (the old one is kept as .results.prev.jsonl)",
                      path, why)
         self._file: IO[str] | None = open(path, "a", encoding="utf-8")
         if _torn(path):  # the last line is a fragment (a driver killed mid-append): start a line of our own
             self._file.write("\n")
-        self._write({"run": self.run, "digest": digest})
+        self._write({"run": self.run, "digest": digest, **({"parts": parts} if parts else {})})
 
     def _write(self, record: dict[str, Any]) -> None:
         if self._file is None:
@@ -276,11 +304,59 @@ class ResultStream:
             self._close()
 
     def _close(self) -> None:
-        if self._file is not None:
-            try:
-                self._file.close()
-            finally:
-                self._file = None
+        try:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                finally:
+                    self._file = None
+        finally:
+            self._run_lock.release()
+
+
+class _RunLock:
+    """The stream's run lock, taken without waiting (``flock`` on ``<stream>.lock``, which the
+    kernel releases when the driver dies); the file names the driver that holds it."""
+
+    def __init__(self, path: Path) -> None:
+        import fcntl
+        import socket
+
+        self.path = path.with_name(path.name + ".lock")
+        try:
+            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError as exc:
+            raise InfrastructureError(
+                f"cannot lock the results file {path} ({exc}): pass --report-dir DIR or set report_dir: in "
+                "the campaign file to a directory this user can write") from None
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(self._fd, 200, 0).decode("utf-8", "replace").strip() or "another driver"
+            self.release()
+            raise InfrastructureError(
+                f"another run of this campaign is appending to {path} ({holder}): two runs at once would "
+                "tune the same cases twice. Wait for it to end, or give this run another --report-dir") from None
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+
+    def release(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)  # the lock goes with the file description
+
+
+def _changed(header: dict[str, Any], parts: dict[str, str] | None) -> str:
+    """What differs between the stream's last run and this one, as the new stream's reason."""
+    before = header.get("parts")
+    if not isinstance(before, dict) or not parts:
+        return "written for another campaign, cache root or code"
+    changed = [name for name in parts if before.get(name) != parts[name]]
+    if not changed:
+        return "written for another campaign, cache root or code"
+    if "cache root" in changed:
+        changed[changed.index("cache root")] = f"cache root (was {before.get('cache root')})"
+    return "its " + ", ".join(changed) + (" differ" if len(changed) > 1 else " differs") + " from the last run's"
 
 
 def _torn(path: Path) -> bool:

@@ -75,6 +75,7 @@ def test_a_killed_run_resumes_from_its_stream_and_the_report_covers_both_runs(tm
     # the driver is killed in the middle of a row (no close): the torn line is ignored
     with open(first.path, "a", encoding="utf-8") as f:
         f.write('{"case_id": "torn", "status": "tu')
+    first._run_lock.release()  # the kernel releases a killed driver's lock with its process
     second = ResultStream(stream_path(campaign), digest, resume=True)
     first.close()  # (the killed driver's handle: only the process's end would close it)
     assert second.run == 2 and len(second.done) == 290  # failed cases are tried again
@@ -492,3 +493,64 @@ def test_each_kind_of_a_mixed_fleet_says_its_own_long_cases():
     assert gpu.running([("a", 40.0)], later)
     assert npu.running([("b", 40.0)], later)  # not hidden by the gpu lane's line
     assert not npu.running([("b", 41.0)], later + 1)
+
+
+def test_a_second_driver_of_a_running_campaign_is_refused_and_the_stream_left_whole(tmp_path: Path) -> None:
+    """Two drivers of one campaign appended to one stream and tuned the same cases twice (a tester,
+    2026-12-05): the second is an InfrastructureError naming the first; once the first ends, the
+    next run resumes."""
+    from ray_runner.errors import InfrastructureError
+
+    root = tmp_path / "cache"
+    campaign = _campaign(tmp_path, 4)
+    digest = campaign_digest(campaign, root)
+    first = ResultStream(stream_path(campaign), digest, resume=True)
+    _finish(sch.CaseQueue(campaign.cases(), 0, on_done=first.write), root, tuned=2, failed=0)
+    before = stream_path(campaign).read_bytes()
+    with pytest.raises(InfrastructureError, match=r"another run of this campaign .* \(pid \d+ on .*--report-dir"):
+        ResultStream(stream_path(campaign), digest, resume=True)
+    assert stream_path(campaign).read_bytes() == before  # no header of its own, nothing moved aside
+    first.close()
+    again = ResultStream(stream_path(campaign), digest, resume=True)
+    assert again.run == 2 and len(again.done) == 2
+    again.close()
+
+
+def test_a_new_stream_names_what_changed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from ray_runner.results import digest_parts
+
+    caplog.set_level("INFO", logger="ray_runner")
+    campaign = _campaign(tmp_path, 2)
+    for root in (tmp_path / "a", tmp_path / "b"):
+        parts = digest_parts(campaign, root)
+        ResultStream(stream_path(campaign), campaign_digest(campaign, root, parts), resume=True, parts=parts).close()
+    said = [r.getMessage() for r in caplog.records if "starting a new one" in r.getMessage()]
+    assert len(said) == 1 and f"its cache root (was {(tmp_path / 'a').resolve()}) differs" in said[0], said
+
+
+def test_the_code_digest_does_not_depend_on_where_the_code_lies(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `ray job submit --working-dir` the same files lie in a new session folder each time:
+    their paths went into the digest, so every submission (and every head restart) started the
+    results stream anew (a tester, 2026-12-05). The contents and the names inside the package count."""
+    import importlib
+    import sys
+
+    from ray_runner.pool import code_digest
+
+    digests = []
+    for where in ("one", "two"):
+        base = tmp_path / where
+        (base / "rr_digest_pkg").mkdir(parents=True)
+        (base / "rr_digest_pkg" / "__init__.py").write_text("X = 1\n")
+        (base / "rr_digest_pkg" / "targets.py").write_text("def f():\n    return 1\n")
+        (base / "rr_digest_single.py").write_text("Y = 2\n")
+        monkeypatch.chdir(base)  # a module found in the working directory only
+        monkeypatch.setattr(sys, "path", [str(base), *[p for p in sys.path if not p.startswith(str(tmp_path))]])
+        importlib.invalidate_caches()
+        digests.append(code_digest(["rr_digest_pkg.targets", "rr_digest_cwd_only"]))
+        (base / "rr_digest_cwd_only.py").write_text("Z = 3\n")
+        digests.append(code_digest(["rr_digest_pkg.targets", "rr_digest_cwd_only"]))
+    assert digests[0] == digests[2] and digests[1] == digests[3] and digests[0] != digests[1]
+    (tmp_path / "two" / "rr_digest_pkg" / "targets.py").write_text("def f():\n    return 2\n")
+    assert code_digest(["rr_digest_pkg.targets", "rr_digest_cwd_only"]) != digests[3]

@@ -120,6 +120,21 @@ def test_an_address_where_nothing_listens_fails_fast_and_validate_no_import_stay
     assert "valid campaign" in capsys.readouterr().out
 
 
+def test_a_run_that_cannot_connect_leaves_the_results_stream_alone(tmp_path, capsys):
+    """A mistyped --address started a new stream before failing (exit 3); the next correct run
+    then moved that near-empty stream over the real one's .prev copy (a tester, 2026-12-05)."""
+    reports = tmp_path / "r"
+    reports.mkdir()
+    stream = reports / "cpu.results.jsonl"
+    stream.write_text('{"run":1,"digest":"an-earlier-campaign"}\n{"case_id":"c","status":"tuned"}\n')
+    address = f"127.0.0.1:{_closed_port()}"
+    assert main(["run", str(CPU), "--address", address, "--report-dir", str(reports),
+                 "--cache-dir", str(tmp_path / "c")]) == 3
+    assert "cannot connect" in capsys.readouterr().err
+    assert sorted(p.name for p in reports.iterdir() if not p.name.endswith(".lock")) == [stream.name]
+    assert stream.read_text().count("\n") == 2
+
+
 @pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
 def test_a_report_directory_that_cannot_be_written_is_named_before_ray_starts(tmp_path, capsys, where):
     (tmp_path / "a-file").write_text("not a directory")
