@@ -7,6 +7,7 @@ See docs/cache.md.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as _dt
 import json
@@ -23,6 +24,7 @@ from triton_dist._store import packs as _packs
 from triton_dist._store.check import other_version
 from triton_dist._store.denied import denied
 from triton_dist._store.fingerprint import digest
+from triton_dist._store.stopped import Interrupted
 from triton_dist.errors import CacheAdminError
 
 __all__ = ["Removals", "config_fields", "entry_problem", "find_entry", "list_entries", "prune", "unreadable_dirs",
@@ -293,10 +295,27 @@ def _history_age_s(path: Path, now: float) -> float | None:
     return age_s(entry, now) if entry else None
 
 
+def _names(directory: Path) -> list[str]:
+    """The names in ``directory`` (none if it cannot be listed)."""
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return []
+
+
+def _starting_with(names: list[str], prefix: str) -> list[str]:
+    """The names of the sorted ``names`` that start with ``prefix``: a bisection, not a scan."""
+    start = bisect.bisect_left(names, prefix)
+    end = start
+    while end < len(names) and names[end].startswith(prefix):
+        end += 1
+    return names[start:end]
+
+
 def _remove(removal: Removal, path: Path, lock: bool) -> None:
     try:
-        if lock:
-            with _cache.locked(path):
+        if lock:  # its lock file goes with it (taken and removed while held: files.locked)
+            with _cache.locked(path, drop=True):
                 path.unlink(missing_ok=True)
         else:
             path.unlink(missing_ok=True)
@@ -351,7 +370,9 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
         return path.is_dir() and not path.is_symlink()
 
     for directory in function_dirs(root, functions):
-        for path in sorted(directory.glob("*.json")):
+        names = _names(directory)  # listed once: a glob per entry made prune quadratic (a tester)
+        logs = sorted(n for n in names if n.endswith(".log"))
+        for path in sorted(directory / n for n in names if n.endswith(".json")):
             if a_folder(path):
                 continue
             entry, why = _cache.load_json(path, root)
@@ -361,7 +382,7 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             found = reasons(path, entry, age_s(entry, now) if entry else None, why)
             if found:
                 plan.append((Removal(str(path), "; ".join(found)), path, True))
-                for log_path in sorted(directory.glob(f"{path.stem}*.log")):
+                for log_path in [directory / n for n in _starting_with(logs, path.stem)]:
                     plan.append((Removal(str(log_path), f"log of {path.name}"), log_path, False))
         for path, entry, why in _packed(directory, root):  # removed by rewriting their pack
             found = reasons(path, entry, age_s(entry, now) if entry else None, why)
@@ -386,15 +407,43 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             if stale:
                 plan.append((Removal(str(path), "temporary file of an interrupted write"), path, False))
     if not dry_run:
-        packed: dict[Path, list[tuple[Removal, str]]] = {}
-        for removal, path, lock in plan:
-            if _packs.is_packed(path):
-                packed.setdefault(_packs.canonical(path).parent, []).append((removal, path.stem))
-            else:
-                _remove(removal, path, lock)
-        for directory, removals in packed.items():
-            _remove_packed(root, directory, removals)
+        try:
+            _carry_out(root, plan, functions)
+        except KeyboardInterrupt:
+            done = sum(removal.done for removal, _, _ in plan)
+            raise Interrupted(f"removed {done} of {len(plan)} file(s) it had planned to; run the same "
+                              "command again to remove the rest") from None
     return Removals((removal for removal, _, _ in plan), kept, unreadable)
+
+
+LOCK_RE = re.compile(r"^([0-9a-f]{32})\.lock$")
+
+
+def _drop_orphan_locks(directory: Path, root: Path) -> None:
+    """Remove the lock files of entries that are gone (earlier prunes left one per removed entry),
+    each only if no one holds it (``files.drop_free_lock``). Bookkeeping: not listed as removals."""
+    ids = [m.group(1) for n in _names(directory / ".locks") if (m := LOCK_RE.match(n))]
+    if not ids:
+        return
+    live = {n[:-5] for n in _names(directory) if n.endswith(".json")}
+    live.update(eid for _, eid in _packs.packed_ids(directory, root))
+    for eid in ids:
+        if eid not in live:
+            _cache.drop_free_lock(directory / f"{eid}.json")
+
+
+def _carry_out(root: Path, plan: list[tuple[Removal, Path, bool]], functions: Iterable[str] | None) -> None:
+    """Remove what :func:`prune` planned (loose files one by one, packed entries per pack)."""
+    packed: dict[Path, list[tuple[Removal, str]]] = {}
+    for removal, path, lock in plan:
+        if _packs.is_packed(path):
+            packed.setdefault(_packs.canonical(path).parent, []).append((removal, path.stem))
+        else:
+            _remove(removal, path, lock)
+    for directory, removals in packed.items():
+        _remove_packed(root, directory, removals)
+    for directory in function_dirs(root, functions):
+        _drop_orphan_locks(directory, root)
 
 
 def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, str]]) -> None:

@@ -32,6 +32,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store.admin import HISTORY_RE, ID_RE, entry_problem, iter_entries
 from triton_dist._store.check import check_entry
 from triton_dist._store.packs import canonical, is_packed, load_entry
+from triton_dist._store.stopped import Interrupted
 from triton_dist.errors import CacheAdminError
 
 __all__ = ["export_archive", "import_archive"]
@@ -248,6 +249,9 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
                 with _cache.locked(path):
                     _cache.atomic_write_text(path, text)
             done += 1
+    except KeyboardInterrupt:
+        raise Interrupted(f"imported {done} of {len(plan)} file(s) of {archive}; those are whole (each written "
+                          "atomically), run the same command again to finish") from None
     except OSError as exc:
         raise CacheAdminError(f"import of {archive} stopped after {done} of {len(plan)} file(s): "
                               f"{exc}. The files written are complete entries; free space or fix "

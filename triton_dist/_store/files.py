@@ -342,9 +342,15 @@ def _lock_for(path: Path) -> FileLock:
 
 
 @contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
+def locked(path: Path, drop: bool = False) -> Iterator[None]:
     """``path``'s entry lock held inside; a wait over ``LOCK_SAY_AFTER_S`` is said (the lock file
-    named), one over ``LOCK_TIMEOUT_S`` raises ``OSError`` naming it and how to find its holder."""
+    named), one over ``LOCK_TIMEOUT_S`` raises ``OSError`` naming it and how to find its holder.
+
+    ``drop``: the lock file is removed while still held, when the body ends without an exception
+    (a pruned entry's: one lock file was left behind per removed entry, a tester). Safe because
+    it is held: no one else holds it then, and a process that opened that file before it went and
+    wins its lock afterwards finds it unlinked (filelock checks ``st_nlink`` after ``flock``) and
+    locks a new file of that name instead, as every later process does."""
     lock = _lock_for(path)
     try:
         lock.acquire(timeout=min(LOCK_SAY_AFTER_S, LOCK_TIMEOUT_S))
@@ -361,6 +367,26 @@ def locked(path: Path) -> Iterator[None]:
                           f"it; the lock goes with its holder)") from exc
     try:
         yield
+        if drop:
+            with contextlib.suppress(OSError):
+                os.unlink(lock.lock_file)
+    finally:
+        lock.release()
+
+
+def drop_free_lock(path: Path) -> bool:
+    """Remove the lock file of the entry ``path`` if no one holds it (taken without waiting,
+    removed while held: :func:`locked`); whether it was removed."""
+    lock = _lock_for(path)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return False
+    try:
+        os.unlink(lock.lock_file)
+        return True
+    except OSError:
+        return False
     finally:
         lock.release()
 

@@ -22,6 +22,7 @@ from triton_dist._store import packs as _packs
 from triton_dist._store.admin import entry_problem
 from triton_dist._store.check import check_entry, other_version
 from triton_dist._store.denied import denied, why_denied
+from triton_dist._store.stopped import Interrupted
 
 __all__ = ["Finding", "verify"]
 
@@ -129,7 +130,13 @@ def verify(root: Path) -> list[Finding]:
         return []
     if not root.is_dir():
         return [Finding(str(root), "foreign", "the cache root is not a directory")]
-    return list(_walk(root, root, 0))
+    findings: list[Finding] = []
+    try:
+        findings.extend(_walk(root, root, 0))
+    except KeyboardInterrupt:
+        raise Interrupted(f"checked {len(findings)} file(s) before it, no verdict (it only reads the cache: "
+                          "nothing changed)") from None
+    return findings
 
 
 def _walk_packs(folder: Path, root: Path) -> Iterator[Finding]:
