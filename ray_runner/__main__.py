@@ -147,6 +147,9 @@ def _run(args: argparse.Namespace) -> int:
         print(f"FAILED {run.spec.label()}: {run.errors[-1] if run.errors else ''}", file=sys.stderr)
     for error in result.seed_errors:
         print(f"SEED FAILED {error}", file=sys.stderr)
+    for lost in (s for s in result.seeded if s.get("lost")):
+        print(f"NOT SEEDED {lost.get('address')} (node {str(lost.get('node_id'))[:12]}): it left the cluster "
+              "(when it or a replacement joins: preflight, then run again with --seed nodes)", file=sys.stderr)
     for seeded in result.seeded:  # nodes that got entries but not the compiled binaries (issue 23)
         for why in (seeded.get("binaries") or {}).get("skipped", [])[:3]:
             print(f"binaries not shipped to {seeded.get('address') or seeded.get('host')}: {why}")

@@ -147,6 +147,9 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
         ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
         opts = _gang_options(campaign, options, kind, resource)
         plan = plan_fleet(campaign.hardware, ray.nodes(), resource)
+        start_nodes = [n for n in ray.nodes() if n.get("Alive")]
+        if options.seed == "nodes":
+            _check_node_roots(root, options)
         todo, resumed, progress, total = _cases(campaign, stream, plan, options)
         fleet = Fleet(campaign, todo, resumed, stream, opts, root, options.force, plan, progress, ship_binaries=ship)
         del todo, resumed
@@ -181,7 +184,7 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
         if not interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
             try:  # every case is done: an interrupt now still gets its report (a re-run only seeds)
                 with on_interrupt(early_report):
-                    result.seeded = _seed(campaign, options, fleet, stream, plan, root, ship)
+                    result.seeded = _seed(campaign, options, fleet, stream, plan, root, ship, start_nodes)
             except KeyboardInterrupt:
                 interrupted = result.interrupted = True
     if options.write_report:
@@ -248,10 +251,25 @@ def _gang_options(campaign: Campaign, options: RunOptions, kind: str, resource: 
                        pool_code=pool_code, pool_idle_s=options.keep_gangs_s)
 
 
+def _check_node_roots(root: Path, options: RunOptions) -> None:
+    """``--seed nodes``: every node's cache root is writable, checked before any case is tuned."""
+    from .seed import check_node_roots
+
+    problems = check_node_roots(str(root) if options.cache_dir else None)
+    if problems:
+        raise InfrastructureError(
+            f"{len(problems)} node(s) cannot write their cache root, so --seed nodes could not give them the "
+            "campaign's entries: " + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+            + ". Make the folder writable by the Ray workers' user on those nodes (or point their "
+            "TRITON_DIST_AUTOTUNE_DIR, or --cache-dir, at one that is), or run with --seed none")
+
+
 def _seed(campaign: Campaign, options: RunOptions, fleet: Fleet, stream: ResultStream, plan: FleetPlan, root: Path,
-          ship: bool) -> list[dict[str, Any]]:
-    """Seed every node (each with its kind's entries and their binaries) or report the shared root."""
+          ship: bool, start_nodes: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Seed every node (each with its kind's entries and their binaries) or report the shared root.
+    A node alive when the campaign started and gone now is in the summaries as ``lost``."""
     from .binaries import load as load_binaries
+    from .seed import mark_lost
 
     by_kind = entry_paths_by_kind(stream.path, campaign, plan.kinds)
     paths = list(dict.fromkeys(p for kind_paths in by_kind.values() for p in kind_paths))
@@ -259,8 +277,14 @@ def _seed(campaign: Campaign, options: RunOptions, fleet: Fleet, stream: ResultS
         return [{"root": str(root), "written": len(paths), "unchanged": 0, "errors": []}]
     bundles = load_binaries(root, _load_entries(paths)) if ship else None
     # --cache-dir as the driver resolved it (root): a relative one would be each raylet's own
-    return fleet.seed(by_kind, root, str(root) if options.cache_dir else None,
-                      timeout_s=max(60.0, campaign.placement_timeout_s), binaries=bundles)
+    seeded = fleet.seed(by_kind, root, str(root) if options.cache_dir else None,
+                        timeout_s=max(60.0, campaign.placement_timeout_s), binaries=bundles)
+    reached = {s.get("node_id") for s in seeded}
+    gone = [{"node_id": n["NodeID"], "host": n.get("NodeManagerAddress"), "address": n.get("NodeManagerAddress"),
+             "root": None, "written": 0, "unchanged": 0, "errors": []}
+            for n in start_nodes or () if n["NodeID"] not in reached]
+    mark_lost(gone, set())
+    return seeded + gone
 
 
 def _load_entries(paths: list[str]) -> list[dict[str, Any]]:

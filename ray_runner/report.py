@@ -202,8 +202,23 @@ def markdown(report: dict[str, Any]) -> str:
                   "|---|---|---|---|---|---|"]
         for s in report["seeded"]:
             kind = s.get("hardware") or ("every kind" if "hardware" in s else "–")
-            lines.append(f"| {s.get('address') or s.get('host') or '–'} | {kind} | `{s.get('root')}` | "
-                         f"{s.get('written')} | {s.get('unchanged')} | {len(s.get('errors', []))} |")
+            node = f"{s.get('address') or s.get('host') or '–'}" + (
+                f" ({s['node_id'][:12]})" if s.get("node_id") else "")
+            errors = "left the cluster: not seeded" if s.get("lost") else len(s.get("errors", []))
+            lines.append(f"| {node} | {kind} | `{s.get('root')}` | "
+                         f"{s.get('written')} | {s.get('unchanged')} | {errors} |")
+        failed = [s for s in report["seeded"] if s.get("errors") or s.get("lost")]
+        if failed:  # the text, not only a count: the runbook sends operators to this file (a tester)
+            lines += ["", "Nodes not seeded in full:", ""]
+            for s in failed:
+                lines.append(f"- {s.get('address') or s.get('host') or '–'}"
+                             + (f" ({s['node_id'][:12]})" if s.get("node_id") else "") + ":")
+                if s.get("lost"):
+                    lines.append(f"  - left the cluster ({s['lost'][:300]}): when it or a replacement joins, "
+                                 "`preflight` names it and running the campaign again with `--seed nodes` seeds it")
+                lines += [f"  - {e.splitlines()[0][:300] if e else ''}" for e in s.get("errors", [])[:5]]
+                if len(s.get("errors", [])) > 5:
+                    lines.append(f"  - ... {len(s['errors']) - 5} more in the JSON report")
         shipped = [s for s in report["seeded"] if s.get("binaries")]
         if shipped:  # issue 23: the winners' compiled binaries in each node's Triton cache
             lines += ["", "| node | Triton cache | binaries installed | already there | skipped (would recompile) |",

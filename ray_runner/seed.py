@@ -40,7 +40,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packfile, packs
 
-__all__ = ["CHUNK_BYTES", "build_packs", "seed_nodes", "write_packs"]
+__all__ = ["CHUNK_BYTES", "build_packs", "check_node_roots", "mark_lost", "seed_nodes", "write_packs"]
 
 log = logging.getLogger(__name__)
 
@@ -227,13 +227,91 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
     for result in results:  # every node lacks them: each one's summary says so (and the run fails)
         result["errors"] += [f"not seeded, the driver's entry is unusable (run the campaign again to tune "
                              f"its case): {why}" for why in refused]
+    if any(r["errors"] for r in results):  # a node that died while seeding is lost, not failed
+        mark_lost(results, {n["NodeID"] for n in alive_nodes()})
     for result in results:
         log.info("seeded node %s (%s): %d written, %d already there, root %s, %.1fs%s", result["node_id"][:12],
                  result["address"], result["written"], result["unchanged"], result["root"], result["seconds"],
-                 f", {len(result['errors'])} errors" if result["errors"] else "")
-    log.info("seeded %d entries on %d node(s) in %.1fs", len(paths) - len(refused), len(nodes),
-             time.monotonic() - started)
+                 f", {len(result['errors'])} errors" if result["errors"] else
+                 " (left the cluster while seeding)" if result.get("lost") else "")
+    whole = [r for r in results if not r["errors"] and not r.get("lost")]
+    log.info("seeded %d entries on %d of %d node(s) in %.1fs%s", len(paths) - len(refused), len(whole),
+             len(nodes), time.monotonic() - started,
+             "" if len(whole) == len(nodes) else
+             "; not on " + ", ".join(f"{r['address']} ({r['node_id'][:12]})" for r in results if r not in whole))
     return results
+
+
+def mark_lost(results: Sequence[dict[str, Any]], alive: set[str]) -> None:
+    """Nodes of ``results`` that are no longer alive left the cluster: their errors (the task
+    could not be scheduled, its worker died) become ``lost``, said in a warning, and do not fail
+    the run: a node that is gone needs no entries, and one that comes back (or its replacement)
+    is found by ``preflight`` and seeded by running the campaign again (it resumes and only seeds).
+    A node that died before or while seeding was an error in one run and nothing in another (a
+    tester, 2026-12-05)."""
+    for result in results:
+        if result.get("node_id") in alive or result.get("lost"):
+            continue
+        result["lost"] = "; ".join(result.pop("errors", []) or ["left the cluster during the campaign"])[:500]
+        result["errors"] = []
+        log.warning("node %s (%s) left the cluster before it was seeded: its cache has none of this campaign's "
+                    "entries. When it (or a replacement) joins, `python -m ray_runner preflight` names it and "
+                    "running the campaign again with --seed nodes seeds it without tuning",
+                    result.get("address"), str(result.get("node_id"))[:12])
+
+
+def _root_here(cache_dir: str | None) -> dict[str, Any]:
+    """This node's cache root (as :func:`write_packs` resolves it), made and written to once."""
+    import tempfile
+
+    import ray
+
+    from triton_dist.settings import get_settings
+
+    root = Path(cache_dir).expanduser() if cache_dir is not None else get_settings().autotune_dir
+    error = None
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        error = f"{type(exc).__name__}: {exc}"[:300]
+    return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "root": str(root),
+            "error": error}
+
+
+def check_node_roots(cache_dir: str | None, timeout_s: float = 60.0) -> list[str]:
+    """Before a ``--seed nodes`` campaign tunes anything: every alive node's cache root can be
+    created and written (one task per node, no CPU asked). One line per node that cannot (a
+    read-only mount, a root owned by another user); a node that does not answer in ``timeout_s``
+    is said in a warning only. An unwritable node root was found only when seeding, after every
+    case was tuned (a tester, 2026-12-05)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ._ray import alive_nodes, import_ray
+
+    ray = import_ray()
+    task = ray.remote(num_cpus=0, max_retries=0)(_root_here)
+    nodes = alive_nodes()
+    refs = {task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
+            .remote(cache_dir): n for n in nodes}
+    ready, late = ray.wait(list(refs), num_returns=len(refs), timeout=timeout_s)
+    problems = []
+    for ref in ready:
+        node = refs[ref]
+        try:
+            answer = ray.get(ref, timeout=0)
+        except Exception as exc:  # noqa: BLE001 - a node that died meanwhile: seeding says so
+            log.warning("node %s: its cache root was not checked: %s", node.get("NodeManagerAddress"), exc)
+            continue
+        if answer["error"]:
+            problems.append(f"node {node.get('NodeManagerAddress')} ({answer['node_id'][:12]}, host "
+                            f"{answer['host']}): cache root {answer['root']}: {answer['error']}")
+    for ref in late:
+        ray.cancel(ref, force=True)
+        log.warning("node %s did not say within %gs whether its cache root is writable; seeding will tell",
+                    refs[ref].get("NodeManagerAddress"), timeout_s)
+    return problems
 
 
 def _collect(ray: Any, refs: dict[str, Any], totals: dict[str, dict[str, Any]], expected: str,
