@@ -66,6 +66,10 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
         if not nodes:
             return [{"host": "-", "error": f"no alive node has the {resource!r} resource", "rows": []}, *absent]
         env = {"env_vars": {**campaign.env_dict(), "TRITON_DIST_DEVICE": kind}}
+        for node in nodes:
+            if _no_free_device(node, resource):
+                log.warning("node %s: every %r is in use now: its check waits for one (up to --timeout %gs). %s",
+                            node.get("NodeManagerAddress"), resource, timeout_s, _busy_advice(resource))
         payload = ray.put(cases)  # once: each node's task pulls the same object
         del cases
         refs = _dispatch(ray, nodes, payload, cache_dir, timeout_s,
@@ -74,7 +78,7 @@ def preflight(campaign: Campaign, *, address: str | None = None, cache_dir: str 
         del payload
         results = []
         for node, (ref, deadline) in zip(nodes, refs, strict=True):
-            result = _answer(ray, ref, deadline, node, timeout_s)
+            result = _answer(ray, ref, deadline, node, timeout_s, resource)
             result["address"] = node.get("NodeManagerAddress")
             if plan.heterogeneous or campaign.hardware is not None:
                 result["hardware"] = "+".join(node_kinds(node)) or None
@@ -116,7 +120,25 @@ def _dispatch(ray: Any, nodes: Sequence[Mapping[str, Any]], payload: Any, cache_
     return [(ref, deadline) for ref in refs]
 
 
-def _answer(ray: Any, ref: Any, deadline: float, node: Mapping[str, Any], bound_s: float = 0.0) -> dict[str, Any]:
+def _no_free_device(node: Mapping[str, Any], resource: str) -> bool:
+    """Whether ``node`` has no free ``resource`` now (False when Ray cannot say)."""
+    try:
+        from ray._private.state import available_resources_per_node  # Ray's DeveloperAPI
+
+        return float(available_resources_per_node().get(node["NodeID"], {}).get(resource, 0.0)) < 1.0
+    except Exception as exc:  # noqa: BLE001 - a hint only
+        log.debug("free devices of %s: %s", node.get("NodeManagerAddress"), exc)
+        return False
+
+
+def _busy_advice(resource: str) -> str:
+    return (f"preflight runs on one {resource!r} per node, so that it never builds arguments on a device a job is "
+            "using: gangs kept by `run --keep-gangs` hold theirs while idle (`python -m ray_runner pool ls`; "
+            "`pool stop` frees them), a running job holds its own; run preflight when one is free")
+
+
+def _answer(ray: Any, ref: Any, deadline: float, node: Mapping[str, Any], bound_s: float = 0.0,
+            resource: str | None = None) -> dict[str, Any]:
     """A node's answer, or an error naming why there is none (``bound_s``: the check's bound, said)."""
     try:
         if ref is None:
@@ -124,6 +146,9 @@ def _answer(ray: Any, ref: Any, deadline: float, node: Mapping[str, Any], bound_
         ready, _ = ray.wait([ref], timeout=max(0.0, deadline - time.monotonic()))
         if not ready:
             ray.cancel(ref, force=True)
+            if resource is not None and _no_free_device(node, resource):  # it waited for a device, not a hang
+                raise TimeoutError(f"not checked: no {resource!r} of this node was free within {bound_s:g}s "
+                                   f"(preflight --timeout). {_busy_advice(resource)}")
             raise TimeoutError(f"the check did not finish within {bound_s:g}s (preflight --timeout): does an "
                                "argument builder or key_fn hang? `run` names the case whose attempt times out "
                                "(case_timeout_s); a larger campaign may need a larger --timeout")

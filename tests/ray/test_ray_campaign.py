@@ -261,6 +261,29 @@ def test_kept_gangs_are_reused_by_the_next_campaign_and_end_when_idle(ray_addres
         stop_pooled(ray)
 
 
+def test_preflight_on_a_cluster_whose_devices_kept_gangs_hold_says_so(ray_address: str, tmp_path: Path,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
+    """`run --keep-gangs` then `preflight` (the runbook's order): the kept gangs hold every device,
+    and preflight, which takes one per node, waited its whole --timeout and then asked whether a
+    key_fn hangs (a tester, 2026-12-05). It says at once that it waits for a device, and why."""
+    import ray
+
+    from ray_runner.pool import list_pooled, stop_pooled
+
+    keep = RunOptions(cache_dir=str(tmp_path / "cache"), progress=False, keep_gangs_s=120)
+    try:
+        c = campaign([target(HOST, 4, [{"n": 60}])], tmp_path)
+        assert run_campaign(c, keep).ok and [k["bundles"] for k in list_pooled(ray)] == [4]
+        caplog.set_level("WARNING", logger="ray_runner")
+        checked = preflight(c, cache_dir=str(tmp_path / "cache"), timeout_s=3)
+        error = checked[0]["error"]
+        assert "no 'CPU' of this node was free within 3s" in error and "pool stop" in error, error
+        assert "hang" not in error
+        assert any("every 'CPU' is in use now" in r.getMessage() for r in caplog.records)
+    finally:
+        stop_pooled(ray)
+
+
 def test_a_gang_whose_case_failed_is_not_kept(ray_address: str, tmp_path: Path) -> None:
     import ray
 
