@@ -257,7 +257,11 @@ def _pool(args: argparse.Namespace) -> int:
         if args.action == "ls":
             rows = list_pooled(ray)
             for row in rows:
-                print(f"{row['name']}  {row['bundles']} device(s)  {row['state']}  {row['strategy']}")
+                alive = row.get("actors", row["bundles"])
+                health = (f"  {alive}/{row['bundles']} actors alive" + (
+                    ": orphaned (its actors died, e.g. with their node), still holding its devices: `pool stop` "
+                    "frees them" if alive == 0 and row["state"] == "CREATED" else "")) if alive < row["bundles"] else ""
+                print(f"{row['name']}  {row['bundles']} device(s)  {row['state']}  {row['strategy']}{health}")
             print(f"{len(rows)} kept gang(s)")
         else:
             stopped = stop_pooled(ray)

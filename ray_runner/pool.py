@@ -15,7 +15,9 @@ device kind, resource, placement strategy, environment, world size and block siz
 code: the files of every target's and builder's top-level package (or module), of triton_dist
 and of ray_runner are hashed into the pool key, because the actors keep what they imported.
 Code that a target imports from elsewhere is not covered: ``python -m ray_runner pool stop``
-after changing it, and after a kept gang lost an actor (its slot is then left alone, not reused).
+after changing it. A kept gang that lost an actor is not reused (its rank 0 still ends it once
+idle); one that lost every actor (their node died, and Ray placed the group again, empty) is
+removed by the next ``--keep-gangs`` run that looks at its slot, and ``pool ls`` shows it as such.
 A gang is claimed by one campaign at a time (its rank 0 holds the claim);
 a gang whose case failed is killed, not kept.
 """
@@ -131,7 +133,12 @@ def claim(ray: Any, key: str, world_size: int, token: str, timeout_s: float = 5.
             return None, None, slot
         try:
             actors = [ray.get_actor(actor_name(key, slot, r), namespace=NAMESPACE) for r in range(world_size)]
-        except ValueError:  # forming in another driver, or some actor died: not ours to touch
+        except ValueError:  # forming in another driver, or some actor died: not ours to touch ...
+            if not _orphaned(ray, pg, pg_name(key, slot), world_size):
+                continue
+            # ... unless every actor is gone (their node died and Ray placed the group again, empty):
+            # it held its devices for ever, unseen by the reaper that died with rank 0 (a tester)
+            _remove(pg, pg_name(key, slot))
             continue
         try:
             if ray.get(actors[0].claim.remote(token), timeout=timeout_s):
@@ -148,15 +155,61 @@ def formed(key: str, slot: int) -> None:
         _forming.discard((key, slot))
 
 
+def _alive(ray: Any, name: str, world_size: int) -> int:
+    """How many actors of the pooled gang ``name`` exist (a dead one loses its name)."""
+    alive = 0
+    for r in range(world_size):
+        try:
+            ray.get_actor(f"{name}-r{r}", namespace=NAMESPACE)
+            alive += 1
+        except ValueError:
+            pass
+    return alive
+
+
+#: seconds between the two looks that call a placed gang without actors orphaned (a driver that
+#: places a gang names its actors right after the group is ready: milliseconds)
+ORPHAN_RECHECK_S = 2.0
+
+
+def _orphaned(ray: Any, pg: Any, name: str, world_size: int) -> bool:
+    """Whether the group ``name`` is placed and has no actor, twice ``ORPHAN_RECHECK_S`` apart (a
+    group still pending is another driver's gang waiting for devices)."""
+    import time
+
+    try:
+        placed = ray.util.placement_group_table(pg).get("state") == "CREATED"
+    except Exception as exc:  # noqa: BLE001 - removed meanwhile
+        log.debug("state of %s: %s", name, exc)
+        return False
+    if not placed or _alive(ray, name, world_size):
+        return False
+    time.sleep(ORPHAN_RECHECK_S)
+    return not _alive(ray, name, world_size)
+
+
+def _remove(pg: Any, name: str) -> None:
+    from ray.util import remove_placement_group
+
+    try:
+        remove_placement_group(pg)
+        log.warning("kept gang %s had lost all its actors (their node died?) and still held its devices: removed",
+                    name)
+    except Exception as exc:  # noqa: BLE001 - removed by another driver meanwhile
+        log.debug("removing %s: %s", name, exc)
+
+
 def list_pooled(ray: Any) -> list[dict[str, Any]]:
-    """The pooled gangs' placement groups alive on the cluster: name, state, bundles."""
+    """The pooled gangs' placement groups alive on the cluster: name, state, bundles, and how
+    many of their actors exist (``actors``; fewer than ``bundles``: some died, 0: orphaned)."""
     table = ray.util.placement_group_table()
     rows = []
     for info in table.values():
         name = info.get("name") or ""
         if name.startswith(PREFIX) and info.get("state") != "REMOVED":
-            rows.append({"name": name, "state": info.get("state"), "bundles": len(info.get("bundles") or {}),
-                         "strategy": info.get("strategy")})
+            bundles = len(info.get("bundles") or {})
+            rows.append({"name": name, "state": info.get("state"), "bundles": bundles,
+                         "strategy": info.get("strategy"), "actors": _alive(ray, name, bundles)})
     return sorted(rows, key=lambda r: r["name"])
 
 

@@ -284,6 +284,34 @@ def test_preflight_on_a_cluster_whose_devices_kept_gangs_hold_says_so(ray_addres
         stop_pooled(ray)
 
 
+def test_a_kept_gang_that_lost_every_actor_is_shown_and_removed_by_the_next_run(ray_address: str,
+                                                                               tmp_path: Path) -> None:
+    """A kept gang's node died: Ray placed its group again elsewhere, empty, holding the devices
+    for ever (the reaper had died with rank 0); `pool ls` showed a normal gang and the next
+    --keep-gangs run ran with fewer devices (a tester, 2026-12-05). Killing every actor of the
+    gang leaves the same state on one machine."""
+    import ray
+
+    from ray_runner.pool import NAMESPACE, list_pooled, stop_pooled
+
+    keep = RunOptions(cache_dir=str(tmp_path / "cache"), progress=False, keep_gangs_s=120)
+    try:
+        c = campaign([target(HOST, 2, [{"n": 70}])], tmp_path)
+        assert run_campaign(c, keep).ok
+        [kept] = list_pooled(ray)
+        for r in range(2):
+            ray.kill(ray.get_actor(f"{kept['name']}-r{r}", namespace=NAMESPACE), no_restart=True)
+        assert _wait_for(lambda: list_pooled(ray)[0]["actors"] == 0, 30)
+        listed = cli("pool", "ls", "--address", ray_address)
+        assert listed.returncode == 0 and "0/2 actors alive: orphaned" in listed.stdout, listed.stdout
+        again = run_campaign(campaign([target(HOST, 2, [{"n": 71}])], tmp_path), keep)
+        assert again.ok and again.stats.get("gangs_reused", 0) == 0
+        names = [k["name"] for k in list_pooled(ray)]
+        assert kept["name"] not in names and len(names) == 1, names  # the orphan removed, a new gang kept
+    finally:
+        stop_pooled(ray)
+
+
 def test_a_gang_whose_case_failed_is_not_kept(ray_address: str, tmp_path: Path) -> None:
     import ray
 
