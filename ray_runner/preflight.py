@@ -215,6 +215,9 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
             if r.get("hit") and r.get("compiles"):
                 lines.append(f"  COMPILES {r['function']} {case_text(r['case'])} rank {r['rank']}/"
                              f"{r['world_size']}: {r['compiles']}")
+    if any(not r.get("hit") for node in results for r in node.get("rows", ())):
+        lines.append("to fill the misses: run the campaign again with --seed nodes (it resumes, tunes only the "
+                     "cases the driver's cache lacks, and seeds every alive node)")
     return ok, lines
 
 

@@ -110,6 +110,7 @@ def test_gangs_of_one_and_two_write_entries_that_fresh_processes_hit(ray_address
     extra = campaign([target(HOST, 2, [{"n": 20}, {"n": 99}])], tmp_path)
     ok, lines = summarize(preflight(extra, cache_dir=str(cache)))
     assert not ok and sum("MISS" in line for line in lines) == 2 and '"n": 99' in "\n".join(lines)
+    assert "run the campaign again with --seed nodes" in lines[-1]  # what to do about them (a tester)
 
     # the campaign "interrupted" and run again (CLI, with one more case): the done cases are
     # skipped (their files untouched), the new one is tuned; then pre-flight agrees (exit 0)
