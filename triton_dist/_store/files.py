@@ -36,7 +36,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from triton_dist._store import packfile
+from triton_dist._store import keylog, packfile
 from triton_dist._store.background_sync import sync_later
 from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist._store.create import create_entry_text
@@ -498,6 +498,7 @@ def write_entry(root: Path, entry: dict[str, Any], durable: bool = True, place: 
     if created:
         if not durable:
             sync_later(path)
+        keylog.note(path.parent, [(path.stem, entry["key"])])  # what a miss reads, not the folder
         return path
     write_entry_text(root, path, text, durable)
     return path
@@ -523,6 +524,7 @@ def write_entry_text(root: Path, path: Path, text: str, durable: bool = True) ->
             if packed is not None and packed != text.encode("utf-8"):
                 atomic_write_text(history_path(path, root), packed.decode("utf-8", errors="replace"), durable)
         atomic_write_text(path, text, durable)
+    keylog.note_text(path, text)
 
 
 def history_path(path: Path, root: Path) -> Path:

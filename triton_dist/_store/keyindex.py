@@ -1,57 +1,37 @@
 """The entries of one function's directory that are for one business key, without parsing the
 others: what a miss that tunes looks for when it may reuse timings (``_store.reuse``).
 
-A full scan parsed every entry of the function on every miss: a node seeded with 10,000 entries
-of a function took ~1.2 s for its first call of a new shape, and a job tuning 2,000 new shapes in
-a row spent ~13 ms per miss re-reading its own growing directory (issue 16, P2 beyond one key).
-Here each entry's key text is read once per process (from its bytes: both entry layouts put the
-top-level ``"key"`` on a line of its own, two spaces in; any other layout is parsed in full) and
-kept per directory; a miss then lists the directory's loose names (parsing only new ones),
-checks each pack's stamp, and reads the few entries of its own key. Loose files shadow packed
-ones and newer packs older ones, as in ``_store.packs.load_entry``.
+A full scan parsed every entry of the function on every miss (issue 16); a per-process map of
+the loose files' keys still listed the whole folder on every miss (45 ms at 40,000 files) and
+read every entry on a process's first miss (2.5 s at 20,000, a tester). Now the writers log
+each entry's id under the hash of its key (``_store.keylog``): a miss reads the log's new lines
+(one open, one read) and the few entries of its own key. Each process lists a folder once, on
+its first miss there, to find the entries the log lacks (older versions', copied in by hand):
+their keys are read once and added to the log. A pack's keys are read once per pack and process.
+Loose files shadow packed ones and newer packs older ones, as in ``_store.packs.load_entry``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
-from triton_dist._store import packfile, packs
+from triton_dist._store import keylog, packfile, packs
+from triton_dist._store.keylog import key_hash, key_of
 
-__all__ = ["entries_with_key"]
-
-#: the top-level key's line of an entry (``files.dumps_entry`` and the earlier ``indent=2``)
-_KEY_LINE = re.compile(rb'\n  "key": ("(?:[^"\\\n]|\\.)*")')
-
-
-def key_of(blob: bytes) -> str | None:
-    """The business key text of an entry's bytes, None when they hold no entry's key."""
-    found = _KEY_LINE.search(blob)
-    if found is not None:
-        try:
-            value = json.loads(found.group(1))
-        except ValueError:
-            value = None
-        if isinstance(value, str):
-            return value
-    try:  # another layout (an entry written by hand, or by other software)
-        data = json.loads(blob)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    key = data.get("key") if isinstance(data, dict) else None
-    return key if isinstance(key, str) else None
+__all__ = ["entries_with_key", "key_of"]
 
 
 class _Directory:
     """What this process knows of one function directory's keys."""
 
     def __init__(self) -> None:
-        self.loose: dict[str, str | None] = {}  # id -> key text of the loose file of that name
+        self.listed = False  # this process listed the folder once (entries the log lacks)
+        self.offset = 0  # of the log, read up to there
+        self.by_hash: dict[str, set[str]] = {}  # key hash -> ids
         self.packs: dict[str, tuple[tuple[int, int, int], dict[str, list[str]]]] = {}  # path -> (stamp, key -> ids)
 
 
@@ -60,17 +40,41 @@ _lock = threading.Lock()
 _MAX_DIRECTORIES = 256
 
 
-def _loose_keys(directory: Path, known: _Directory, names: set[str]) -> None:
-    for eid in list(known.loose):
-        if eid not in names:
-            del known.loose[eid]
-    for eid in names - known.loose.keys():
+def _read_log(directory: Path, known: _Directory) -> None:
+    """The log's new lines into ``known`` (from the start, and the folder listed again, when the
+    log is gone or was replaced)."""
+    read = keylog.read_from(directory, known.offset)
+    if read is None and known.offset:
+        known.listed, known.offset, known.by_hash = False, 0, {}
+        read = keylog.read_from(directory, 0)
+    if read is not None:
+        pairs, known.offset = read
+        for eid, digest in pairs:
+            known.by_hash.setdefault(digest, set()).add(eid)
+    if not known.listed:
+        _list_once(directory, known)
+
+
+def _list_once(directory: Path, known: _Directory) -> None:
+    """The loose entries the log lacks: their keys read (once per process) and added to the log."""
+    try:
+        names = {n[:-5] for n in os.listdir(directory) if n.endswith(".json") and len(n) > 5}
+    except OSError:
+        return
+    known.listed = True
+    logged = set().union(*known.by_hash.values()) if known.by_hash else set()
+    found: list[tuple[str, str | None]] = []
+    for eid in sorted(names - logged):
         try:
             with open(os.open(directory / f"{eid}.json", os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW), "rb") as f:
                 blob = f.read(_cache.MAX_ENTRY_BYTES + 1)
         except OSError:
             continue  # gone, a link, unreadable: the full scan (diagnose, verify) reports it
-        known.loose[eid] = key_of(blob)
+        key = key_of(blob)
+        if key is not None:
+            known.by_hash.setdefault(key_hash(key), set()).add(eid)
+            found.append((eid, key))
+    keylog.note(directory, found)  # read again by this process later: ids it knows already
 
 
 def _pack_keys(pack: Any, known: _Directory) -> dict[str, list[str]]:
@@ -93,9 +97,7 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
     """(path, entry) of the usable entries of ``directory`` (loose, then packed ones no loose file
     or newer pack shadows) whose business key is ``key_text``. The entries are shared with later
     calls: read them, never change them."""
-    try:
-        names = {n[:-5] for n in os.listdir(directory) if n.endswith(".json") and len(n) > 5}
-    except OSError:
+    if not os.path.isdir(directory):
         return []
     with _lock:
         known = _known.get(str(directory))
@@ -103,10 +105,10 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
             if len(_known) >= _MAX_DIRECTORIES:
                 _known.clear()
             known = _known[str(directory)] = _Directory()
-        _loose_keys(directory, known, names)
+        _read_log(directory, known)
+        loose = sorted(known.by_hash.get(key_hash(key_text), ()))
         usable = packs.usable_packs(directory, root)  # newest first
         packed = [(pack, _pack_keys(pack, known).get(key_text, ())) for pack in usable]
-        loose = sorted(eid for eid, key in known.loose.items() if key == key_text)
         current = {pack.path for pack in usable}
         for gone in [pack_path for pack_path in known.packs if pack_path not in current]:
             del known.packs[gone]
@@ -114,12 +116,12 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
     for eid in loose:
         path = directory / f"{eid}.json"
         entry, _ = _cache.load_json(path, root)
-        if entry is not None:
+        if entry is not None and entry.get("key") == key_text:
             out.append((path, entry))
-    seen = set(names)
+    seen: set[str] = set()
     for pack, ids in packed:
         for eid in ids:
-            if eid in seen:
+            if eid in seen or os.path.lexists(directory / f"{eid}.json"):  # a loose file shadows it
                 continue
             seen.add(eid)
             found = pack.read(eid)

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from triton_dist._store import files as _cache
-from triton_dist._store import packfile
+from triton_dist._store import keylog, packfile
 from triton_dist._store import packs as _packs
 from triton_dist._store.admin import entry_problem
 from triton_dist._store.check import check_entry, other_version
@@ -104,7 +104,7 @@ def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
         elif name.startswith(".") and name.endswith(".tmp"):
             yield Finding(str(path), "leftover", "temporary file of an interrupted write")
         elif path.is_dir():
-            if depth == 0 or (depth == 1 and name in ("history", ".locks", "binaries")):
+            if depth == 0 or (depth == 1 and name in ("history", ".locks", "binaries", keylog.DIR_NAME)):
                 yield from _walk(path, root, depth + 1)
             elif depth == 1 and name == packfile.DIR_NAME:
                 yield from _walk_packs(path, root)
@@ -112,6 +112,8 @@ def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
                 yield Finding(str(path), "foreign", "unexpected directory in the cache")
         elif directory.name == ".locks" and name.endswith(".lock"):
             continue
+        elif depth == 2 and directory.name == keylog.DIR_NAME and name == keylog.LOG_NAME:
+            continue  # which ids are for which key (``_store.keylog``): bookkeeping
         elif depth == 1 and name.endswith(".json"):
             yield _classify_json(path, root, "ok")
         elif depth == 2 and directory.name == "history" and name.endswith(".json"):
