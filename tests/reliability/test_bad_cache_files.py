@@ -160,6 +160,20 @@ def test_a_fifo_where_the_tuning_log_goes_does_not_block_the_tuning(tuned_entry,
     assert step(torch.ones(1)).item() == 2.0
 
 
+def test_a_fifo_where_the_key_log_goes_does_not_block_the_tuning(tuned_entry):
+    """The key log (``<function>/.keys/index``) is appended to by every entry write: a FIFO at its
+    name must not hang the writer, as a FIFO at a tuning log's name did (U22)."""
+    fn, calls, path, _ = tuned_entry
+    path.unlink()
+    log = path.parent / ".keys" / "index"
+    log.parent.mkdir(exist_ok=True)
+    log.unlink(missing_ok=True)
+    os.mkfifo(log)
+    fn.clear()
+    assert fn(3) == 30 + fn.best_config(3)["block"]  # tuned again, its entry written
+    assert path.is_file() and stat.S_ISFIFO(log.stat().st_mode)
+
+
 def test_entry_symlinked_outside_the_root_is_not_read_and_not_written_through(tuned_entry, tmp_path):
     fn, calls, path, valid = tuned_entry
     outside = tmp_path / "outside.json"

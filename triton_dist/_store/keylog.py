@@ -69,7 +69,9 @@ def note(directory: Path | str, pairs: Iterable[tuple[str, str | None]]) -> None
         if os.path.islink(folder):  # never ours: a log must not be written through it elsewhere
             return
         os.makedirs(folder, mode=0o700, exist_ok=True)
-        fd = os.open(log_path(directory), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        # O_NONBLOCK: a FIFO at the log's name (no reader) must not hang the writer (U22)
+        fd = os.open(log_path(directory), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK,
+                     0o644)
     except OSError:
         return
     try:
