@@ -24,6 +24,7 @@ from typing import Any
 from triton_dist._kinds import KINDS
 from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
+from triton_dist._measure.interrupts import interrupts_held
 from triton_dist._warn import collected, warn_user
 from triton_dist.errors import CandidateTimeoutError, WrongResultError
 
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 #: a thread waiting for a candidate's measurement thread looks at its pending signals this often
 JOIN_POLL_S = 0.1
+#: how long an interrupted caller waits for the run its measurement thread is in to end, before
+#: it restores the arguments (and warns that the run goes on)
+STOP_WAIT_S = 5.0
 
 
 # ---------------------------------------------------------------------------- the run guard
@@ -120,6 +124,9 @@ class RunGuard:
         self._reference: tuple[int, Any, dict[int, Any]] | None = None
         self._pending: dict[int, tuple[Any, dict[int, Any]]] = {}
         self._unchecked: dict[int, Any] = {}  # deferred first-run checks: index -> its result
+        self._undetected: set[int] = set()
+        """candidates whose first run started and whose detection has not ended: an interrupt
+        there (Ctrl-C) left writes no version counter shows; :meth:`restore_all` compares"""
         if restore:
             self._snapshot(args, kwargs)
 
@@ -165,13 +172,16 @@ class RunGuard:
             if self._reads and not first:  # a later run must know what to restore before it
                 self.settle()
             self._restore()
+            if not first:
+                return call()
+            self._undetected.add(index)
             result = call()
-            if first:
-                first = False
-                if defer:
-                    self._unchecked[index] = result
-                else:
-                    self._after_first(index, result)
+            first = False
+            if defer:
+                self._unchecked[index] = result
+            else:
+                self._after_first(index, result)
+            self._undetected.discard(index)
             return result
 
         return run
@@ -183,9 +193,11 @@ class RunGuard:
         changed (``restore_kernel``): the next candidate's first run starts from the caller's
         values without a synchronisation; :meth:`settle` must run before any other run."""
         if index in self._unchecked:
+            self._undetected.add(index)
             result = self._unchecked.pop(index)
             if not self._queued_detection(index):
                 self._after_first(index, result)
+            self._undetected.discard(index)
 
     def _queued_detection(self, index: int) -> bool:
         if not self.queue or self.check:
@@ -248,14 +260,17 @@ class RunGuard:
     def _restore(self) -> None:
         if not self._tensors:
             return
+        # a moved version counter is a torch in-place op; known positions cover Triton writes
+        todo = [pos for pos, t in enumerate(self._tensors) if pos not in self._given_up
+                and (pos in self.mutated or _version(t) != self._versions[pos])]
+        if not todo:
+            return
         import torch
 
         failed: list[tuple[int, Exception]] = []
-        for pos, t in enumerate(self._tensors):
-            # a moved version counter is a torch in-place op; known positions cover Triton writes
-            if pos in self._given_up:
-                continue
-            if pos in self.mutated or _version(t) != self._versions[pos]:
+        with interrupts_held():  # all of them or none: a Ctrl-C waits until every one is back
+            for pos in todo:
+                t = self._tensors[pos]
                 self.mutated.add(pos)
                 try:
                     with torch.no_grad(), _writable(t):
@@ -317,8 +332,10 @@ class RunGuard:
         """Candidate ``index`` finished measuring; the first that succeeded is the reference."""
         if ok:
             self.check_first(index)
-        elif index in self._unchecked:  # its first run ran: what it mutated is restored later
-            del self._unchecked[index]
+        elif index in self._unchecked or index in self._undetected:
+            # its first run ran (or raised part way): what it mutated is restored later
+            self._unchecked.pop(index, None)
+            self._undetected.discard(index)
             try:
                 self._detect(index)
             except Exception:  # noqa: BLE001 - a device it broke: restore_all reports that
@@ -328,13 +345,21 @@ class RunGuard:
             self._reference = (index, *pending)
 
     def restore_all(self) -> None:
-        """Put every mutated argument back as the caller passed it."""
+        """Put every mutated argument back as the caller passed it. A Ctrl-C meanwhile waits
+        until it is done (:func:`~triton_dist._measure.interrupts.interrupts_held`)."""
+        with interrupts_held():
+            self._restore_all()
+
+    def _restore_all(self) -> None:
         self._pending.clear()
         try:
             self.settle()
-            for index in list(self._unchecked):  # measuring stopped before these were checked:
-                self._unchecked.pop(index)  # find what they mutated, to restore it below
+            # measuring stopped before these were checked (or in their first run, a Ctrl-C):
+            # find what they mutated, to restore it below
+            for index in sorted(set(self._unchecked) | self._undetected):
+                self._unchecked.pop(index, None)
                 self._detect(index)
+            self._undetected.clear()
             self._restore()
         except Exception as exc:  # noqa: BLE001 - e.g. a device left unusable by a candidate:
             # the error that explains it (DeviceStateError) must reach the caller, not this one
@@ -407,19 +432,24 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
 
     ``threaded`` (host-timed devices: the CPU) runs the measurement in a daemon thread and stops
     waiting at the limit. Python cannot kill a thread: the abandoned one finishes the run it is in
-    and stops before the next. Otherwise (GPU/NPU: device context and streams belong to the
-    calling thread) the limit is checked between runs; a hanging device kernel cannot be
-    interrupted by either.
+    and stops before the next. A caller interrupted while it waits (Ctrl-C) stops the thread the
+    same way, and waits up to ``STOP_WAIT_S`` for the run in flight to end before the interrupt
+    goes on (to the restore of the arguments): once it is out, no run touches them again (a
+    tester, 2026-12: the thread did a whole further run after the restore). Otherwise (GPU/NPU:
+    device context and streams belong to the calling thread) the limit is checked between runs;
+    a hanging device kernel cannot be interrupted by either.
     """
     deadline = time.monotonic() + timeout_s
     stop = threading.Event()
+    running = threading.Lock()  # held by the measurement thread for each run (stop checked inside)
     reason = f"timed out after {timeout_s:g}s"
 
     def limited() -> Any:
-        if stop.is_set() or time.monotonic() > deadline:
-            stop.set()
-            raise CandidateTimeoutError(reason)
-        return call()
+        with running:
+            if stop.is_set() or time.monotonic() > deadline:
+                stop.set()
+                raise CandidateTimeoutError(reason)
+            return call()
 
     if not threaded:
         return bench(limited)
@@ -442,8 +472,13 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
     thread = threading.Thread(target=target, name="triton_dist-candidate", daemon=True)
     thread.start()
     # joined in slices: a Ctrl-C the kernel handed to another thread reaches this one (forked.results)
-    while thread.is_alive() and time.monotonic() < deadline:
-        thread.join(min(JOIN_POLL_S, max(0.0, deadline - time.monotonic())))
+    try:
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(min(JOIN_POLL_S, max(0.0, deadline - time.monotonic())))
+    except BaseException:  # KeyboardInterrupt (or a handler's SystemExit): no further run
+        stop.set()
+        _await_run(running)
+        raise
     if thread.is_alive():
         stop.set()
         log.warning("a candidate ran past %gs; its thread is abandoned and stops after the run "
@@ -454,6 +489,28 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
     if "error" in box:
         raise box["error"]
     return box["times"]
+
+
+def _await_run(running: threading.Lock) -> None:
+    """Wait, at most ``STOP_WAIT_S`` and in slices (a second Ctrl-C still interrupts), for the
+    measurement thread's run in flight to end; it starts none after it (its ``stop`` is set).
+    Past the bound, warn: the run goes on and may change the arguments after their restore."""
+    ended = False
+    try:
+        end = time.monotonic() + STOP_WAIT_S
+        while not ended:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            ended = running.acquire(timeout=min(JOIN_POLL_S, left))
+        if ended:
+            running.release()
+    finally:
+        if not ended:
+            warn_user("an interrupted candidate's run is still going on in its measurement thread "
+                      f"(TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S; waited {STOP_WAIT_S:g}s for it): the "
+                      "arguments are restored, but that run may still change the ones it writes in place "
+                      "again; it starts no further run.", log=log)
 
 
 def _callers_torch_state(torch: Any) -> Callable[[], contextlib.ExitStack]:
