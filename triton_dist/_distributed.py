@@ -4,6 +4,9 @@ Every cross-rank wait is bounded (``TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S``): col
 issued asynchronously and waited for with a timeout, so a rank that never arrives, or died,
 turns into a :class:`RankFailureError` on the others instead of a hang. On NCCL/HCCL the
 process group's own timeout is the final bound (their waits block the stream, not the CPU).
+The wait is a poll of the collective with short sleeps, not one ``work.wait(timeout)``: that
+blocks in C++, where a Ctrl-C is not handled until the other ranks arrive or the bound passes
+(300 s by default; a tester, 2026-12).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import datetime
 import hashlib
 import logging
 import socket
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -145,6 +149,33 @@ _MEASURING_CAUSES = ("it is still measuring (its configs' runs took longer than 
                      "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S for long tunings), or it died")
 
 
+#: the first and the longest sleep between two looks at a pending collective: a collective that
+#: completes at once costs a few microseconds more; one that waits is seen within POLL_MAX_S of
+#: its completion, and a Ctrl-C meanwhile is handled at once (``time.sleep`` is interrupted)
+POLL_FIRST_S = 50e-6
+POLL_MAX_S = 0.01
+
+
+def _finish(work: Any, timeout_s: float) -> Any:
+    """``work.wait(timeout)``, reached through a poll of ``work.is_completed()`` (see the module
+    docstring). Past ``timeout_s`` the wait is given a millisecond, so that its own timeout error
+    (or False) says so, as a wait of the whole bound did; a backend whose work cannot be polled
+    is waited for as before."""
+    deadline = time.monotonic() + timeout_s
+    pause = POLL_FIRST_S
+    try:
+        while not work.is_completed():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(pause, left))
+            pause = min(2 * pause, POLL_MAX_S)
+    except Exception:  # noqa: BLE001 - no poll here (or it failed): the wait says what it is
+        pass
+    left = max(deadline - time.monotonic(), 0.001)
+    return work.wait(timeout=datetime.timedelta(seconds=left))
+
+
 def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str = "",
           causes: str = _AGREEMENT_CAUSES) -> None:
     """Wait for a collective of the tuner's, at most ``timeout_s``. The error names this rank by
@@ -153,7 +184,7 @@ def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str 
     me = f"global rank {view.ranks[view.rank]} of the tuning {view.describe()}"
     on = f" of {subject}" if subject else ""
     try:
-        ok = work.wait(timeout=datetime.timedelta(seconds=timeout_s))
+        ok = _finish(work, timeout_s)
     except Exception as exc:
         raise RankFailureError(
             f"{me}: {what}{on} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
