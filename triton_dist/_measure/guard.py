@@ -470,9 +470,11 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
             box["error"] = exc
 
     thread = threading.Thread(target=target, name="triton_dist-candidate", daemon=True)
-    thread.start()
     # joined in slices: a Ctrl-C the kernel handed to another thread reaches this one (forked.results)
     try:
+        # started inside the try: a Ctrl-C sent as the run began landed while start() returned,
+        # outside it, and the thread ran on (a flaky test, 2026-12-05)
+        thread.start()
         while thread.is_alive() and time.monotonic() < deadline:
             thread.join(min(JOIN_POLL_S, max(0.0, deadline - time.monotonic())))
     except BaseException:  # KeyboardInterrupt (or a handler's SystemExit): no further run
@@ -493,24 +495,20 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
 
 def _await_run(running: threading.Lock) -> None:
     """Wait, at most ``STOP_WAIT_S`` and in slices (a second Ctrl-C still interrupts), for the
-    measurement thread's run in flight to end; it starts none after it (its ``stop`` is set).
-    Past the bound, warn: the run goes on and may change the arguments after their restore."""
-    ended = False
-    try:
-        end = time.monotonic() + STOP_WAIT_S
-        while not ended:
-            left = end - time.monotonic()
-            if left <= 0:
-                break
-            ended = running.acquire(timeout=min(JOIN_POLL_S, left))
-        if ended:
-            running.release()
-    finally:
-        if not ended:
+    measurement thread's run in flight to end; it starts none after it (its ``stop`` is set, and
+    checked under ``running``). Past the bound, warn: the run goes on and may change the arguments
+    after their restore. The lock is only looked at, never taken: a second Ctrl-C between taking
+    and releasing it left it held and the thread blocked for ever (a reviewer, 2026-12-05)."""
+    end = time.monotonic() + STOP_WAIT_S
+    while running.locked():
+        left = end - time.monotonic()
+        if left <= 0:
             warn_user("an interrupted candidate's run is still going on in its measurement thread "
                       f"(TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S; waited {STOP_WAIT_S:g}s for it): the "
                       "arguments are restored, but that run may still change the ones it writes in place "
                       "again; it starts no further run.", log=log)
+            return
+        time.sleep(min(JOIN_POLL_S, left))
 
 
 def _callers_torch_state(torch: Any) -> Callable[[], contextlib.ExitStack]:
