@@ -26,7 +26,7 @@ from .fleet import Fleet
 from .gang import GangOptions
 from .hardware import FleetPlan, plan_fleet
 from .progress import Progress
-from .results import ResultStream, campaign_digest, digest_parts, entry_paths_by_kind, stream_path
+from .results import ResultStream, RunLock, campaign_digest, digest_parts, entry_paths_by_kind, stream_path
 from .spec import Campaign
 
 __all__ = ["CampaignResult", "RunOptions", "run_campaign"]
@@ -137,11 +137,15 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
                     "the campaign's results and report could not be written. Pass --report-dir DIR or set "
                     "report_dir: in the campaign file to a directory this user can write.")
     with contextlib.ExitStack() as stack:
+        # one driver at a time, refused before an embedded Ray starts (seconds)
+        run_lock = RunLock(stream_path(campaign, options.report_dir)) if options.write_report else None
+        if run_lock is not None:
+            stack.callback(run_lock.release)
         resources = _embedded_resources(campaign) if _starts_embedded(options) else None
         ray = stack.enter_context(ray_session(options.address, resources=resources))
         # after connecting: a run that cannot connect left a new stream behind, and the next run
         # moved it over the real one's .prev copy (a tester, 2026-12-05)
-        stream = stack.enter_context(_results_stream(campaign, root, options))
+        stream = stack.enter_context(_results_stream(campaign, root, options, run_lock))
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
         ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
@@ -302,13 +306,15 @@ def _load_entries(paths: list[str]) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def _results_stream(campaign: Campaign, root: Path, options: RunOptions) -> Iterator[ResultStream]:
+def _results_stream(campaign: Campaign, root: Path, options: RunOptions,
+                    run_lock: RunLock | None = None) -> Iterator[ResultStream]:
     """The campaign's results stream (next to its report); in a temporary directory when no
     report is written (nothing to resume from then)."""
     if options.write_report:
         parts = digest_parts(campaign, root)
         stream = ResultStream(stream_path(campaign, options.report_dir), campaign_digest(campaign, root, parts),
-                              resume=not options.force, serves=entry_serves(campaign), parts=parts)
+                              resume=not options.force, serves=entry_serves(campaign), parts=parts,
+                              run_lock=run_lock)
         try:
             yield stream
         finally:

@@ -14,7 +14,7 @@ again, provided the stream was written for the same campaign (its targets, envir
 correctness check, cache root and the code of its modules: the ``digest``). A different digest,
 or ``--force``, starts a new stream (the old one is kept as ``.results.prev.jsonl``; the log names
 the parts that differ); the cases then go through the usual identification, which still skips
-what the cache holds. One driver at a time appends (``.results.jsonl.lock``, :class:`_RunLock`). Deciding what
+what the cache holds. One driver at a time appends (``.results.jsonl.lock``, :class:`RunLock`). Deciding what
 is done reads the file once: 5,000 rows take ~0.1 s.
 """
 
@@ -35,8 +35,8 @@ from triton_dist._store import files as _cache
 from .errors import InfrastructureError
 from .spec import Campaign, CaseSpec, case_text
 
-__all__ = ["ResultStream", "campaign_digest", "case_id", "digest_parts", "case_row", "config_text", "entry_paths",
-           "entry_paths_by_kind", "read_rows", "row_key", "stream_path"]
+__all__ = ["ResultStream", "RunLock", "campaign_digest", "case_id", "digest_parts", "case_row",
+           "config_text", "entry_paths", "entry_paths_by_kind", "read_rows", "row_key", "stream_path"]
 
 log = logging.getLogger(__name__)
 
@@ -218,10 +218,11 @@ class ResultStream:
 
     def __init__(self, path: Path, digest: str, *, resume: bool,
                  serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None = None,
-                 parts: dict[str, str] | None = None) -> None:
+                 parts: dict[str, str] | None = None, run_lock: RunLock | None = None) -> None:
         """``serves(row, entry)``: why an earlier run's entry no longer serves its case (its
         target's source or space changed since), or None; such a case is run again. ``parts``:
         the digest's parts (:func:`digest_parts`), recorded so that a later run names what changed.
+        ``run_lock``: the stream's :class:`RunLock`, taken already (released with the stream).
 
         One run at a time appends to a stream: a second driver of the same campaign (and report
         folder) is an :class:`~ray_runner.errors.InfrastructureError` naming the first (two drivers
@@ -240,7 +241,7 @@ class ResultStream:
         #: the lanes of a campaign over several kinds (ray_runner.fleet) write from their threads
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._run_lock = _RunLock(path)
+        self._run_lock = run_lock if run_lock is not None else RunLock(path)
         try:
             self._open(path, digest, resume, serves, parts)
         except BaseException:
@@ -314,31 +315,47 @@ class ResultStream:
             self._run_lock.release()
 
 
-class _RunLock:
+class RunLock:
     """The stream's run lock, taken without waiting (``flock`` on ``<stream>.lock``, which the
-    kernel releases when the driver dies); the file names the driver that holds it."""
+    kernel releases when the driver dies); the file names the driver that holds it. Taken before
+    the driver connects (a second driver is refused before it starts an embedded Ray)."""
 
     def __init__(self, path: Path) -> None:
+        import errno
         import fcntl
         import socket
+        import stat
 
         self.path = path.with_name(path.name + ".lock")
+        self._fd: int | None = None
+        fix = ("pass --report-dir DIR or set report_dir: in the campaign file to a directory this user can write, "
+               "on a file system with file locks")
         try:
-            self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+            if not stat.S_ISREG(os.fstat(self._fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file")
         except OSError as exc:
-            raise InfrastructureError(
-                f"cannot lock the results file {path} ({exc}): pass --report-dir DIR or set report_dir: in "
-                "the campaign file to a directory this user can write") from None
+            self.release()
+            raise InfrastructureError(f"cannot lock the results file {path}: {self.path}: "
+                                      f"{exc.strerror or exc}; {fix}") from None
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):  # no locks here (ENOLCK, ENOSYS)
+                self.release()
+                raise InfrastructureError(f"cannot lock the results file {path}: this file system does not take "
+                                          f"file locks ({exc.strerror or exc}); {fix}") from None
             holder = os.pread(self._fd, 200, 0).decode("utf-8", "replace").strip() or "another driver"
             self.release()
             raise InfrastructureError(
                 f"another run of this campaign is appending to {path} ({holder}): two runs at once would "
                 "tune the same cases twice. Wait for it to end, or give this run another --report-dir") from None
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        try:
+            os.ftruncate(self._fd, 0)
+            os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        except OSError as exc:  # the lock holds; only its note of the holder is missing
+            log.debug("noting the holder in %s: %s", self.path, exc)
 
     def release(self) -> None:
         if self._fd is not None:

@@ -135,6 +135,45 @@ def test_a_run_that_cannot_connect_leaves_the_results_stream_alone(tmp_path, cap
     assert stream.read_text().count("\n") == 2
 
 
+def test_a_second_driver_is_refused_before_ray_starts_and_odd_lock_files_are_named(tmp_path, capsys, monkeypatch):
+    """The second driver waited for its embedded Ray (seconds) before it was refused; a FIFO at the
+    lock's name was a traceback from ftruncate; a file system without locks (Lustre without
+    -o flock, NFSv3 without lockd) read "another run ... is appending" on every run (a tester,
+    2026-12-05)."""
+    import errno
+    import fcntl
+    import os
+    import time
+
+    from ray_runner.results import RunLock
+
+    reports = tmp_path / "r"
+    held = RunLock(reports / "cpu.results.jsonl")
+    try:
+        started = time.monotonic()
+        assert main(["run", str(CPU), "--report-dir", str(reports), "--cache-dir", str(tmp_path / "c")]) == 3
+        assert time.monotonic() - started < 5  # no Ray was started to learn it
+        err = capsys.readouterr().err
+        assert f"another run of this campaign is appending to {reports / 'cpu.results.jsonl'} (pid {os.getpid()}" in err
+    finally:
+        held.release()
+
+    fifo = tmp_path / "f"
+    fifo.mkdir()
+    os.mkfifo(fifo / "cpu.results.jsonl.lock")
+    assert main(["run", str(CPU), "--report-dir", str(fifo), "--cache-dir", str(tmp_path / "c")]) == 3
+    err = capsys.readouterr().err
+    assert "cannot lock the results file" in err and "not a regular file" in err and "Traceback" not in err
+
+    def no_locks(fd, op):  # what such a file system answers (none can be mounted here)
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    assert main(["run", str(CPU), "--report-dir", str(tmp_path / "nolocks"), "--cache-dir", str(tmp_path / "c")]) == 3
+    err = capsys.readouterr().err
+    assert "does not take file locks (No locks available)" in err and "another run" not in err
+
+
 @pytest.mark.parametrize("where", ["a-file", "a-file/sub"])
 def test_a_report_directory_that_cannot_be_written_is_named_before_ray_starts(tmp_path, capsys, where):
     (tmp_path / "a-file").write_text("not a directory")
