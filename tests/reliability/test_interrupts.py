@@ -176,6 +176,22 @@ def test_interrupts_held_hands_one_ctrl_c_on_at_the_end_and_lets_a_second_throug
     assert steps[-1] is True
 
 
+def test_a_users_handler_sees_both_presses_of_a_double_ctrl_c():
+    """A handler that counts presses (the first: stop gracefully, the second: abort) saw only the
+    second of two SIGINTs that landed in a restore (a tester, 2026-12-05)."""
+    presses = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: presses.append(signum))
+    try:
+        with interrupts_held():
+            ctrl_c()
+            assert presses == []  # held
+            ctrl_c()  # the user insists: both handed on now
+            assert presses == [signal.SIGINT, signal.SIGINT]
+        assert presses == [signal.SIGINT, signal.SIGINT]  # nothing handed on twice at the end
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def test_an_ignored_ctrl_c_stays_ignored():
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
