@@ -259,8 +259,9 @@ def _pool(args: argparse.Namespace) -> int:
             for row in rows:
                 alive = row.get("actors", row["bundles"])
                 health = (f"  {alive}/{row['bundles']} actors alive" + (
-                    ": orphaned (its actors died, e.g. with their node), still holding its devices: `pool stop` "
-                    "frees them" if alive == 0 and row["state"] == "CREATED" else "")) if alive < row["bundles"] else ""
+                    ": orphaned (its actors died, e.g. with their node)" if alive == 0 else
+                    ": broken (not reused)") + "; `pool stop` frees its devices"
+                    if alive < row["bundles"] and row["state"] == "CREATED" else "")
                 print(f"{row['name']}  {row['bundles']} device(s)  {row['state']}  {row['strategy']}{health}")
             print(f"{len(rows)} kept gang(s)")
         else:

@@ -15,9 +15,9 @@ device kind, resource, placement strategy, environment, world size and block siz
 code: the files of every target's and builder's top-level package (or module), of triton_dist
 and of ray_runner are hashed into the pool key, because the actors keep what they imported.
 Code that a target imports from elsewhere is not covered: ``python -m ray_runner pool stop``
-after changing it. A kept gang that lost an actor is not reused (its rank 0 still ends it once
-idle); one that lost every actor (their node died, and Ray placed the group again, empty) is
-removed by the next ``--keep-gangs`` run that looks at its slot, and ``pool ls`` shows it as such.
+after changing it. A kept gang that lost an actor is not reused: its rank 0 ends it once idle;
+one that lost its rank 0 (its node died; Ray may place the group again, empty) is removed by the
+next ``--keep-gangs`` run that looks at its slot, and ``pool ls`` shows how many actors live.
 A gang is claimed by one campaign at a time (its rank 0 holds the claim);
 a gang whose case failed is killed, not kept.
 """
@@ -136,8 +136,8 @@ def claim(ray: Any, key: str, world_size: int, token: str, timeout_s: float = 5.
         except ValueError:  # forming in another driver, or some actor died: not ours to touch ...
             if not _orphaned(ray, pg, pg_name(key, slot), world_size):
                 continue
-            # ... unless every actor is gone (their node died and Ray placed the group again, empty):
-            # it held its devices for ever, unseen by the reaper that died with rank 0 (a tester)
+            # ... unless rank 0, its only reaper, is gone (its node died; Ray may place the group
+            # again, empty): it held its devices for ever (a tester, a reviewer)
             _remove(pg, pg_name(key, slot))
             continue
         try:
@@ -155,10 +155,11 @@ def formed(key: str, slot: int) -> None:
         _forming.discard((key, slot))
 
 
-def _alive(ray: Any, name: str, world_size: int) -> int:
-    """How many actors of the pooled gang ``name`` exist (a dead one loses its name)."""
+def _alive(ray: Any, name: str, world_size: int, ranks: range | None = None) -> int:
+    """How many actors of the pooled gang ``name`` exist (a dead one loses its name); of
+    ``ranks`` only, when given."""
     alive = 0
-    for r in range(world_size):
+    for r in ranks if ranks is not None else range(world_size):
         try:
             ray.get_actor(f"{name}-r{r}", namespace=NAMESPACE)
             alive += 1
@@ -176,8 +177,9 @@ ORPHAN_RECHECK_S = 2.0
 
 
 def _orphaned(ray: Any, pg: Any, name: str, world_size: int) -> bool:
-    """Whether the group ``name`` is placed and has no actor, twice ``ORPHAN_RECHECK_S`` apart (a
-    group still pending is another driver's gang waiting for devices)."""
+    """Whether the group ``name`` is placed and its rank 0 (the only reaper: it ends an idle gang)
+    is gone, twice ``ORPHAN_RECHECK_S`` apart (a group still pending is another driver's gang
+    waiting for devices; a driver names rank 0 first, right after the group is placed)."""
     import time
 
     try:
@@ -185,10 +187,11 @@ def _orphaned(ray: Any, pg: Any, name: str, world_size: int) -> bool:
     except Exception as exc:  # noqa: BLE001 - removed meanwhile
         log.debug("state of %s: %s", name, exc)
         return False
-    if not placed or _alive(ray, name, world_size):
+    first = range(1)
+    if not placed or _alive(ray, name, world_size, first):
         return False
     time.sleep(ORPHAN_RECHECK_S)
-    return not _alive(ray, name, world_size)
+    return not _alive(ray, name, world_size, first)
 
 
 def _remove(pg: Any, name: str) -> None:
@@ -196,8 +199,8 @@ def _remove(pg: Any, name: str) -> None:
 
     try:
         remove_placement_group(pg)
-        log.warning("kept gang %s had lost all its actors (their node died?) and still held its devices: removed",
-                    name)
+        log.warning("kept gang %s had lost its rank 0 (its node died?), which ends it once idle, and still held "
+                    "its devices: removed", name)
     except Exception as exc:  # noqa: BLE001 - removed by another driver meanwhile
         log.debug("removing %s: %s", name, exc)
 

@@ -285,12 +285,14 @@ def test_preflight_on_a_cluster_whose_devices_kept_gangs_hold_says_so(ray_addres
         stop_pooled(ray)
 
 
-def test_a_kept_gang_that_lost_every_actor_is_shown_and_removed_by_the_next_run(ray_address: str,
-                                                                               tmp_path: Path) -> None:
+@pytest.mark.parametrize("killed", [(0, 1), (0,)])
+def test_a_kept_gang_that_lost_its_rank_0_is_shown_and_removed_by_the_next_run(ray_address: str, tmp_path: Path,
+                                                                             killed: tuple[int, ...]) -> None:
     """A kept gang's node died: Ray placed its group again elsewhere, empty, holding the devices
     for ever (the reaper had died with rank 0); `pool ls` showed a normal gang and the next
     --keep-gangs run ran with fewer devices (a tester, 2026-12-05). Killing every actor of the
-    gang leaves the same state on one machine."""
+    gang leaves the same state on one machine; killing rank 0 alone (the only reaper) left the
+    others holding their devices for ever (a reviewer)."""
     import ray
 
     from ray_runner.pool import NAMESPACE, list_pooled, stop_pooled
@@ -300,11 +302,13 @@ def test_a_kept_gang_that_lost_every_actor_is_shown_and_removed_by_the_next_run(
         c = campaign([target(HOST, 2, [{"n": 70}])], tmp_path)
         assert run_campaign(c, keep).ok
         [kept] = list_pooled(ray)
-        for r in range(2):
+        for r in killed:
             ray.kill(ray.get_actor(f"{kept['name']}-r{r}", namespace=NAMESPACE), no_restart=True)
-        assert _wait_for(lambda: list_pooled(ray)[0]["actors"] == 0, 30)
+        alive = 2 - len(killed)
+        assert _wait_for(lambda: list_pooled(ray)[0]["actors"] == alive, 30)
         listed = cli("pool", "ls", "--address", ray_address)
-        assert listed.returncode == 0 and "0/2 actors alive: orphaned" in listed.stdout, listed.stdout
+        said = f"{alive}/2 actors alive: " + ("orphaned" if alive == 0 else "broken (not reused)")
+        assert listed.returncode == 0 and said in listed.stdout and "`pool stop` frees" in listed.stdout, listed.stdout
         again = run_campaign(campaign([target(HOST, 2, [{"n": 71}])], tmp_path), keep)
         assert again.ok and again.stats.get("gangs_reused", 0) == 0
         names = [k["name"] for k in list_pooled(ray)]
