@@ -228,7 +228,7 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
         result["errors"] += [f"not seeded, the driver's entry is unusable (run the campaign again to tune "
                              f"its case): {why}" for why in refused]
     if any(r["errors"] for r in results):  # a node that died while seeding is lost, not failed
-        mark_lost(results, {n["NodeID"] for n in alive_nodes()})
+        mark_lost(results, _alive_after_deaths(results, alive_nodes))
     for result in results:
         log.info("seeded node %s (%s): %d written, %d already there, root %s, %.1fs%s", result["node_id"][:12],
                  result["address"], result["written"], result["unchanged"], result["root"], result["seconds"],
@@ -240,6 +240,27 @@ def seed_nodes(paths: Sequence[str], root: str | Path, cache_dir: str | None, ti
              "" if len(whole) == len(nodes) else
              "; not on " + ", ".join(f"{r['address']} ({r['node_id'][:12]})" for r in results if r not in whole))
     return results
+
+
+#: the errors of a seed task whose node may have died (not a problem of the node's disk)
+_DEATHS = ("NodeDiedError", "WorkerCrashedError", "TaskUnschedulableError", "ObjectLostError", "OwnerDiedError",
+           "ActorDiedError", "RaySystemError", "LocalRayletDiedError")
+#: how long a node whose task died may still be listed alive: Ray calls a crashed node dead only
+#: after its health checks fail (tens of seconds by default; a shut-down node at once)
+NODE_DEATH_WAIT_S = 60.0
+
+
+def _alive_after_deaths(results: Sequence[dict[str, Any]], alive_nodes: Any) -> set[str]:
+    """The alive nodes' ids, once every node whose task died of a death error is known dead or
+    :data:`NODE_DEATH_WAIT_S` has passed (a crash was exit 1 with Ray's error while Ray still
+    listed the node: a reviewer, 2026-12-05)."""
+    suspects = {r["node_id"] for r in results if any(str(e).startswith(_DEATHS) for e in r["errors"])}
+    deadline = time.monotonic() + NODE_DEATH_WAIT_S
+    while True:
+        alive = {n["NodeID"] for n in alive_nodes()}
+        if not suspects & alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(1.0)
 
 
 def mark_lost(results: Sequence[dict[str, Any]], alive: set[str]) -> None:

@@ -84,7 +84,7 @@ def test_a_node_that_leaves_during_the_campaign_is_reported_lost_and_the_others_
         while not roots[2].exists() and time.monotonic() < deadline:  # its root checked: the run has begun
             time.sleep(0.05)
         assert roots[2].exists()
-        cluster.remove_node(nodes[2])
+        cluster.remove_node(nodes[2], allow_graceful=False)  # a crash: Ray lists it alive for a while
         runner.join(240)
         result = out["result"]
         assert result.ok, result.seed_errors  # type: ignore[attr-defined]
@@ -99,3 +99,27 @@ def test_a_node_that_leaves_during_the_campaign_is_reported_lost_and_the_others_
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+def test_a_node_whose_seed_task_died_is_waited_for_until_ray_calls_it_dead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray lists a crashed node alive until its health checks fail (tens of seconds): its seed
+    task's death error was then a seeding failure (exit 1) instead of a lost node (a reviewer).
+    A death error waits (bounded) for the node's state; a disk error does not wait."""
+    from ray_runner import seed
+
+    looks = []
+
+    def alive_nodes():  # Ray's view over time: the crashed node listed twice more, then dead
+        looks.append(1)
+        return [{"NodeID": "a"}] + ([{"NodeID": "b"}] if len(looks) <= 2 else [])
+
+    monkeypatch.setattr(seed.time, "sleep", lambda s: None)
+    results = [{"node_id": "a", "errors": []},
+               {"node_id": "b", "errors": ["NodeDiedError: the node running the task died"]}]
+    assert seed._alive_after_deaths(results, alive_nodes) == {"a"} and len(looks) == 3
+    seed.mark_lost(results, {"a"})
+    assert results[1]["lost"].startswith("NodeDiedError") and results[1]["errors"] == []
+
+    looks.clear()
+    disk = [{"node_id": "b", "errors": ["/cache/host: [Errno 28] No space left on device"]}]
+    assert seed._alive_after_deaths(disk, alive_nodes) == {"a", "b"} and len(looks) == 1
