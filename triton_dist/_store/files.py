@@ -498,7 +498,7 @@ def write_entry(root: Path, entry: dict[str, Any], durable: bool = True, place: 
     if created:
         if not durable:
             sync_later(path)
-        keylog.note(path.parent, [(path.stem, entry["key"])])  # what a miss reads, not the folder
+        keylog.note(path.parent, [(path.stem, entry.get("key"))])  # what a miss reads, not the folder
         return path
     write_entry_text(root, path, text, durable)
     return path
