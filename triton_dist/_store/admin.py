@@ -10,6 +10,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import os
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store import keylog as _keylog
 from triton_dist._store import packfile as _packfile
 from triton_dist._store import packs as _packs
 from triton_dist._store.check import other_version
@@ -327,7 +329,9 @@ def _remove(removal: Removal, path: Path, lock: bool) -> None:
 def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: str | None = None,
           history: bool = False, invalid: bool = False, other_versions: bool = False,
           dry_run: bool = False, functions: Iterable[str] | None = None) -> Removals:
-    """Remove entries (with their logs) and history files that match any given criterion.
+    """Remove entries (with their logs) and history files that match any given criterion; a real
+    prune then compacts the key log (``_store.keylog``) of each function folder it removed
+    entries from, to the lines of the entries left.
 
     ``older_than_days``: entries and history older than that; ``keep_hardware``: a hardware
     digest, entries and history for any other one go; ``history``: every history file;
@@ -398,8 +402,8 @@ def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: st
             found = ["history"] if history else reasons(path, entry, _history_age_s(path, now), why)
             if found:
                 plan.append((Removal(str(path), "; ".join(found)), path, False))
-        for path in [p for d in (directory, directory / "history", directory / _packfile.DIR_NAME)
-                     for p in sorted(d.glob(".*.tmp"))]:
+        for path in [p for d in (directory, directory / "history", directory / _packfile.DIR_NAME,
+                                 directory / _keylog.DIR_NAME) for p in sorted(d.glob(".*.tmp"))]:
             try:
                 stale = now - path.stat().st_mtime > STALE_TMP_S
             except OSError:
@@ -442,8 +446,20 @@ def _carry_out(root: Path, plan: list[tuple[Removal, Path, bool]], functions: It
             _remove(removal, path, lock)
     for directory, removals in packed.items():
         _remove_packed(root, directory, removals)
+    touched = {_packs.canonical(path).parent if _packs.is_packed(path) else path.parent
+               for removal, path, _ in plan if removal.done and path.suffix == ".json"}
     for directory in function_dirs(root, functions):
         _drop_orphan_locks(directory, root)
+        if directory in touched:
+            _keylog.compact(directory, functools.partial(_live_ids, directory, root))
+
+
+def _live_ids(directory: Path, root: Path) -> set[str]:
+    """The ids of the entries ``directory`` still has: loose files (listed first: a packer writes
+    its pack before removing the loose files), then packed entries."""
+    live = {n[:-5] for n in _names(directory) if n.endswith(".json")}
+    live.update(eid for _, eid in _packs.packed_ids(directory, root))
+    return live
 
 
 def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, str]]) -> None:

@@ -5,9 +5,13 @@ A full scan parsed every entry of the function on every miss (issue 16); a per-p
 the loose files' keys still listed the whole folder on every miss (45 ms at 40,000 files) and
 read every entry on a process's first miss (2.5 s at 20,000, a tester). Now the writers log
 each entry's id under the hash of its key (``_store.keylog``): a miss reads the log's new lines
-(one open, one read) and the few entries of its own key. Each process lists a folder once, on
-its first miss there, to find the entries the log lacks (older versions', copied in by hand):
-their keys are read once and added to the log. A pack's keys are read once per pack and process.
+(one open, reads of bounded size) and the few entries of its own key. A process lists a folder
+on its first miss there, and again on a miss once its last listing is :data:`LIST_AGAIN_S` old,
+to find the entries the log lacks (older versions', copied in by hand, a writer killed before it
+logged, appends lost over NFS): their keys are read once and added to the log. The misses in
+between list nothing. A log replaced by another file (its device and inode changed: ``cache
+prune`` compacted it, another root's was copied over it) is read again from its start, and the
+folder listed again. A pack's keys are read once per pack and process.
 Loose files shadow packed ones and newer packs older ones, as in ``_store.packs.load_entry``.
 """
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +27,20 @@ from triton_dist._store import files as _cache
 from triton_dist._store import keylog, packfile, packs
 from triton_dist._store.keylog import key_hash, key_of
 
-__all__ = ["entries_with_key", "key_of"]
+__all__ = ["LIST_AGAIN_S", "entries_with_key", "key_of"]
+
+#: a miss lists the function folder again (entries the log lacks) once its last listing is this old
+LIST_AGAIN_S = 60.0
+_clock = time.monotonic
 
 
 class _Directory:
     """What this process knows of one function directory's keys."""
 
     def __init__(self) -> None:
-        self.listed = False  # this process listed the folder once (entries the log lacks)
+        self.listed_at: float | None = None  # when this process last listed the folder (_clock)
         self.offset = 0  # of the log, read up to there
+        self.ident: keylog.Ident | None = None  # of the log read (a replaced one is read from 0)
         self.by_hash: dict[str, set[str]] = {}  # key hash -> ids
         self.packs: dict[str, tuple[tuple[int, int, int], dict[str, list[str]]]] = {}  # path -> (stamp, key -> ids)
 
@@ -42,26 +52,27 @@ _MAX_DIRECTORIES = 256
 
 def _read_log(directory: Path, known: _Directory) -> None:
     """The log's new lines into ``known`` (from the start, and the folder listed again, when the
-    log is gone or was replaced)."""
-    read = keylog.read_from(directory, known.offset)
-    if read is None and known.offset:
-        known.listed, known.offset, known.by_hash = False, 0, {}
-        read = keylog.read_from(directory, 0)
+    log is gone or was replaced), and the folder listed when never listed or :data:`LIST_AGAIN_S` ago."""
+    def add(eid: str, digest: str) -> None:
+        known.by_hash.setdefault(digest, set()).add(eid)
+
+    read = keylog.read_from(directory, known.offset, known.ident, add)
+    if read is None and (known.offset or known.ident is not None):
+        known.listed_at, known.offset, known.ident, known.by_hash = None, 0, None, {}
+        read = keylog.read_from(directory, 0, None, add)
     if read is not None:
-        pairs, known.offset = read
-        for eid, digest in pairs:
-            known.by_hash.setdefault(digest, set()).add(eid)
-    if not known.listed:
-        _list_once(directory, known)
+        _, known.offset, known.ident = read
+    if known.listed_at is None or _clock() - known.listed_at >= LIST_AGAIN_S:
+        _list(directory, known)
 
 
-def _list_once(directory: Path, known: _Directory) -> None:
+def _list(directory: Path, known: _Directory) -> None:
     """The loose entries the log lacks: their keys read (once per process) and added to the log."""
     try:
         names = {n[:-5] for n in os.listdir(directory) if n.endswith(".json") and len(n) > 5}
     except OSError:
         return
-    known.listed = True
+    known.listed_at = _clock()
     logged = set().union(*known.by_hash.values()) if known.by_hash else set()
     found: list[tuple[str, str | None]] = []
     for eid in sorted(names - logged):
