@@ -1,9 +1,11 @@
 """``python -m ray_runner``: run, validate or pre-flight a pre-tuning campaign.
 
-Exit status: 0 success; 1 a case failed, a node was not seeded, or pre-flight found a miss;
-2 the campaign file or the command line is invalid; 3 the cluster cannot run it (Ray missing,
-no connection, unwritable cache directory, no node can hold a case's gang: the resource, or
-world_size of it, or a kind, is missing; for ``run``, when every failed case failed so).
+Exit status: 0 success (a node that left the cluster is reported as lost, not failed); 1 a case
+failed, a node was not seeded, or pre-flight found a miss; 2 the campaign file or the command line
+is invalid; 3 the cluster cannot run it (Ray missing, no connection, an unwritable cache directory
+on the driver or, with ``--seed nodes``, on a node; another run of the campaign is going on; no
+node can hold a case's gang: the resource, or world_size of it, or a kind, is missing; for
+``run``, when every failed case failed so).
 """
 
 from __future__ import annotations
