@@ -174,10 +174,9 @@ def test_the_log_is_read_in_bounded_chunks(tmp_path: Path, monkeypatch: pytest.M
     assert max(sizes) <= 1000 and len(sizes) > 100  # before: one read of 232,001 bytes
 
 
-def test_a_miss_lists_the_folder_again_once_the_last_listing_is_old(
-        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A long-running process listed a folder once, so it never found an entry the log lacks that
-    appeared later (an older writer in a shared root, a writer killed before logging, NFS)."""
+def entry_taken_away(cache_dir: Path) -> tuple[Path, Path, bytes, str, Path]:
+    """Three entries of ``host``; the first one's file removed (its bytes kept to put it back):
+    (the function folder, that file, its bytes, its key, the key log)."""
     fill(3)
     directory = cache_dir / "host"
     source = sorted(directory.glob("*.json"))[0]
@@ -185,7 +184,14 @@ def test_a_miss_lists_the_folder_again_once_the_last_listing_is_old(
     key = keylog.key_of(blob)
     assert key is not None
     source.unlink()
-    log = directory / keylog.DIR_NAME / keylog.LOG_NAME
+    return directory, source, blob, key, directory / keylog.DIR_NAME / keylog.LOG_NAME
+
+
+def test_a_miss_lists_the_folder_again_once_the_last_listing_is_old(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long-running process listed a folder once, so it never found an entry the log lacks that
+    appeared later (an older writer in a shared root, a writer killed before logging, NFS)."""
+    directory, source, blob, key, log = entry_taken_away(cache_dir)
     log.write_text("".join(line + "\n" for line in log_lines(directory) if not line.startswith(source.stem)))
     now = [1000.0]
     monkeypatch.setattr(keyindex, "_clock", lambda: now[0])
@@ -216,14 +222,7 @@ def test_a_log_replaced_by_a_longer_file_is_read_from_its_start(cache_dir: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     """The log was re-read by size only: one replaced by another file at least as long (rsync of
     another root) was read from the old offset, its start skipped."""
-    fill(3)
-    directory = cache_dir / "host"
-    source = sorted(directory.glob("*.json"))[0]
-    blob = source.read_bytes()
-    key = keylog.key_of(blob)
-    assert key is not None
-    source.unlink()
-    log = directory / keylog.DIR_NAME / keylog.LOG_NAME
+    directory, source, blob, key, log = entry_taken_away(cache_dir)
     others = [line + "\n" for line in log_lines(directory) if not line.startswith(source.stem)]
     mine = next(line + "\n" for line in log_lines(directory) if line.startswith(source.stem))
     log.write_text("".join(others))
