@@ -4,7 +4,8 @@ Exit status: 0 done (``why``: would hit), 1 a negative answer (``verify`` found 
 ``why`` found a miss, an entry was not found, an archive was refused) or a file-system error
 (permissions, a full disk: one ``error:`` line) or a reader that stopped reading the output
 (``ls | head``: no message), 2 bad usage or settings, 3 ``why`` could not tell (verdict
-unknown: the function's code was not compared).
+unknown: the function's code was not compared), 130 stopped by Ctrl-C and 143 by SIGTERM (one
+``interrupted:`` line saying what was done: ``_cli.stopping``).
 See docs/cache.md.
 """
 

@@ -4,7 +4,6 @@ exit status (0 done, 1 a negative answer, 2 bad usage, 3 ``why``'s verdict unkno
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from triton_dist._cli.render import (
     table,
     terminal_width,
 )
+from triton_dist._cli.stopping import EXIT_INTERRUPTED, EXIT_TERMINATED, stoppable
 from triton_dist._cli.why import EXIT_UNKNOWN, cmd_why, this_digest
 from triton_dist._store import admin as _cache_admin
 from triton_dist._store import archive as _cache_archive
@@ -27,10 +27,9 @@ from triton_dist._store import packs as _packs
 from triton_dist._store import verify as _cache_verify
 from triton_dist._store.check import other_version
 from triton_dist._store.denied import MODE, denied
-from triton_dist._store.stopped import Interrupted
 from triton_dist.errors import CacheAdminError, TritonDistError
 
-__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "EXIT_UNKNOWN", "emit"]
+__all__ = ["COMMANDS", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_UNKNOWN", "emit"]
 
 
 # ---------------------------------------------------------------------------- ls / show
@@ -322,42 +321,8 @@ def cmd_import(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- Ctrl-C
-
-#: exit status of a command stopped by Ctrl-C (128 + SIGINT, as a shell reports it)
-EXIT_INTERRUPTED = 130
-
-#: what a command stopped by Ctrl-C had done, where the store did not say more (``Interrupted``)
-_NOTHING_DONE = {
-    "export": "no archive was written (one already there is unchanged); the cache was only read",
-    "import": "nothing was imported yet (the archive was still being read and checked)",
-    "prune": "nothing was removed yet (it was still finding what to remove)",
-}
-
-
-def _interruptible(name: str, command: Callable[[argparse.Namespace, Path, bool], int]
-                   ) -> Callable[[argparse.Namespace, Path, bool], int]:
-    """``command``, which on Ctrl-C says in one line (stderr) that it was interrupted and what it
-    had done, and returns :data:`EXIT_INTERRUPTED`, instead of a traceback and no summary (a tester)."""
-
-    def run(args: argparse.Namespace, root: Path, as_json: bool) -> int:
-        try:
-            return command(args, root, as_json)
-        except KeyboardInterrupt as exc:
-            done = exc.done if isinstance(exc, Interrupted) else \
-                _NOTHING_DONE.get(name, "it only reads the cache: nothing changed")
-            message = f"interrupted: {name} stopped by Ctrl-C; {done}"
-            if as_json:
-                emit({"error": "KeyboardInterrupt", "message": message})
-            print(message, file=sys.stderr)
-            return EXIT_INTERRUPTED
-
-    run.__doc__ = command.__doc__
-    return run
-
-
 COMMANDS: dict[str, Callable[[argparse.Namespace, Path, bool], int]] = {
-    name: _interruptible(name, command) for name, command in {
+    name: stoppable(name, command) for name, command in {
         "ls": cmd_ls, "show": cmd_show, "why": cmd_why, "verify": cmd_verify,
         "export": cmd_export, "import": cmd_import, "prune": cmd_prune,
     }.items()

@@ -1,5 +1,5 @@
-"""A cache command stopped by Ctrl-C, with what it had done by then (the command line prints it
-as one line and exits 130: no traceback, a tester)."""
+"""A cache command stopped by Ctrl-C or SIGTERM, with what it had done by then (the command line
+prints it as one line and exits 130 or 143: no traceback, a tester; ``_cli.stopping``)."""
 
 from __future__ import annotations
 
