@@ -234,3 +234,26 @@ def test_triton_ascends_print_switch_and_best_config_during_the_runs(monkeypatch
     torch.testing.assert_close(add(x, y), x + y)
     assert set(seen) == {64, 128} and seen[-1] == kernel.cache[next(iter(kernel.cache))].kwargs["BLOCK_SIZE"]
     assert "Triton autotuning for function add_kernel finished after" in capsys.readouterr().out
+
+
+def test_configs_timings_have_the_shape_triton_ascends_run_records():
+    """triton-ascend's ``run`` stores per config what ``_bench`` returned: its ``do_bench``'s
+    ``[median, 20 %, 80 %]`` (``torch.quantile(...).tolist()``), ``[inf, inf, inf]`` for a config
+    that cannot run; contextual tuning recorded the mean alone, which code written for it (the
+    median at ``[0]``) could not read."""
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128)]
+    x, y = torch.randn(256), torch.randn(256)
+    stock = triton.autotune(configs=configs, key=["n_elements"])(add_kernel)
+    out = torch.empty_like(x)
+    stock[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK_SIZE"]),)](x, y, out, x.numel())
+    stock_shapes = {(type(t), len(t)) for t in stock.configs_timings.values()}
+    assert stock_shapes == {(list, 3)}
+
+    failing = triton.Config({"BLOCK_SIZE": 2**21})  # beyond TRITON_MAX_TENSOR_NUMEL: fails to run
+    kernel = triton.autotune(configs=[*configs, failing], key=["n_elements"])(add_kernel)
+    torch.testing.assert_close(_add(kernel)(x, y), x + y)
+    timings = kernel.configs_timings
+    assert {(type(timings[c]), len(timings[c])) for c in configs} == stock_shapes
+    assert timings[failing] == [float("inf")] * 3
+    ranked = sorted(timings, key=timings.get)  # stock run's order: min(timings, key=timings.get)
+    assert ranked[-1] is failing and all(timings[c][1] <= timings[c][0] <= timings[c][2] for c in configs)

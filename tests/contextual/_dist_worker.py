@@ -64,6 +64,7 @@ def scenario(name: str, rank: int) -> dict[str, Any]:
         expected = 2.0 * sum(range(1, world + 1))
         result["correct"] = bool(torch.allclose(y.cpu(), torch.full((1024,), expected)))
         result["best"] = [c.kwargs["BLOCK"] for c in scale.cache.values()]
+        result["timings"] = {str(c.kwargs["BLOCK"]): t for c, t in scale.configs_timings.items()}
     except Exception as exc:  # noqa: BLE001 - reported to the test
         result["error"] = type(exc).__name__
         result["message"] = str(exc)

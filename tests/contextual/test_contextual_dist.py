@@ -66,9 +66,17 @@ def check(reports: list[dict[str, Any]], cwd: Path) -> None:
     maxed = reports[0]["max"], reports[1]["max"]
     for r in maxed:
         assert r == {**r, "correct": True, "best": [256], "runs": runs_per_tuning + 1, "in_step": True}
+    # configs_timings as stock Triton's ([median, 20 %, 80 %] ms), each figure the MAX over ranks:
+    # the same on both, at least each rank's injected delay (256: 40 ms on rank 0, 512: 80 ms on 1)
+    assert maxed[0]["timings"] == maxed[1]["timings"]
+    for block, delay in (("256", 40.0), ("512", 80.0)):
+        median, p20, p80 = maxed[0]["timings"][block]
+        assert delay <= p20 <= median <= p80
     failed = reports[0]["rank_failure"], reports[1]["rank_failure"]
     for r in failed:
         assert r == {**r, "correct": True, "best": [256], "runs": runs_per_tuning + 1, "in_step": True}
+        # 512 failed on rank 1 only: stock's figures of a config that cannot run, on both ranks
+        assert r["timings"]["512"] == [float("inf")] * 3 and min(r["timings"]["256"]) >= 40.0
     invalid = reports[0]["all_invalid"], reports[1]["all_invalid"]
     for r in invalid:
         assert r["error"] == "NoValidConfigError" and r["message"] == "cannot find valid config"

@@ -136,8 +136,9 @@ def test_samples_of_launches_behind_a_sleep_pick_the_fastest_kernel(monkeypatch)
     best, kernel = tune(device, monkeypatch)
     assert best.kwargs["BLOCK"] == 512
     # the per-launch times are the kernels' own, not launch + kernel
-    timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}
-    assert timings == pytest.approx(KERNEL_MS, rel=1e-6)
+    timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}  # [median, 20 %, 80 %]
+    assert timings.keys() == KERNEL_MS.keys()
+    assert all(timings[b] == pytest.approx([KERNEL_MS[b]] * 3, rel=1e-6) for b in KERNEL_MS)
     # samples of ceil(1 ms / fastest warm-up) launches: 7 for 0.15 ms
     k = launches_per_sample(min(KERNEL_MS.values()))
     assert k == 7
@@ -158,7 +159,7 @@ def test_the_seed_timing_picks_the_cheapest_launch_instead(monkeypatch):
     device.interleaved = False  # the Session then times through time_runs, one launch per pair
     best, kernel = tune(device, monkeypatch)
     timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}
-    assert all(timings[b] > KERNEL_MS[b] + 0.3 for b in KERNEL_MS)  # the launch is in every figure
+    assert all(min(timings[b]) > KERNEL_MS[b] + 0.3 for b in KERNEL_MS)  # the launch is in every figure
     assert best.kwargs["BLOCK"] == 256
 
 
@@ -209,8 +210,9 @@ def test_a_sample_follows_a_lead_in_of_its_own_config_not_the_previous_candidate
     # without the lead-in, 512's samples of 7 launches began with its 4 slow ones (0.184 ms per
     # launch against 256's 0.16) and the tuning picked 256; after it, each sample is steady state
     assert best.kwargs["BLOCK"] == 512
-    timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}
-    assert timings == pytest.approx(SwitchDevice.KERNEL, rel=1e-6)
+    timings = {c.kwargs["BLOCK"]: t for c, t in kernel.configs_timings.items()}  # [median, 20 %, 80 %]
+    assert timings.keys() == SwitchDevice.KERNEL.keys()
+    assert all(timings[b] == pytest.approx([ms] * 3, rel=1e-6) for b, ms in SwitchDevice.KERNEL.items())
     k = launches_per_sample(min(SwitchDevice.KERNEL.values()))
     # 3 configs x (1 warm-up + 3 samples of k after a lead-in of k) + the final run's launch
     assert len(device.launches) == 3 * (1 + 3 * 2 * k) + 1

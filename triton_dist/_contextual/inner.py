@@ -8,7 +8,9 @@ Contextual tuning replaces the inner autotuner's benchmark, not its user's wishe
   ranks by it) is the slot's time. How many times it launches is up to it;
 - ``knobs.autotuning.print`` prints stock ``run``'s two messages (one per candidate, one with the
   choice) on stdout, and ``knobs.autotuning.listener`` is called once per tuned key with stock
-  ``run``'s arguments (``cache_hit=False``, ``configs_timings`` the mean per config);
+  ``run``'s arguments (``cache_hit=False``, ``configs_timings`` the kernel's, as stock's: per
+  config the ``[median, 20 %, 80 %]`` quantiles in ms, or what the custom ``do_bench`` returns:
+  ``timings.py``);
 - ``bench_time`` is set on the autotuner: the seconds from the kernel's first measured launch to
   its choice, i.e. the tuning's duration inside the real runs (the outer function's other work
   between launches included, which stock ``run`` does not have).
@@ -28,6 +30,8 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+
+from triton_dist._contextual.timings import QUANTILES
 
 __all__ = ["InnerOptions", "read_options"]
 
@@ -80,24 +84,25 @@ class InnerOptions:
     do_bench: Callable[..., Any] | None
     started: float = dataclasses.field(default_factory=time.perf_counter)
 
-    def bench(self, call: Callable[[], Any]) -> tuple[Any, float]:
-        """(the last launch's return, the custom benchmarker's time in ms) for one slot."""
+    def bench(self, call: Callable[[], Any]) -> tuple[Any, float, Any]:
+        """(the last launch's return, the custom benchmarker's time in ms, its whole result) for
+        one slot: the time is its result's first value (a list of quantiles ranks by its first,
+        as stock ``run`` ranks), the whole result goes into ``configs_timings`` (``timings.py``)."""
         box: list[Any] = [None]
 
         def kernel_call() -> None:
             box[0] = call()
 
-        measured = self.do_bench(kernel_call, quantiles=(0.5, 0.2, 0.8))  # type: ignore[misc]
-        if isinstance(measured, (list, tuple)):
-            measured = measured[0]
-        return box[0], float(measured)
+        measured = self.do_bench(kernel_call, quantiles=QUANTILES)  # type: ignore[misc]
+        first = measured[0] if isinstance(measured, (list, tuple)) else measured
+        return box[0], float(first), measured
 
     def announce(self, name: str, config: Any) -> None:
         knobs = _knobs()
         if knobs is not None and getattr(knobs, "print", False):
             _say(f"Autotuning kernel {name} with config {config}")
 
-    def finished(self, at: Any, name: str, key: tuple, best: Any, timings: dict[Any, float]) -> None:
+    def finished(self, at: Any, name: str, key: tuple, best: Any, timings: dict[Any, Any]) -> None:
         """The choice is made: ``bench_time``, then the print and the listener, as stock ``run``."""
         at.bench_time = time.perf_counter() - self.started
         knobs = _knobs()

@@ -66,6 +66,8 @@ class Candidate:
     config_id: int
     """Position in the kernel's ``configs`` (what the log calls config-id)."""
     times: list[float] = dataclasses.field(default_factory=list)
+    rows: list[tuple[list[float], bool]] = dataclasses.field(default_factory=list)
+    """the inner autotuner's ``do_bench`` results of the timed slots (``timings.bench_row``)"""
     error: str | None = None
     pending: list[tuple[str, Any]] = dataclasses.field(default_factory=list)
     """timed samples not read yet (device timing): (where, token)"""

@@ -37,6 +37,7 @@ from triton_dist._backends import get_backend
 from triton_dist._contextual import triton_compat as compat
 from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
+from triton_dist._contextual.timings import bench_row, figures, flat, from_code, record
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
 from triton_dist._logging import TuningLog, announce_once
 from triton_dist._measure.collector import collector_paused
@@ -436,7 +437,8 @@ class Session:
                         ret = call()
                     self.info("%s | %s", state.prefix(cand), where)
                 elif state.inner.do_bench is not None:  # the inner triton.autotune's benchmarker
-                    ret, ms = state.inner.bench(call)
+                    ret, ms, result = state.inner.bench(call)
+                    cand.rows.append(bench_row(result))
                     self._record(state, cand, where, ms)
                 else:
                     ret, token = self.samples.timed(state, call, max(1, state.per_sample), lead_in=True)
@@ -489,13 +491,23 @@ class Session:
 
     def _finish(self, state: KernelTuning) -> None:
         self._read_pending(state)
-        means = [statistics.fmean(c.times) if c.ok and len(c.times) == state.n_repeat else math.inf
-                 for c in state.candidates]
+        complete = [c.ok and len(c.times) == state.n_repeat for c in state.candidates]
+        means = [statistics.fmean(c.times) if full else math.inf
+                 for c, full in zip(state.candidates, complete, strict=True)]
+        values, code = figures(state.candidates, complete, custom=state.inner.do_bench is not None)
         if self.view is not None:
             local = means
             self._agree_at({"kernel": state.name, "key": state.key_text, "configs": "(the MAX of its timings)"},
                            f"the MAX reduction of {state.name}, key {state.key_text}")
-            means = max_reduce(self.view, self.backend, means, self.timeout_s)
+            # the means and the figures' shape (a custom do_bench's is known where one of its
+            # slots ran), then the figures in that shape: each the MAX over ranks, as the means
+            n = len(means)
+            reduced = max_reduce(self.view, self.backend, [*means, code], self.timeout_s)
+            means, code = reduced[:n], reduced[n]
+            width = from_code(code)[0]
+            flat_max = max_reduce(self.view, self.backend, [x for v in values for x in flat(v, from_code(code))],
+                                  self.timeout_s)
+            values = [flat_max[i * width:(i + 1) * width] for i in range(n)]
             self.info("func: %s | key: %s | MAX over WORLD (%d ranks): %s (this rank: %s)",
                       state.name, state.key_text, self.view.size, _fmt(means), _fmt(local))
         for cand, mean in zip(state.candidates, means, strict=True):
@@ -515,7 +527,10 @@ class Session:
             cache = state.at.cache = {}
         cache[state.key] = best.config
         self._group_decided(state.at, state.key)
-        state.at.configs_timings = {c.config: m for c, m in zip(state.candidates, means, strict=True)}
+        # stock's figures of the same samples (timings.py), not the mean that picked
+        shape = from_code(code)
+        state.at.configs_timings = {c.config: record(v, shape, math.isfinite(m))
+                                    for c, v, m in zip(state.candidates, values, means, strict=True)}
         state.best, state.done = best, True
         state.inner.finished(state.at, state.name, state.key, best.config, state.at.configs_timings)
         self.info("func: %s | key: %s | best-config-id: %d | best-config: %s | best-latency: %.4f ms",

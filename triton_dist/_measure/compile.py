@@ -334,8 +334,8 @@ def precompile_candidates(candidates: list[Any], at: Any, args: tuple, kwargs: d
     before its first timed launch. A candidate whose compile failed gets its ``error`` set (and a
     line in the session's log) and keeps its place, as a candidate that fails at its first launch
     does: its slots are skipped (filled, with ``is_dist``), the tuning's summary logs it invalid
-    and its ``configs_timings`` entry is inf, as stock ``Autotuner`` records a config that does
-    not compile. False when no candidate compiled."""
+    and its ``configs_timings`` entry is ``[inf, inf, inf]``, as stock ``Autotuner`` records a config
+    that does not compile. False when no candidate compiled."""
     workers, explicit = resolve_workers(session.compile_workers)
     backend = session.backend
     if workers < 2 or len(candidates) < 2 or (not explicit and not _compiles(backend)):

@@ -1,0 +1,143 @@
+"""An inner kernel tuned by contextual_autotune records ``configs_timings`` as stock Triton does.
+
+Stock ``Autotuner.run`` stores per config what ``_bench`` returned: its benchmarker's result for
+``quantiles=(0.5, 0.2, 0.8)`` (``[median, 20 %, 80 %]`` in ms; ``[inf, inf, inf]`` for a config
+that cannot run), or what a custom ``do_bench`` returned. Contextual tuning recorded one float
+(the mean) per config: code written for stock Triton (``timings[cfg][0]``, unpacking the three
+quantiles) raised ``TypeError`` (a float is not subscriptable, cannot be unpacked). The user code below is
+written the way such code reads these attributes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from triton_dist.autotuner import contextual_autotune
+
+from . import _kernels as K
+
+N_REPEAT = 5
+
+
+@pytest.fixture(autouse=True)
+def in_tmp_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@triton.jit
+def _double(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    tl.store(y_ptr + offsets, 2.0 * tl.load(x_ptr + offsets, mask=mask), mask=mask)
+
+
+def launch(kernel, x):
+    y = torch.empty_like(x)
+    kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel())
+    return y
+
+
+def tuned(kernel, x):
+    @contextual_autotune(n_warmup=1, n_repeat=N_REPEAT)
+    def outer(x):
+        return launch(kernel, x)
+
+    torch.testing.assert_close(outer(x), 2.0 * x)
+
+
+def stock_users_report(kernel) -> list[str]:
+    """What a user of stock Triton writes after a tuning: rank the configs as stock ``run`` does
+    (``min(timings, key=timings.get)``), print the median and the spread of each."""
+    timings = kernel.configs_timings
+    lines = []
+    for config in sorted(timings, key=timings.get):
+        median, p20, p80 = timings[config]
+        lines.append(f"{config}: {timings[config][0]:.4f} ms (p20 {p20:.4f}, p80 {p80:.4f}, median {median:.4f})")
+    return lines
+
+
+def logged_times(text: str) -> dict[int, list[float]]:
+    """Each config-id's timed samples (ms) as the session logged them."""
+    found: dict[int, list[float]] = {}
+    for cid, ms in re.findall(r"config-id: (\d+) \|.*round: timed \d+/\d+ \| time: ([0-9.]+) ms", text):
+        found.setdefault(int(cid), []).append(float(ms))
+    return found
+
+
+def test_session_timed_configs_timings_are_stocks_quantiles_of_the_measured_samples(tmp_path):
+    # BLOCK 3 is not a power of 2: it fails at its first launch (a config that cannot run)
+    configs = [triton.Config({"BLOCK": b}) for b in (32, 3, 64, 128)]
+    kernel = triton.autotune(configs=configs, key=["n"])(_double)
+    tuned(kernel, torch.randn(512, device=K.device()))
+
+    report = stock_users_report(kernel)  # raised TypeError on the float means
+    assert len(report) == 4 and report[-1].startswith("BLOCK: 3,") and "inf ms" in report[-1]
+    timings = kernel.configs_timings
+    assert timings[configs[1]] == [math.inf] * 3  # what stock _bench returns for a config that fails
+    samples = logged_times((tmp_path / ".autotune_logs" / "rank-0.log").read_text())
+    assert sorted(samples) == [0, 2, 3]
+    for cid in (0, 2, 3):
+        value = timings[configs[cid]]
+        assert type(value) is list and len(value) == 3 and all(type(v) is float for v in value)
+        median, p20, p80 = value
+        assert p20 <= median <= p80
+        # the quantiles stock asks do_bench for, of the samples the session timed (the log
+        # rounds them to 0.1 µs), interpolated as triton.testing and torch do
+        times = torch.tensor(samples[cid], dtype=torch.float64)
+        assert len(times) == N_REPEAT
+        expected = torch.quantile(times, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
+        assert value == pytest.approx(expected, abs=2e-4)
+    # the pick is the lowest mean of the same samples (SPEC §B)
+    means = {cid: sum(samples[cid]) / N_REPEAT for cid in samples}
+    (best,) = kernel.cache.values()
+    assert configs.index(best) == min(means, key=lambda c: (means[c], c))
+
+
+def _quantile_bench(kernel_call, quantiles):
+    """A custom benchmarker with stock ``do_bench``'s result: the quantiles of its launches'
+    host times (stock's default needs a GPU driver, absent under the interpreter)."""
+    import time
+
+    from triton.testing import _quantile
+
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        kernel_call()
+        times.append((time.perf_counter() - start) * 1e3)
+    return _quantile(times, quantiles)
+
+
+def _mean_bench(kernel_call, quantiles):
+    """A custom benchmarker that returns one number, as some users write them."""
+    import time
+
+    start = time.perf_counter()
+    kernel_call()
+    return (time.perf_counter() - start) * 1e3
+
+
+@pytest.mark.parametrize("bench", [_quantile_bench, _mean_bench], ids=["quantiles", "number"])
+def test_custom_do_bench_results_are_recorded_in_the_shape_stock_records_them(bench):
+    configs = [triton.Config({"BLOCK": b}) for b in (32, 64, 128)]
+    x = torch.randn(256, device=K.device())
+    stock = triton.autotune(configs=configs, key=["n"], do_bench=bench)(_double)
+    torch.testing.assert_close(launch(stock, x), 2.0 * x)
+    contextual = triton.autotune(configs=configs, key=["n"], do_bench=bench)(_double)
+    tuned(contextual, x)
+
+    def shape(value):
+        return (type(value), len(value) if isinstance(value, list) else None)
+
+    assert {shape(v) for v in contextual.configs_timings.values()} == {shape(v) for v in stock.configs_timings.values()}
+    assert set(contextual.configs_timings) == set(stock.configs_timings)
+    if bench is _quantile_bench:
+        assert stock_users_report(contextual)[0].startswith(str(next(iter(contextual.cache.values()))))
