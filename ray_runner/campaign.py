@@ -111,10 +111,10 @@ class CampaignResult:
 def _check_writable(root: Path, what: str = "cache directory", mode: int = 0o700,
                     fix: str = "the campaign's entries could not be saved. Pass --cache-dir DIR or set "
                                "TRITON_DIST_AUTOTUNE_DIR.") -> None:
+    from .seed import probe_writable
+
     try:
-        root.mkdir(mode=mode, parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
-            pass
+        probe_writable(root, mode)
     except OSError as exc:
         raise InfrastructureError(f"the {what} {root} is not writable ({exc.strerror or exc}); {fix}") from exc
 

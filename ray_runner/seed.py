@@ -40,7 +40,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packfile, packs
 
-__all__ = ["CHUNK_BYTES", "build_packs", "check_node_roots", "mark_lost", "seed_nodes", "write_packs"]
+__all__ = ["CHUNK_BYTES", "build_packs", "check_node_roots", "mark_lost", "probe_writable", "seed_nodes", "write_packs"]
 
 log = logging.getLogger(__name__)
 
@@ -281,10 +281,20 @@ def mark_lost(results: Sequence[dict[str, Any]], alive: set[str]) -> None:
                     result.get("address"), str(result.get("node_id"))[:12])
 
 
-def _root_here(cache_dir: str | None) -> dict[str, Any]:
-    """This node's cache root (as :func:`write_packs` resolves it), made and written to once."""
+def probe_writable(folder: Path, mode: int = 0o700) -> None:
+    """Make ``folder`` (``mode``, with its parents) if need be, then create and remove one file in
+    it: raises the ``OSError`` of a folder this user cannot write (a read-only mount, another
+    user's folder, a file in its path). The driver checks its cache root and report directory
+    with it (``campaign``), each node its cache root (:func:`check_node_roots`)."""
     import tempfile
 
+    folder.mkdir(mode=mode, parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=folder, prefix=".probe-"):
+        pass
+
+
+def _root_here(cache_dir: str | None) -> dict[str, Any]:
+    """This node's cache root (as :func:`write_packs` resolves it), made and written to once."""
     import ray
 
     from triton_dist.settings import get_settings
@@ -292,9 +302,7 @@ def _root_here(cache_dir: str | None) -> dict[str, Any]:
     root = Path(cache_dir).expanduser() if cache_dir is not None else get_settings().autotune_dir
     error = None
     try:
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".probe-"):
-            pass
+        probe_writable(root)
     except OSError as exc:
         error = f"{type(exc).__name__}: {exc}"[:300]
     return {"node_id": ray.get_runtime_context().get_node_id(), "host": socket.gethostname(), "root": str(root),
