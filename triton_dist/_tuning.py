@@ -44,13 +44,13 @@ from triton_dist._measure.bench import measure_candidates
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
-from triton_dist._measure.result import BUG_TYPES, CandidateResult, describe
+from triton_dist._measure.result import BUG_TYPES, CandidateResult, MeasuredMode, describe
 from triton_dist._measure.spare import Spare
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, measurement_info
+from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, measurement_info, replays_graphs
 from triton_dist._store.fingerprint import body_hash
 from triton_dist._target import Outcome, TuneTarget, show_config
 from triton_dist._warn import warn_user
@@ -331,7 +331,9 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
               target.n_warmup, target.n_repeat, backend.kind, f", {view.describe()}" if view else "", os.getpid())
     ahead = EntryAhead(target, plan.key_text, backend, view, root if write_path is not None else None)
     spare.add(ahead.prepare)
-    results, bug = _measure(target, plan, args, kwargs, view, backend, settings, tlog, overwrite, spare)
+    mode = MeasuredMode()
+    results, bug = _measure(target, plan, args, kwargs, view, backend, settings, tlog, overwrite, spare, mode)
+    _say_mode(target, backend, mode, tlog)
     if plan.reuse is not None:
         results = plan.reuse.merge(results, plan.kept)
     results = _reduce(target, plan, results, bug, view, backend, settings, tlog)
@@ -340,17 +342,18 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
         tlog.info("reused timings scaled by %.4f (the old best's time now / then)", plan.reuse.scale)
     best, margin = _pick(target, plan.key_text, results, tlog)
     spare.finish()
-    entry = build_entry(target, plan.key_text, results, best, margin, backend, view, plan.reuse, ahead.head)
+    entry = build_entry(target, plan.key_text, results, best, margin, backend, view, plan.reuse, ahead.head, mode)
     path = _write(target, plan.key_text, entry, root, tlog, ahead) if write_path is not None else None
     return Outcome(best, "tuned", entry, path)
 
 
 def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: GroupView | None,
              backend: Backend, settings: Settings, tlog: TuningLog, overwrite: bool,
-             spare: Spare) -> tuple[list[CandidateResult], BaseException | None]:
+             spare: Spare, mode: MeasuredMode) -> tuple[list[CandidateResult], BaseException | None]:
     """Step 3: time the kept configs (those without reused timings) under the run guard, which
     restores arguments the function mutates and checks outputs. Returns (results, a bug: an error
-    of the measuring itself, raised after the group has exchanged it)."""
+    of the measuring itself, raised after the group has exchanged it); ``mode`` learns how the
+    configs were timed."""
     to_measure = plan.kept
     if plan.reuse is not None:
         to_measure = plan.reuse.to_measure(plan.kept)
@@ -370,6 +373,7 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
     measure, options = _measurer(target, view, backend, settings, tlog, guard, defer, queue)
     if defer:
         options["spare"] = spare.run
+    options["mode"] = mode
     def run(i: int) -> Callable[[], Any]:
         def call() -> Any:
             try:
@@ -394,6 +398,16 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
             known_failures=precompile_target(  # + compile errors
                 target, to_measure, args, kwargs, overwrite, view is not None, backend, tlog.info),
         )
+
+
+def _say_mode(target: TuneTarget, backend: Backend, mode: MeasuredMode, tlog: TuningLog) -> None:
+    """How graph mode timed the configs (the verbose log): replays, or eager runs and why."""
+    if not replays_graphs(target, backend) or mode.graphs is None:
+        return
+    if mode.graphs:
+        tlog.info("configs timed by graph replays%s", " in 2 memory placements" if mode.placements > 1 else "")
+    else:
+        tlog.info("configs timed by eager runs, not graph replays: %s", mode.fallback or "no graph was replayed")
 
 
 def _note_bug(exc: Exception, target: TuneTarget, index: int, key_text: str) -> None:

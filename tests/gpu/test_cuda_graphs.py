@@ -87,6 +87,9 @@ def test_a_host_function_that_syncs_falls_back_to_eager_runs(scale_fn, caplog):
         entry = tuner.tune(x, 2.0, sync=True, force=True, write_cache=False)
     assert "measuring without graphs" in caplog.text
     assert all(c["runs"] == 15 and "runs_per_sample" not in c for c in entry["candidates"])
+    # the entry says its timings are eager ones, and why (it said "graphs": true)
+    measurement = entry["measurement"]
+    assert "graphs" not in measurement and "placements" not in measurement and measurement["graphs_fallback"]
     torch.cuda.synchronize()  # the device is fine after the failed capture
     torch.randn(8, device="cuda")  # and so is torch's RNG (a failed capture leaves it capturing)
     torch.testing.assert_close(tuner(x, 2.0, sync=True), 2.0 * x)
@@ -293,6 +296,7 @@ def test_two_placements_measure_every_candidate_in_both_pools(scale_fn, monkeypa
     tuner = scale_fn(graphs=True)
     entry = tuner.tune(x, 2.0, force=True, write_cache=False)
     assert all(c["error"] is None for c in entry["candidates"])
+    assert entry["measurement"]["graphs"] is True and entry["measurement"]["placements"] == 2
     assert (torch.cuda.current_device(), 1) in cuda_backend._POOLS  # the second placement's pool
     monkeypatch.setenv("TRITON_DIST_GRAPH_PLACEMENTS", "1")
     one = tuner.tune(x, 2.0, force=True, write_cache=False)

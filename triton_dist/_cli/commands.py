@@ -14,6 +14,7 @@ from triton_dist._cli.render import (
     render_age,
     render_config,
     render_fields,
+    render_mode,
     render_ms,
     table,
     terminal_width,
@@ -139,7 +140,8 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         ("hardware", f"{hw.get('digest')}: " + ", ".join(f"{k}={v}" for k, v in sorted(hw.items()) if k != "digest")),
         ("versions", ", ".join(f"{k}={v}" for k, v in sorted(entry["versions"].items()))),
         ("measured", f"{measurement.get('n_warmup', '?')} warm-up + {measurement.get('n_repeat', '?')} timed "
-                     f"runs, timer {measurement.get('timer', '?')}; world size {entry.get('world_size', '?')}"),
+                     f"runs, timer {measurement.get('timer', '?')}, {render_mode(measurement)}; "
+                     f"world size {entry.get('world_size', '?')}"),
         ("best", f"#{best.get('index')} {render_config(best.get('config'))}: {render_ms(best.get('time_ms'))} ms "
                  f"(default {render_ms(entry.get('default_time_ms'))} ms, "
                  f"{_speedup(entry.get('default_time_ms'), best.get('time_ms'))})"),

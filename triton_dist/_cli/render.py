@@ -9,8 +9,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["render_age", "render_config", "render_fields", "render_ms", "render_value", "shorten", "table",
-           "terminal_width"]
+__all__ = ["render_age", "render_config", "render_fields", "render_mode", "render_ms", "render_value", "shorten",
+           "table", "terminal_width"]
 
 # triton.Config fields that only add noise at their usual values
 _CONFIG_DEFAULTS = {"num_ctas": 1, "enable_warp_specialization": False, "enable_persistent": False}
@@ -76,6 +76,16 @@ def render_ms(value: Any) -> str:
     if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "-"
     return f"{value:.4g}" if value < 1000 else f"{value:.0f}"
+
+
+def render_mode(measurement: Mapping[str, Any]) -> str:
+    """How an entry's timings were taken (its ``measurement``): graph replays (in how many memory
+    placements), or eager runs, with why graph mode fell back to them."""
+    if measurement.get("graphs"):
+        placements = measurement.get("placements")
+        return "graph replays" + (f" in {placements} memory placements" if placements else "")
+    fallback = measurement.get("graphs_fallback")
+    return f"eager runs (graph mode fell back: {fallback})" if fallback else "eager runs"
 
 
 def render_age(seconds: float | None) -> str:

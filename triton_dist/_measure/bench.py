@@ -28,6 +28,7 @@ from triton_dist._measure.guard import run_limited
 from triton_dist._measure.result import (
     CandidateResult,
     DoBench,
+    MeasuredMode,
     describe,
     is_candidate_failure,
     summarize,
@@ -94,6 +95,7 @@ def measure_candidates(
     settle: Callable[[], bool] | None = None,
     flush: bool = False,
     spare: Callable[[], None] | None = None,
+    mode: MeasuredMode | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """Measure each candidate of ``indices``; ``make_call(i)`` gives the zero-argument run.
 
@@ -117,12 +119,15 @@ def measure_candidates(
     ``flush`` (device backends) flushes the device's L2 cache before every timed sample, outside
     its event pair (cold-cache timings; graph mode then times one run per sample). ``spare()``
     (device backends) runs host work that waited for the device once the timed rounds are queued.
+    ``mode`` is told how the candidates were actually timed (graph replays, or eager runs and why).
     """
     if do_bench is None and backend.interleaved:
         return measure_rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               on_result=on_result, on_warm=on_warm, timeout_s=timeout_s,
                               known_failures=known_failures, graphs=graphs, agree=agree,
-                              after_first=after_first, settle=settle, flush=flush, spare=spare)
+                              after_first=after_first, settle=settle, flush=flush, spare=spare, mode=mode)
+    if mode is not None:
+        mode.saw(graphs=False)
     return _one_after_another(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat,
                               do_bench=do_bench, on_result=on_result, timeout_s=timeout_s,
                               known_failures=known_failures)

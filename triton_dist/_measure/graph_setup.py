@@ -80,6 +80,7 @@ class GraphSetUp(CandidateRuns):
     held: int | None  # the recompose schedule: the candidate captured last, its probes not yet queued
     k0: int  # the recompose schedule: k from the first candidate's probes (0: not yet known)
     stale: set[int]  # graphs captured before an argument was known mutated
+    fell_back: str | None  # why the measurement is eager after all (:meth:`_fall_back`)
 
     @property
     def recomposing(self) -> bool:
@@ -277,6 +278,7 @@ class GraphSetUp(CandidateRuns):
                       stacklevel=7)
         self.drop_graphs()
         self.k = 1
+        self.fell_back = why
 
     def _checkpoint(self, samples: dict[int, list[Any]], runs: int | dict[int, int],
                     stop: BaseException | None) -> Agreement:

@@ -33,6 +33,7 @@ __all__ = [
     "NOT_CONFIG_FAILURES",
     "CandidateResult",
     "DoBench",
+    "MeasuredMode",
     "candidate_failure_types",
     "describe",
     "is_candidate_failure",
@@ -83,6 +84,25 @@ class CandidateResult:
     @property
     def ok(self) -> bool:
         return math.isfinite(self.time_ms)
+
+
+@dataclasses.dataclass
+class MeasuredMode:
+    """How a measurement actually timed its candidates, as the measuring functions found it:
+    what the cache entry records (``_store.entry.build_entry``), not what was asked for. A
+    measurement in several calls (``adaptive``'s phases) is graph-timed only if every call was."""
+
+    graphs: bool | None = None
+    """every timed sample a graph replay (None: nothing measured yet)"""
+    placements: int = 1
+    """memory placements every graph-timed candidate was replayed in (graph mode)"""
+    fallback: str | None = None
+    """why graph mode timed the candidates with eager runs (the host function could not be captured)"""
+
+    def saw(self, graphs: bool, placements: int = 1, fallback: str | None = None) -> None:
+        self.placements = placements if self.graphs is None else min(self.placements, placements)
+        self.graphs = graphs if self.graphs is None else self.graphs and graphs
+        self.fallback = self.fallback or fallback
 
 
 def summarize(index: int, times: Sequence[float]) -> CandidateResult:

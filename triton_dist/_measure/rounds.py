@@ -66,6 +66,7 @@ from triton_dist._measure.result import (  # graph mode's sample size, named her
     GRAPH_SAMPLE_S,
     MAX_RUNS_PER_SAMPLE,
     CandidateResult,
+    MeasuredMode,
     runs_per_sample,
     summarize,
     two_placements,
@@ -93,23 +94,30 @@ def measure_rounds(
     settle: Callable[[], bool] | None = None,
     flush: bool = False,
     spare: Callable[[], None] | None = None,
+    mode: MeasuredMode | None = None,
 ) -> tuple[list[CandidateResult], BaseException | None]:
     """:func:`triton_dist._measure.bench.measure_candidates` on a device backend, in the steps of
     the module docstring. When measuring stops early (a bug, a device that cannot synchronise, or
-    another rank's stop) it returns the failed candidates known so far and this rank's reason."""
+    another rank's stop) it returns the failed candidates known so far and this rank's reason.
+    ``mode`` is told how the candidates were timed: graph replays (in how many placements), or
+    eager runs, and why graph mode fell back to them."""
     rounds = _Rounds(make_call, indices, backend, n_warmup=n_warmup, n_repeat=n_repeat, timeout_s=timeout_s,
                      known_failures=known_failures, graphs=graphs, agree=agree, after_first=after_first,
                      flush=flush, spare=spare)
     try:
-        stop = rounds.warm_up(on_warm, settle)
-        if rounds.use_graphs:
-            rounds.set_up_graphs(stop, settle)
-        elif stop is not None:
-            raise Stopped(stop)
-        rounds.timed_rounds()
-    except Stopped as stopped:
-        return _report(rounds.failed_so_far(), on_result), stopped.cause
-    return rounds.results(on_result), None
+        try:
+            stop = rounds.warm_up(on_warm, settle)
+            if rounds.use_graphs:
+                rounds.set_up_graphs(stop, settle)
+            elif stop is not None:
+                raise Stopped(stop)
+            rounds.timed_rounds()
+        except Stopped as stopped:
+            return _report(rounds.failed_so_far(), on_result), stopped.cause
+        return rounds.results(on_result), None
+    finally:
+        if mode is not None:
+            mode.saw(rounds.use_graphs and rounds.fell_back is None, rounds.placed, rounds.fell_back)
 
 
 class _Rounds(GraphSetUp):
@@ -133,6 +141,8 @@ class _Rounds(GraphSetUp):
         self.tokens: dict[int, list[Any]] = {}  # the timed samples' event pairs
         self.held, self.k0, self.stale = None, 0, set()  # the recompose schedule's state
         self.uploading: set[int] = set()  # second placements whose first replay is still to come
+        self.fell_back: str | None = None  # why graph mode measures eagerly (GraphSetUp._fall_back)
+        self.placed = 1  # placements every graph-timed candidate was replayed in (_move)
 
     def warm_up(self, on_warm: Callable[[int], None] | None,
                 settle: Callable[[], bool] | None = None) -> BaseException | None:
@@ -217,7 +227,9 @@ class _Rounds(GraphSetUp):
         may leave its pool unusable, and the first pool would put them where they were)."""
         if not self._second_pool():
             return
-        for index in [i for i in live if i in self.graph_of]:
+        graphed = [i for i in live if i in self.graph_of]
+        moved = 0
+        for index in graphed:
             first, runs = self.graph_of[index], self.graph_runs[index]
             try:
                 self.capture(index, runs)
@@ -225,11 +237,14 @@ class _Rounds(GraphSetUp):
                 log.debug("candidate %d stays in one placement: %s", index, exc)
                 self.graph_of[index], self.graph_runs[index] = first, runs
                 if not self._second_pool():
-                    return
+                    break
                 continue
+            moved += 1
             self.kept.append(first)
             if not prime:
                 self.uploading.add(index)
+        # the entry records two placements only where every candidate was timed in both
+        self.placed = 2 if moved == len(graphed) else 1
 
     def _second_pool(self) -> bool:
         try:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_dist._backends import Backend
 from triton_dist._distributed import GroupView
-from triton_dist._measure.result import CandidateResult, two_placements
+from triton_dist._measure.result import CandidateResult, MeasuredMode, two_placements
 from triton_dist._store import background_sync
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
@@ -22,7 +22,8 @@ from triton_dist._store.fingerprint import body_hash, hardware_info, software_ve
 if TYPE_CHECKING:
     from triton_dist._target import TuneTarget
 
-__all__ = ["EntryAhead", "build_entry", "entry_head", "graph_mode", "in_rounds", "measurement_info"]
+__all__ = ["EntryAhead", "build_entry", "entry_head", "graph_mode", "in_rounds", "measured_info", "measurement_info",
+           "replays_graphs"]
 
 
 def graph_mode(target: TuneTarget, backend: Backend) -> bool:
@@ -34,6 +35,13 @@ def graph_mode(target: TuneTarget, backend: Backend) -> bool:
     return backend.graphs and target.do_bench is None
 
 
+def replays_graphs(target: TuneTarget, backend: Backend) -> bool:
+    """Whether a tuning is to time its configs by graph replays: graph mode on a device backend
+    with graphs, measuring in rounds (``graphs=True`` is ignored on the CPU and with a custom
+    ``do_bench``). A host function that cannot be captured still makes it eager (``MeasuredMode``)."""
+    return graph_mode(target, backend) and backend.graphs and in_rounds(target, backend)
+
+
 def in_rounds(target: TuneTarget, backend: Backend) -> bool:
     """Whether a tuning measures on a device in interleaved rounds (``_measure.rounds``), not one
     config after another (the CPU) nor through a custom ``do_bench``: the first run's checks are
@@ -42,17 +50,33 @@ def in_rounds(target: TuneTarget, backend: Backend) -> bool:
 
 
 def measurement_info(target: TuneTarget, backend: Backend, world: int = 1) -> dict[str, Any]:
-    """How the candidates were measured (timings measured otherwise are not reused); ``world``:
-    the ranks that measure together."""
-    graphs = graph_mode(target, backend)
-    placed = graphs and in_rounds(target, backend) and two_placements(
-        alone=world == 1, flush=target.flush_l2, n_repeat=target.n_repeat)
+    """How the candidates are to be measured (timings measured otherwise are not reused);
+    ``world``: the ranks that measure together. ``graphs`` only where they are replayed
+    (:func:`replays_graphs`); what the measurement then did (a host function that cannot be
+    captured falls back to eager runs): :func:`measured_info`."""
+    graphs = replays_graphs(target, backend)
+    placed = graphs and two_placements(alone=world == 1, flush=target.flush_l2, n_repeat=target.n_repeat)
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
             "timer": "custom" if target.do_bench else backend.kind,
             **({"adaptive": True} if target.adaptive else {}),
             **({"graphs": True} if graphs else {}),
             **({"placements": 2} if placed else {}),
             **({"flush_l2": True} if target.flush_l2 else {})}
+
+
+def measured_info(planned: dict[str, Any], mode: MeasuredMode | None) -> dict[str, Any]:
+    """:func:`measurement_info` as the measurement went (``mode``): graph mode that fell back to
+    eager runs records no ``graphs`` (nor ``placements``) and says why in ``graphs_fallback``
+    (its timings are eager ones: never reused for graph-timed ones, nor shown as graph-timed);
+    two placements only where every candidate had them. ``planned`` itself when it all went as planned."""
+    if mode is None or mode.graphs is None or not planned.get("graphs"):
+        return planned
+    if not mode.graphs:
+        actual = {k: v for k, v in planned.items() if k not in ("graphs", "placements")}
+        return {**actual, "graphs_fallback": mode.fallback or "no graph was replayed"}
+    if planned.get("placements", 1) > mode.placements:
+        return {k: v for k, v in planned.items() if k != "placements"}
+    return planned
 
 
 def entry_head(target: TuneTarget, key_text: str, backend: Backend, view: GroupView | None) -> dict[str, Any]:
@@ -76,8 +100,11 @@ def entry_head(target: TuneTarget, key_text: str, backend: Backend, view: GroupV
 
 def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateResult], best: int,
                 margin: float, backend: Backend, view: GroupView | None,
-                reuse: _reuse.Reuse | None = None, head: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The entry of a pick; ``head``: :func:`entry_head` of the same arguments, built earlier."""
+                reuse: _reuse.Reuse | None = None, head: dict[str, Any] | None = None,
+                mode: MeasuredMode | None = None) -> dict[str, Any]:
+    """The entry of a pick; ``head``: :func:`entry_head` of the same arguments, built earlier;
+    ``mode``: how the measurement actually timed the candidates (:func:`measured_info`)."""
+    head = head if head is not None else entry_head(target, key_text, backend, view)
     measured = {r.index: r for r in results}
     candidates = []
     for index, config in enumerate(target.encoded):  # as decorated, not as the function left it
@@ -95,7 +122,8 @@ def build_entry(target: TuneTarget, key_text: str, results: Sequence[CandidateRe
     best_result = measured[best]
     default = measured.get(0)
     return {
-        **(head if head is not None else entry_head(target, key_text, backend, view)),
+        **head,
+        "measurement": measured_info(head["measurement"], mode),
         "created": _cache.utc_now(),
         "candidates": candidates,
         "best": {"index": best, "config": target.encoded[best],
