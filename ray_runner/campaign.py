@@ -26,6 +26,7 @@ from .fleet import Fleet
 from .gang import GangOptions
 from .hardware import FleetPlan, plan_fleet
 from .progress import Progress
+from .report import write_report
 from .results import ResultStream, RunLock, campaign_digest, digest_parts, entry_paths_by_kind, stream_path
 from .spec import Campaign
 
@@ -127,25 +128,65 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
     An interrupt (Ctrl-C, or SIGTERM under ``python -m ray_runner``) tears the gangs down, writes
     the report of the cases finished so far (``"interrupted": true``) and is then raised again;
     finished entries stay in the cache, so running the campaign again finishes it."""
-    from triton_dist._backends import BACKENDS
-
-    from .report import write_report
-
     options = options or RunOptions()
     root, root_source = _cache_root(options)
     _check_writable(stream_path(campaign, options.report_dir).parent, "report directory", 0o777,
                     "the campaign's results and report could not be written. Pass --report-dir DIR or set "
                     "report_dir: in the campaign file to a directory this user can write.")
     with contextlib.ExitStack() as stack:
-        # one driver at a time, refused before an embedded Ray starts (seconds)
-        run_lock = RunLock(stream_path(campaign, options.report_dir)) if options.write_report else None
-        if run_lock is not None:
-            stack.callback(run_lock.release)
-        resources = _embedded_resources(campaign) if _starts_embedded(options) else None
-        ray = stack.enter_context(ray_session(options.address, resources=resources))
-        # after connecting: a run that cannot connect left a new stream behind, and the next run
-        # moved it over the real one's .prev copy (a tester, 2026-12-05)
-        stream = stack.enter_context(_results_stream(campaign, root, options, run_lock))
+        ray, stream = _connect(stack, campaign, options, root)
+        run = _Run.prepare(campaign, options, ray, stream, root, root_source)
+        result = run.tune()
+        if not result.interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
+            run.seed(result)
+    _report(result, options, run.total)
+    return result
+
+
+def _connect(stack: contextlib.ExitStack, campaign: Campaign, options: RunOptions, root: Path
+             ) -> tuple[Any, ResultStream]:
+    """Take the campaign's run lock, connect to Ray (or start an embedded one) and open the
+    campaign's results stream, each until ``stack`` closes: (the ``ray`` module, the stream)."""
+    # one driver at a time, refused before an embedded Ray starts (seconds)
+    run_lock = RunLock(stream_path(campaign, options.report_dir)) if options.write_report else None
+    if run_lock is not None:
+        stack.callback(run_lock.release)
+    resources = _embedded_resources(campaign) if _starts_embedded(options) else None
+    ray = stack.enter_context(ray_session(options.address, resources=resources))
+    # after connecting: a run that cannot connect left a new stream behind, and the next run
+    # moved it over the real one's .prev copy (a tester, 2026-12-05)
+    return ray, stack.enter_context(_results_stream(campaign, root, options, run_lock))
+
+
+@dataclasses.dataclass
+class _Run:
+    """A campaign connected to Ray, its fleet planned: tuned (:meth:`tune`), then seeded."""
+
+    campaign: Campaign
+    options: RunOptions
+    root: Path
+    root_source: str
+    stream: ResultStream
+    fleet: Fleet
+    plan: FleetPlan
+    kind: str
+    resource: str
+    ship: bool
+    start_nodes: list[dict[str, Any]]
+    """The nodes alive when the campaign started (one gone when seeding is reported lost)."""
+    progress: Progress
+    total: int
+    """The cases left to run (those an earlier run finished are not counted)."""
+    start: float = dataclasses.field(default_factory=time.monotonic)
+    """When the tuning started (the run is made just before)."""
+
+    @classmethod
+    def prepare(cls, campaign: Campaign, options: RunOptions, ray: Any, stream: ResultStream, root: Path,
+                root_source: str) -> _Run:
+        """The device kind and resource, the fleet and the cases it has left to run (``--seed
+        nodes``: every node's cache root checked writable first)."""
+        from triton_dist._backends import BACKENDS
+
         kind = resolve_device(campaign.device, ray.cluster_resources())
         resource = campaign.ray_resource or BACKENDS[kind].ray_resource
         ship = options.seed == "nodes" and (options.ship_binaries or (options.ship_binaries is None and kind != "cpu"))
@@ -156,52 +197,64 @@ def run_campaign(campaign: Campaign, options: RunOptions | None = None) -> Campa
             _check_node_roots(root, options)
         todo, resumed, progress, total = _cases(campaign, stream, plan, options)
         fleet = Fleet(campaign, todo, resumed, stream, opts, root, options.force, plan, progress, ship_binaries=ship)
-        del todo, resumed
         progress.event("%d cases (world sizes %s) on %s%s: %s %s per node; cache %s%s", total,
                        sorted({t.world_size for t in campaign.targets}), kind,
                        f" × {len(plan.kinds)} kinds {list(plan.kinds)}" if plan.heterogeneous else "", resource,
                        sorted(fleet.capacity.values(), reverse=True), root,
                        " (forced re-tuning)" if options.force else "")
-        start = time.monotonic()
+        return cls(campaign, options, root, root_source, stream, fleet, plan, kind, resource, ship, start_nodes,
+                   progress, total)
+
+    def result(self, interrupted: bool) -> CampaignResult:
+        """The campaign's outcome as of now."""
+        fleet, stream = self.fleet, self.stream
+        return CampaignResult(self.campaign, fleet.runs, self.kind, self.resource, str(self.root),
+                              time.monotonic() - self.start, fleet.capacity, fleet.stats, hardware=fleet.summary(),
+                              root_source=self.root_source, interrupted=interrupted, counts=dict(stream.counts),
+                              resumed=len(stream.done), results_path=str(stream.path), run=stream.run)
+
+    def early_report(self) -> None:
+        """On SIGTERM, before the teardown (see _signals)."""
+        if self.options.write_report:
+            write_report(self.result(True), self.options.report_dir)
+
+    def tune(self) -> CampaignResult:
+        """Run every case left; the outcome (``interrupted``: Ctrl-C or SIGTERM came meanwhile)."""
         interrupted = False
-
-        def result_now(interrupted: bool) -> CampaignResult:
-            return CampaignResult(campaign, fleet.runs, kind, resource, str(root), time.monotonic() - start,
-                                  fleet.capacity, fleet.stats, hardware=fleet.summary(), root_source=root_source,
-                                  interrupted=interrupted, counts=dict(stream.counts), resumed=len(stream.done),
-                                  results_path=str(stream.path), run=stream.run)
-
-        def early_report() -> None:  # on SIGTERM, before the teardown (see _signals)
-            if options.write_report:
-                write_report(result_now(True), options.report_dir)
-
         try:
-            with on_interrupt(early_report):
-                fleet.run()  # every lane's executor tears its gangs down, also on an interrupt
+            with on_interrupt(self.early_report):
+                self.fleet.run()  # every lane's executor tears its gangs down, also on an interrupt
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (_signals): report what finished, then re-raise
             interrupted = True
-            stream.write_missing(fleet.runs)
+            self.stream.write_missing(self.fleet.runs)
         finally:
-            progress.close()
-            stream.close()
-        result = result_now(interrupted)
-        if not interrupted and options.seed != "none":  # a partial campaign is not seeded: a re-run does it
-            try:  # every case is done: an interrupt now still gets its report (a re-run only seeds)
-                with on_interrupt(early_report):
-                    result.seeded = _seed(campaign, options, fleet, stream, plan, root, ship, start_nodes)
-            except KeyboardInterrupt:
-                interrupted = result.interrupted = True
+            self.progress.close()
+            self.stream.close()
+        return self.result(interrupted)
+
+    def seed(self, result: CampaignResult) -> None:
+        """Seed the campaign's entries (``result.seeded``; ``result.interrupted`` on an interrupt)."""
+        try:  # every case is done: an interrupt now still gets its report (a re-run only seeds)
+            with on_interrupt(self.early_report):
+                result.seeded = _seed(self.campaign, self.options, self.fleet, self.stream, self.plan, self.root,
+                                      self.ship, self.start_nodes)
+        except KeyboardInterrupt:
+            result.interrupted = True
+
+
+def _report(result: CampaignResult, options: RunOptions, total: int) -> None:
+    """Write the campaign's report; an interrupted campaign's interrupt is raised again then
+    (the caller still sees it, after the gangs and the report)."""
     if options.write_report:
         started = time.monotonic()
         result.report_paths = write_report(result, options.report_dir)
         log.info("report of %d cases written in %.2fs", sum(result.counts.values()), time.monotonic() - started)
-    if interrupted:  # the caller still sees the interrupt, after the gangs and the report
+    if result.interrupted:
+        campaign = result.campaign
         log.warning("campaign %s interrupted: %d of %d cases finished (their entries are in %s); report: %s",
                     campaign.name, sum(n for s, n in result.counts.items() if s in ("tuned", "cached", "merged")),
-                    result.resumed + total, root,
-                    result.report_paths.get("json", "not written"))
+                    result.resumed + total, result.root, result.report_paths.get("json", "not written"))
         raise KeyboardInterrupt(f"campaign {campaign.name} interrupted")
-    return result
 
 
 def _cache_root(options: RunOptions) -> tuple[Path, str]:
