@@ -6,7 +6,9 @@ turns into a :class:`RankFailureError` on the others instead of a hang. On NCCL/
 process group's own timeout is the final bound (their waits block the stream, not the CPU).
 The wait is a poll of the collective with short sleeps, not one ``work.wait(timeout)``: that
 blocks in C++, where a Ctrl-C is not handled until the other ranks arrive or the bound passes
-(300 s by default; a tester, 2026-12).
+(300 s by default; a tester, 2026-12). Just before each collective a rank says so in the group's
+c10d store (:mod:`triton_dist._arrivals`), so that a rank whose wait failed names the global
+ranks that did not arrive, and their hosts.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from triton_dist import _arrivals
 from triton_dist._backends import Backend
 from triton_dist._warn import warn_user
 from triton_dist.errors import RankDisagreementError, RankFailureError
@@ -142,8 +145,9 @@ _GROUP_OUT_OF_STEP = (" The tuner's collective is left pending on this process g
 
 
 #: why a rank may not have reached the agreement (before anything is measured)
-_AGREEMENT_CAUSES = ("it died, raised before reaching it (its own error says why), or called the function with "
-                     "another key, with autotune=False or without autotune_pg, or not at all")
+_AGREEMENT_CAUSES = ("it died, is stuck before it (in its key_fn, or in its own code), raised before reaching "
+                     "it (its own error says why), or called the function with another key, with "
+                     "autotune=False or without autotune_pg, or not at all")
 #: why a rank may not have reached a reduction of timings (the ranks had agreed on the key)
 _MEASURING_CAUSES = ("it is still measuring (its configs' runs took longer than the bound: raise "
                      "TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S for long tunings), or it died")
@@ -177,23 +181,27 @@ def _finish(work: Any, timeout_s: float) -> Any:
 
 
 def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str = "",
-          causes: str = _AGREEMENT_CAUSES) -> None:
+          causes: str = _AGREEMENT_CAUSES, arrival: _arrivals.Arrival | None = None) -> None:
     """Wait for a collective of the tuner's, at most ``timeout_s``. The error names this rank by
-    its global rank (the group lists global ranks), ``subject`` (the function and key), and what
-    the other ranks may have done; a tester read "rank 0 of the group [1, 2]" (2026-12-04)."""
+    its global rank (the group lists global ranks), ``subject`` (the function and key), the ranks
+    that did not arrive (``arrival``: this rank's announcement of it, :mod:`triton_dist._arrivals`;
+    a 64-rank job's operator needs that one fact) and what they may have done; a tester read
+    "rank 0 of the group [1, 2]" (2026-12-04)."""
     me = f"global rank {view.ranks[view.rank]} of the tuning {view.describe()}"
     on = f" of {subject}" if subject else ""
+    why = (f"Why a rank does not reach it within {timeout_s:.0f}s (TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S): "
+           f"{causes}.")
     try:
         ok = _finish(work, timeout_s)
     except Exception as exc:
         raise RankFailureError(
             f"{me}: {what}{on} failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}. "
-            f"Another rank of the group did not reach it within {timeout_s:.0f}s "
-            f"(TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S): {causes}." + _GROUP_OUT_OF_STEP,
+            f"{_arrivals.tell(view, arrival)} {why}" + _GROUP_OUT_OF_STEP,
             function=subject,
         ) from exc
     if ok is False:
-        raise RankFailureError(f"{me}: {what}{on} timed out after {timeout_s:.0f}s." + _GROUP_OUT_OF_STEP,
+        raise RankFailureError(f"{me}: {what}{on} timed out after {timeout_s:.0f}s. "
+                               f"{_arrivals.tell(view, arrival)} {why}" + _GROUP_OUT_OF_STEP,
                                function=subject)
 
 
@@ -225,9 +233,11 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     names = sorted(fields)
     local = torch.tensor([_h63(fields[n]) for n in names], dtype=torch.int64, device=backend.device())
     gathered = [torch.empty_like(local) for _ in range(view.size)]
+    at, subject = "agreement on key, cache state and kept configs", (
+        f"{what}, key {fields.get('key', '')}"[:300] if what else "")
+    arrival = _arrivals.announce(view, at, subject)
     work = dist.all_gather(gathered, local, group=view.group, async_op=True)
-    _wait(work, view, timeout_s, "agreement on key, cache state and kept configs",
-          f"{what}, key {fields.get('key', '')}"[:300] if what else "")
+    _wait(work, view, timeout_s, at, subject, arrival=arrival)
     rows = [g.tolist() for g in gathered]
     compared = [i for i, n in enumerate(names) if n not in _UNCOMPARED]
     if all(row[i] == rows[0][i] for row in rows for i in compared):
@@ -287,8 +297,10 @@ def max_reduce(view: GroupView, backend: Backend, values: Sequence[float], timeo
     tensor = torch.tensor(list(values), dtype=torch.float64, device=backend.device())
     if tensor.device.type != "cpu" and backend.dist_backend != "gloo":
         tensor = tensor.to(torch.float32)  # nccl/hccl reduce float32 everywhere
+    at = "MAX reduction of the timings"
+    arrival = _arrivals.announce(view, at, subject)
     work = dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=view.group, async_op=True)
-    _wait(work, view, timeout_s, "MAX reduction of the timings", subject, _MEASURING_CAUSES)
+    _wait(work, view, timeout_s, at, subject, _MEASURING_CAUSES, arrival)
     return [float(v) for v in tensor.cpu().tolist()]
 
 

@@ -130,6 +130,9 @@ def test_absent_rank_is_a_bounded_error_not_a_hang(tmp_path):
     # the function and key, this rank by its global rank, and that the group is out of step now
     # (its next collective aborted the process: a tester, 2026-12-04)
     assert "global rank 0 of the tuning group of 2 ranks [0, 1]" in message and "workers.host, key (" in message
+    # and which rank did not arrive (before: "Another rank of the group", whichever it was)
+    assert "Global rank 1 did not reach it (rank 1 never reached one of the tuner's collectives on this " \
+           "group)" in message, message
     assert "do not use the group again" in message
 
 
