@@ -48,7 +48,8 @@ class GroupView:
 
 def resolve_group(pg: Any) -> GroupView | None:
     """``pg`` as a view, or the project's world group when ``pg`` is None; None: one process."""
-    if pg is None:
+    registered = pg is None
+    if registered:
         from triton_dist.dist import get_world_group
 
         pg = get_world_group()
@@ -75,6 +76,14 @@ def resolve_group(pg: Any) -> GroupView | None:
     try:
         rank = dist.get_rank(pg)
     except (ValueError, RuntimeError) as exc:  # destroyed, or made by another init
+        if registered:  # no autotune_pg was passed (it said "autotune_pg ...": a tester, 2026-12-05)
+            raise RankFailureError(
+                f"the default tuning group registered with triton_dist.dist (init_distributed or "
+                f"set_world_group) is not a group of this process's torch.distributed ({exc}): it was "
+                "destroyed (destroy_process_group) and torch.distributed initialised again. Call "
+                "triton_dist.dist.init_distributed() (or set_world_group(group)) again after each "
+                "init_process_group: that also forgets the decisions made with the old group, which "
+                "a rank that restarted does not hold.") from exc
         raise RankFailureError(
             f"autotune_pg is not a group of this process's torch.distributed ({exc}); it was destroyed "
             "(destroy_process_group) or belongs to an earlier init: pass a live group.") from exc
@@ -215,6 +224,42 @@ def _gather_objects(view: GroupView, obj: Any) -> list[Any]:
 
 _UNCOMPARED = frozenset({"host", "reuse"})
 
+#: the fix for ranks that called with different keys: per-rank shapes (a data-parallel job's
+#: variable-length batches) were told to make key_fn depend on "shapes" and to seed the caches (a
+#: tester, 2026-12-05); and a rank that had decided its key in memory never joins the agreement,
+#: so the key shown for it may be that of its next call
+_KEY_FIX = ("\nFix: every rank of the group must call with the same key at the same call (key_fn must not "
+            "read the rank). Ranks whose shapes differ by design (variable-length batches in data "
+            "parallelism) cannot tune together: let each rank tune alone "
+            "(triton_dist.dist.set_world_group(None), no autotune_pg), or give every rank the same key "
+            "(pad or bucket the shapes to the group's largest before the call). A rank that had already "
+            "decided its own key in this process does not take part in the agreement, so the key shown "
+            "for it may be that of its next call: the ranks' calls are then out of step.")
+#: the fix for ranks whose prune_fn kept different configs for one key (they were told to seed
+#: their caches, which changes nothing: a tester, 2026-12-05)
+_PRUNE_FIX = ("\nFix: prune_fn kept different configs on different ranks for the same key: make it depend "
+              "only on what the key holds and on values equal on every rank (not the rank, free memory or "
+              "other state of one rank). A prune_fn that reads the arguments (`BLOCK <= x.numel()`) needs "
+              "a key_fn that holds what it reads: with a bucketed key, ranks in one bucket prune "
+              "differently.")
+
+
+def _fix(differing: set[str], cache_only: bool) -> str:
+    """The fix a disagreement names, by what differs."""
+    always = "" if cache_only else ", or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank"
+    if "key" in differing:
+        return _KEY_FIX
+    if differing == {"configs"}:  # every rank tunes (a hit keeps no configs): prune_fn differs
+        return _PRUNE_FIX
+    if differing <= {"cache", "configs"}:  # only the caches differ: no key_fn/prune_fn advice
+        return ("\nFix: give every node the same cache: seed it with `python -m ray_runner run ... --seed "
+                "nodes`, or share TRITON_DIST_AUTOTUNE_DIR"
+                + (", or unset TRITON_DIST_AUTOTUNE_CACHE_ONLY to tune." if cache_only else always + "."))
+    return ("\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
+            "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
+            "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "
+            "TRITON_DIST_AUTOTUNE_DIR" + always + ").")
+
 
 def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: float,
           what: str = "") -> list[dict[str, str]]:
@@ -269,17 +314,7 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
 
     # (ranks hitting with different picks in a cache-only job were told ALWAYS_TUNE too: a tester)
     cache_only = any(v == "cache-only-miss" for v in differing.get("cache", ())) or get_settings().cache_only != "off"
-    if set(differing) <= {"cache", "configs"}:  # only the caches differ: no key_fn/prune_fn advice
-        fix = ("\nFix: give every node the same cache: seed it with `python -m ray_runner run ... --seed "
-               "nodes`, or share TRITON_DIST_AUTOTUNE_DIR"
-               + (", or unset TRITON_DIST_AUTOTUNE_CACHE_ONLY to tune." if cache_only else
-                  ", or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank."))
-    else:
-        fix = ("\nFix: make key_fn and prune_fn depend only on values that are equal on every rank "
-               "(shapes, dtypes, world size; not the rank or data pointers), and give every node the "
-               "same cache (seed it with `python -m ray_runner run ... --seed nodes`, share "
-               "TRITON_DIST_AUTOTUNE_DIR" + (")." if cache_only else
-                                             ", or set TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=1 on every rank)."))
+    fix = _fix(set(differing), cache_only)
     raise RankDisagreementError(
         f"the ranks of the tuning {view.describe()} disagree{f' on {what}' if what else ''}, so none of "
         "them tunes:\n" + "\n".join(lines) + spaces + source + fix,

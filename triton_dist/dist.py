@@ -20,13 +20,14 @@ explicit arguments), binds the process to its local device, and registers the wo
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
 import weakref
 from typing import Any
 
 from triton_dist._backends import get_backend
 
-__all__ = ["default_group_chosen", "get_world_group", "init_distributed", "set_world_group"]
+__all__ = ["default_group_chosen", "get_world_group", "init_distributed", "set_world_group", "world_generation"]
 
 _UNSET: Any = object()
 _world_group: Any = _UNSET
@@ -40,6 +41,26 @@ _tuners: weakref.WeakSet[Any] = weakref.WeakSet()
 def track(tuner: Any) -> None:
     """Called by every ``AutoTuner``: see ``_tuners``."""
     _tuners.add(tuner)
+
+
+#: a number per torch.distributed init of this process (per default group object): a group of a
+#: later init, after destroy_process_group, has the ranks of one of the earlier init but not its
+#: members' decisions (a rank that restarted holds none; a tester, 2026-12-05)
+_generations: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+_next_generation = itertools.count(1)
+
+
+def world_generation() -> int:
+    """The number of this process's current torch.distributed init (0 when none)."""
+    import torch.distributed as dist
+
+    world = dist.group.WORLD if dist.is_available() and dist.is_initialized() else None
+    if world is None:
+        return 0
+    number = _generations.get(world)
+    if number is None:
+        number = _generations[world] = next(_next_generation)
+    return number
 
 
 def set_world_group(group: Any) -> None:

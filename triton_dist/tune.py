@@ -147,8 +147,11 @@ class AutoTuner(metaclass=_TunerType):
         self._reserved = self._fields | CONTROL_NAMES  # keywords that take __call__ off its fast path
         self._best: dict[Any, dict[str, Any]] = {}  # calls without autotune_pg (the default group)
         # calls with autotune_pg, per group (its ranks): a decision made alone or in another group
-        # must not let this rank skip the group's agreement (the others would wait for it)
+        # must not let this rank skip the group's agreement (the others would wait for it); nor one
+        # made in a group of an earlier torch.distributed init (_by_init: its number), whose ranks
+        # may have restarted since
         self._by_group: dict[tuple[int, ...], dict[Any, dict[str, Any]]] = {}
+        self._by_init = 0
         # key -> its best config's caller (_callers.py), bound on a hit; a plain dict (the face's lookup)
         self._calls: dict[Any, Callable[..., Any]] = {}
         self._texts = KeyTexts()  # the decided keys by their entries' text: a look-alike is refused
@@ -259,7 +262,13 @@ class AutoTuner(metaclass=_TunerType):
     def _group_table(self, pg: Any) -> dict[Any, dict[str, Any]]:
         """The decisions of calls with ``autotune_pg=pg`` (a clear error for a bad ``pg``)."""
         view = resolve_group(pg)
-        return self._best if view is None else self._by_group.setdefault(view.ranks, {})
+        if view is None:
+            return self._best
+        generation = _dist.world_generation()
+        if generation != self._by_init:  # torch.distributed was initialised again since
+            self._by_group.clear()
+            self._by_init = generation
+        return self._by_group.setdefault(view.ranks, {})
 
     def _forget_default(self) -> None:
         """The default group changed (``triton_dist.dist.set_world_group``): decisions of calls

@@ -44,6 +44,7 @@ from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
 from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe, is_config_limit
 from triton_dist._warn import warn_user
+from triton_dist.dist import world_generation
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
 from triton_dist.settings import get_settings
 
@@ -57,11 +58,12 @@ LOG_DIR = ".autotune_logs"
 NO_VALID_CONFIG = "cannot find valid config"
 #: runs after the first that were to be kept and met a new key: more, and the keys never settle
 MAX_LATE_KEYS = 4
-#: the (key, WORLD ranks) of each autotuner that a group decided (``is_dist=True``): a config in its
-#: ``cache`` that this rank decided alone (an ``is_dist=False`` call, a stock tuning, a warm-up)
-#: does not let it skip the group's tuning, which the other ranks would wait for (U7's rule for
-#: ``autotune``: decisions per group)
-_GROUP_DECIDED: weakref.WeakKeyDictionary[Any, set[tuple[Any, tuple[int, ...]]]] = weakref.WeakKeyDictionary()
+#: the (key, WORLD ranks, torch.distributed init) of each autotuner that a group decided
+#: (``is_dist=True``): a config in its ``cache`` that this rank decided alone (an ``is_dist=False``
+#: call, a stock tuning, a warm-up), or with the WORLD of an earlier init (whose ranks may have
+#: restarted since), does not let it skip the group's tuning, which the other ranks would wait for
+#: (U7's rule for ``autotune``: decisions per group)
+_GROUP_DECIDED: weakref.WeakKeyDictionary[Any, set[tuple[Any, tuple[int, ...], int]]] = weakref.WeakKeyDictionary()
 
 
 def _key_text(key: tuple, named: dict[str, Any]) -> str:
@@ -216,11 +218,11 @@ class Session:
 
     def _decided_by_group(self, at: Any, key: tuple) -> bool:
         """Without ``is_dist``, any cached config is this call's; with it, only the group's."""
-        return self.view is None or (key, self.view.ranks) in _GROUP_DECIDED.get(at, ())
+        return self.view is None or (key, self.view.ranks, world_generation()) in _GROUP_DECIDED.get(at, ())
 
     def _group_decided(self, at: Any, key: tuple) -> None:
         if self.view is not None:
-            _GROUP_DECIDED.setdefault(at, set()).add((key, self.view.ranks))
+            _GROUP_DECIDED.setdefault(at, set()).add((key, self.view.ranks, world_generation()))
 
     def end_run(self) -> None:
         """With ``is_dist``, after a run that tuned: every rank is at the end of the same run with
