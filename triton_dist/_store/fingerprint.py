@@ -68,32 +68,156 @@ def _own_kernel_sources(fn: Callable[..., Any]) -> list[str]:
     namespace = getattr(fn, "__globals__", {})
     if code is None:
         return []
+    names = _global_names(code)
+    sources = []
+    for name in sorted(names):
+        text = _kernel_source(namespace.get(name))
+        if text is not None:
+            sources.append(f"{name}:{text}")
+    return sources + _closure_texts(fn, 0) + _attribute_kernels(fn, _method_class(fn))
+
+
+def _global_names(code: Any) -> set[str]:
+    """The names a code object (and the code nested in it) reads as globals or attributes."""
     names: set[str] = set()
     stack = [code]
     while stack:
         c = stack.pop()
         names.update(c.co_names)
         stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
-    sources = []
-    for name in sorted(names):
-        text = _kernel_source(namespace.get(name))
-        if text is not None:
-            sources.append(f"{name}:{text}")
-    return sources + _closure_texts(fn, 0)
+    return names
 
 
-def _kernel_source(obj: Any) -> str | None:
-    """The source of a Triton kernel (``@triton.jit``, ``@triton.autotune``), None for anything else."""
+def _kernel_function(obj: Any) -> Any:
+    """The Python function under a Triton kernel's wrappers, None for anything but a kernel."""
     if not any(c.__name__ == "KernelInterface" for c in type(obj).__mro__):
         return None
     for _ in range(4):  # Autotuner -> Heuristics -> JITFunction/InterpretedFunction -> function
         obj = getattr(obj, "fn", None)
         if inspect.isfunction(obj):
-            try:
-                return inspect.getsource(obj)
-            except (OSError, TypeError):
-                return repr(obj.__code__.co_code)
+            return obj
     return None
+
+
+def _kernel_source(obj: Any) -> str | None:
+    """The source of a Triton kernel (``@triton.jit``, ``@triton.autotune``) with what it uses
+    (:func:`_kernel_uses`), None for anything else."""
+    fn = _kernel_function(obj)
+    if fn is None:
+        return None
+    text: str = _once(_kernel_texts, _compute_kernel_text, fn)
+    return text
+
+
+_kernel_texts: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _compute_kernel_text(fn: Any, depth: int = 0) -> str:
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = repr(fn.__code__.co_code)
+    uses = _kernel_uses(fn, depth) if depth < 8 else []
+    return "\n".join([source, *uses])  # nothing used: the source alone, as before (entries stay valid)
+
+
+def _kernel_uses(fn: Any, depth: int) -> list[str]:
+    """What a kernel's result depends on beyond its own source, as Triton's own cache key counts
+    it: the ``@triton.jit`` functions it calls (by global name or a module's or class's attribute,
+    with what they use in turn) and the constants it reads as globals (``tl.constexpr`` values,
+    numbers, strings). Editing a helper the kernel calls, or a ``BLOCK: tl.constexpr = ...`` it
+    reads, kept the host function's entries: a stale hit (a tester, 2026-12-05). Triton's own
+    functions (``tl.sigmoid``) count by Triton's version, which entries record, not by source."""
+    namespace = getattr(fn, "__globals__", {})
+    uses = []
+    for name in sorted(_global_names(fn.__code__)):
+        if name not in namespace:
+            continue
+        value = namespace[name]
+        if _kernel_function(value) is not None:
+            if not _triton_own(value):
+                uses.append(f"uses {name}:{_compute_kernel_text(_kernel_function(value), depth + 1)}")
+        elif type(value).__name__ == "constexpr" and type(value).__module__.startswith("triton"):
+            uses.append(f"constexpr {name}={_constant_text(getattr(value, 'value', None), 0)}")
+        elif isinstance(value, (bool, int, float, str)):
+            uses.append(f"global {name}={_constant_text(value, 0)}")
+    for text in _attribute_kernels(fn, None, depth + 1):
+        uses.append(f"uses {text}")
+    return uses
+
+
+def _triton_own(kernel: Any) -> bool:
+    module = getattr(_kernel_function(kernel), "__module__", None) or ""
+    return module == "triton" or module.startswith("triton.")
+
+
+def _method_class(fn: Any) -> Any:
+    """The class a method is defined in (found by its qualified name from its module's globals),
+    None for a function that is not a class's own or whose class is not reachable that way."""
+    parts = str(getattr(fn, "__qualname__", "")).split(".")
+    if len(parts) < 2 or "<locals>" in parts:
+        return None
+    owner = getattr(fn, "__globals__", {}).get(parts[0])
+    for part in parts[1:-1]:
+        owner = inspect.getattr_static(owner, part, None)
+    return owner if inspect.isclass(owner) else None
+
+
+def _attribute_kernels(fn: Any, method_class: Any, depth: int = 0) -> list[str]:
+    """``path:source`` of each Triton kernel the function reaches as an attribute: of a module
+    (``kernels.matmul[grid](...)``), of a class (``Ops.kernel``), or of the method's own
+    ``self``/``cls`` (``self.kernel`` in a method of ``method_class``). Resolved without running
+    anything (``inspect.getattr_static``, no ``__getattr__``, no property): editing such a kernel
+    kept the host function's entries (a tester, 2026-12-05). Triton's own modules are not walked."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return []
+    code = fn.__code__
+    namespace = getattr(fn, "__globals__", {})
+    cells = dict(zip(code.co_freevars, getattr(fn, "__closure__", None) or (), strict=False))
+    first = code.co_varnames[0] if method_class is not None and code.co_argcount else None
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+            continue
+        chain: list[str] = []
+        base: Any = node
+        while isinstance(base, ast.Attribute):
+            chain.insert(0, base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name) or len(chain) > 8:
+            continue
+        if base.id == first:
+            obj: Any = method_class
+        elif base.id in cells:
+            try:
+                obj = cells[base.id].cell_contents
+            except ValueError:
+                continue
+        elif base.id in namespace:
+            obj = namespace[base.id]
+        else:
+            continue
+        path = base.id
+        for attr in chain:
+            if not (inspect.isclass(obj) or (inspect.ismodule(obj) and not _triton_module(obj))):
+                break
+            obj = inspect.getattr_static(obj, attr, None)
+            if isinstance(obj, (staticmethod, classmethod)):
+                obj = obj.__func__
+            path = f"{path}.{attr}"
+            kernel = _kernel_function(obj)
+            if kernel is not None:
+                if path not in found and not _triton_own(obj):
+                    found[path] = _compute_kernel_text(kernel, depth)
+                break
+    return [f"{path}:{text}" for path, text in sorted(found.items())]
+
+
+def _triton_module(module: Any) -> bool:
+    name = getattr(module, "__name__", "") or ""
+    return name == "triton" or name.startswith("triton.")
 
 
 def _closure_texts(fn: Any, depth: int) -> list[str]:
