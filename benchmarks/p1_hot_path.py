@@ -198,6 +198,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     among_four = common.alternating_ns({n: stmts[n] for n in four}, ns, number=number, rounds=rounds,
                                        setup=setup, typical=True)
     host_loop.append(common.host_loop_ms())
+    early = [a - b for a, b in zip(among_four["autotuner"], among_four["host"], strict=True)]
+    # said at once: on a slow host the diagnostics below may outlast a device run's time limit
+    print(f"headline first (the four statements taking turns): {min(early):.0f} ns over the host function "
+          f"(minimum round), {statistics.median(early):.0f} ns (median over rounds); the host's loop "
+          f"{host_loop[0]:.2f} / {host_loop[1]:.2f} ms", flush=True)
     # diagnostics: in blocks; every statement taking turns call by call; the same with every call
     # right after the same other code (an untimed ``other()``), each statement starting from the
     # same state where without it each starts from what its predecessor left

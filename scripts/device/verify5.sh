@@ -62,7 +62,7 @@ p7_p2_p1() {
   timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
   grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
   grep -E "warm oracle again" "$OUT/p7.log" | cut -c3-100
-  timeout 220 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "${P1_OUT:-$OUT/p1}" >"$OUT/p1.log" 2>&1
+  timeout "${T_P1:-300}" python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "${P1_OUT:-$OUT/p1}" >"$OUT/p1.log" 2>&1
   grep -E "over the host|overhead" "$OUT/p1.log"
 }
 case "${PART:-first}" in
@@ -173,7 +173,7 @@ case "${PART:-first}" in
   p1)  # after the tuner became a functools.partial of its hot-path closure: hot_call.py, P1, P2
     python3 scripts/device/hot_call.py >"$OUT/steps.log" 2>&1
     cat "$OUT/steps.log"
-    timeout 220 python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
+    timeout "${T_P1:-300}" python3 benchmarks/p1_hot_path.py --rounds 300 --number 20000 --out "$OUT/p1" >"$OUT/p1.log" 2>&1
     grep -E "over the host|overhead" "$OUT/p1.log"
     timeout "${T_P2:-100}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-2}" --out "$OUT" >"$OUT/p2.log" 2>&1
     grep -E "^\| elementwise|^\| gemm|summary" "$OUT/p2.log"
