@@ -103,6 +103,7 @@ def _full(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]],
 
 
 def _check(here: _Here, case: Case, rank: int, group: Any, before: dict[str, bytes | None] | None) -> dict[str, Any]:
+    from triton_dist._prune import kept_for_lookup
     from triton_dist._store import decide as _decide
 
     from .errors import describe_failure
@@ -112,7 +113,9 @@ def _check(here: _Here, case: Case, rank: int, group: Any, before: dict[str, byt
     try:
         tuner = load_target(function)
         args, kwargs = build_args(builder, values, CaseContext(rank, world_size, here.device, group))
-        call = _decide.identify(tuner.target, tuner.key_fn(*args, **kwargs), world_size, here.backend)
+        key = tuner.key_fn(*args, **kwargs)
+        kept = kept_for_lookup(tuner.target, args, kwargs, _decide.stable_key(key))  # as inline tuning asks
+        call = _decide.identify(tuner.target, key, world_size, here.backend, kept=kept)
         if before is not None:
             rel = _relative(call.path(here.root), here.root)
             if rel is not None and rel not in before:

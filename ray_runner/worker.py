@@ -141,9 +141,12 @@ def build_args(builder_path: str, case: Mapping[str, Any], ctx: CaseContext) -> 
 def identify_case(tuner: Any, args: tuple, kwargs: dict[str, Any], world: int) -> dict[str, Any]:
     """Where this call's cache entry lives and what the hit rule compares (``_decide.CallId``),
     for a call that tunes over ``world`` ranks."""
+    from triton_dist._prune import kept_for_lookup
     from triton_dist._store import decide as _decide
 
-    return _decide.identify(tuner.target, tuner.key_fn(*args, **kwargs), world).to_dict()
+    key = tuner.key_fn(*args, **kwargs)
+    kept = kept_for_lookup(tuner.target, args, kwargs, _decide.stable_key(key))  # a pruned best: not cached
+    return _decide.identify(tuner.target, key, world, kept=kept).to_dict()
 
 
 class _Capture(logging.Handler):

@@ -46,6 +46,7 @@ from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
 from triton_dist._measure.result import BUG_TYPES, CandidateResult, MeasuredMode, describe
 from triton_dist._measure.spare import Spare
+from triton_dist._prune import kept_configs, kept_for_lookup
 from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
@@ -156,6 +157,11 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
             if job > 1:
                 plan.call = call = dataclasses.replace(call, job_world=job)
         plan.key_text, plan.path = call.key, call.path(root)
+        kept = None
+        if not (force or settings.always_tune):
+            # a cached best that prune_fn rejects now (an edited prune_fn) is a miss, not a hit
+            kept = kept_for_lookup(target, args, kwargs, plan.key_text)
+            plan.call = call = dataclasses.replace(call, kept=kept)
         index, plan.why, plan.entry, plan.source = (None, "forced re-tuning", None, None) \
             if force or settings.always_tune else _decide.lookup(call, root, settings, stacklevel=6)
         if index is not None:
@@ -164,7 +170,7 @@ def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, vie
             plan.decision = "cache-only-miss"
         else:
             plan.decision = "tune"
-            plan.kept = _prune(target, args, kwargs, plan.key_text)
+            plan.kept = list(kept) if kept is not None else kept_configs(target, args, kwargs, plan.key_text)
             # checking correctness compares every config with config_space[0]'s result, which a
             # reused timing never ran: every kept config is measured then (a wrong cached best was
             # the reference for a grown space, and stayed best; a tester, session 28)
@@ -187,40 +193,6 @@ def _job_world() -> int:
     except Exception:  # noqa: BLE001 - a torn-down group: alone
         pass
     return 1
-
-
-def _prune(target: TuneTarget, args: tuple, kwargs: dict, key_text: str) -> list[int]:
-    if target.prune_fn is None:
-        return list(range(len(target.config_space)))
-    kept, returned_none = [], 0
-    for index, config in enumerate(target.config_space):
-        try:
-            keep = target.prune_fn(config, *args, **kwargs)
-        except Exception as exc:
-            raise PruneError(
-                f"prune_fn raised on config_space[{index}] = {config!r:.200} for key {key_text}: "
-                f"{describe(exc)}. prune_fn must be a side-effect-free check that returns True/False."
-            ) from exc
-        returned_none += keep is None
-        try:
-            keep = bool(keep)
-        except Exception as exc:  # noqa: BLE001 - e.g. a tensor of several elements
-            raise PruneError(f"prune_fn returned {type(keep).__name__} {keep!r:.100} on config_space[{index}] "
-                             f"for key {key_text}: no single truth value ({describe(exc)}). Return True "
-                             "(keep) or False (prune); reduce a tensor check, e.g. bool((x > 0).all()).") from None
-        if keep:
-            kept.append(index)
-    if not kept:
-        # a prune_fn that forgot its return statement returns None for every config (a tester: "kept
-        # no config" did not say why, session 28)
-        forgot = (f" It returned None for {'every' if returned_none == len(target.config_space) else returned_none} "
-                  "config: does it end with a return statement?" if returned_none else "")
-        raise PruneError(
-            f"prune_fn kept no config of {target.name}'s config_space ({len(target.config_space)} "
-            f"candidates) for key {key_text}; it must keep at least one (config_space[0] is a "
-            f"good always-valid default).{forgot}"
-        )
-    return kept
 
 
 def _agree(plan: _Plan, decide: Callable[[], _Plan], view: GroupView | None, backend: Backend,

@@ -13,7 +13,8 @@ is ``<root>/<function>/<entry_id(source, digest, key)>.json``, or, without that 
 pack of ``<root>/<function>/packs/`` that holds the id (``_store.packs.load_entry``, the one
 lookup); :func:`decide` reads it and checks, in this order: readable; key and source; hardware;
 world; software versions (a miss only with ``TRITON_DIST_AUTOTUNE_VERSION_CHECK=1``, else a
-note); the best config still in the space; no config the entry never measured (space growth: a
+note); the best config still in the space and, where the call says what ``prune_fn`` keeps
+(``CallId.kept``), kept by it; no config the entry never measured (space growth: a
 miss unless in cache-only mode, where the entry's best is used and the new configs stay untried).
 
 The public names here (no leading underscore) are the core's internal API for ``ray_runner``;
@@ -53,10 +54,16 @@ def versions_differ(entry: dict[str, Any], current: dict[str, str]) -> list[str]
 config_key = _cache.config_text  # a hashable text for an encoded config (``_cache.encode_config``)
 
 
-def unmeasured(entry: dict[str, Any], space: Sequence[Any]) -> list[int]:
-    """Indices of the configs of the encoded ``space`` that ``entry`` has no candidate row for."""
-    seen = {config_key(c.get("config")) for c in entry.get("candidates", []) if isinstance(c, dict)}
-    return [i for i, c in enumerate(space) if config_key(c) not in seen]
+def unmeasured(entry: dict[str, Any], space: Sequence[Any], kept: Sequence[int] | None = None) -> list[int]:
+    """Indices of the configs of the encoded ``space`` that ``entry`` has no candidate row for;
+    with ``kept`` (what ``prune_fn`` keeps for the call), of the kept ones that ``entry`` has no
+    row for or had pruned."""
+    rows = [c for c in entry.get("candidates", []) if isinstance(c, dict)]
+    if kept is None:
+        seen = {config_key(c.get("config")) for c in rows}
+        return [i for i, c in enumerate(space) if config_key(c) not in seen]
+    measured = {config_key(c.get("config")) for c in rows if c.get("pruned") is not True}
+    return [i for i in kept if 0 <= i < len(space) and config_key(space[i]) not in measured]
 
 
 def entry_world(entry: dict[str, Any]) -> int:
@@ -84,6 +91,10 @@ class CallId:
     job_world: int | None = None
     """A call that tunes alone (``world`` 1) in a torch.distributed job of this many ranks, no
     tuning group registered: an entry measured over the job's ranks (a campaign's) serves it."""
+    kept: tuple[int, ...] | None = None
+    """The configs ``prune_fn`` keeps for this call (``triton_dist._prune``), None when not known
+    (no ``prune_fn``, or ``cache why`` without the call's arguments): a cached best it prunes is a
+    miss, and a config the entry had pruned that it keeps now was never measured."""
 
     @property
     def id(self) -> str:
@@ -98,13 +109,18 @@ class CallId:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CallId:
         names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
+        fields = {k: v for k, v in data.items() if k in names}
+        if fields.get("kept") is not None:
+            fields["kept"] = tuple(fields["kept"])
+        return cls(**fields)
 
 
-def identify(target: Any, key: Any, world: int | None, backend: Any = None) -> CallId:
+def identify(target: Any, key: Any, world: int | None, backend: Any = None,
+             kept: tuple[int, ...] | None = None) -> CallId:
     """The :class:`CallId` of a call of ``target`` (a ``TuneTarget``) with ``key`` (the key_fn's
-    value) over ``world`` ranks, on this process's hardware and software."""
-    return identify_text(target, stable_key(key), world, backend)
+    value) over ``world`` ranks, on this process's hardware and software; ``kept``: what its
+    ``prune_fn`` keeps for the call (``triton_dist._prune.kept_for_lookup``)."""
+    return dataclasses.replace(identify_text(target, stable_key(key), world, backend), kept=kept)
 
 
 def identify_text(target: Any, key_text: str, world: int | None, backend: Any = None) -> CallId:
@@ -196,7 +212,9 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     index = _cache.find_config(best, call.space, entry["best"].get("index"))
     if index is None:
         return unusable("the cached best config is no longer in config_space" + _other_function(entry, call))
-    new = unmeasured(entry, call.space)
+    if call.kept is not None and index not in call.kept:
+        return unusable(f"prune_fn prunes the cached best config (config_space[{index}]) for this call")
+    new = unmeasured(entry, call.space, call.kept)
     if new and cache_only in (False, "off"):
         # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
         # a tuning caller measures the new configs, reusing this entry's timings (see _reuse)
