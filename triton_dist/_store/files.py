@@ -117,9 +117,18 @@ def told_by_content(value: Any) -> bool:
         return False
     if type(value).__name__ == "Config" and hasattr(value, "kwargs") and hasattr(value, "num_warps"):
         return all(told_by_content(v) for v in vars(value).values())
-    if _content_digest(value) is not None:
+    if _content_digest(value) is not None or _kernel_identity(value) is not None:
         return True
     return " at 0x" not in repr(value)
+
+
+def _kernel_identity(value: Any) -> str | None:
+    """``fingerprint.kernel_identity`` for a Triton kernel (imported only for one), else None."""
+    if not any(c.__name__ == "KernelInterface" for c in type(value).__mro__):
+        return None
+    from triton_dist._store.fingerprint import kernel_identity
+
+    return kernel_identity(value)
 
 
 def _value_text(value: Any) -> str:
@@ -141,6 +150,9 @@ def _value_text(value: Any) -> str:
     content = _content_digest(value)
     if content is not None:
         return content
+    kernel = _kernel_identity(value)
+    if kernel is not None:  # a Triton kernel: its name and its source's digest
+        return kernel
     text = repr(value)
     if " at 0x" in text:  # default object repr: identity, not content
         cls = type(value)

@@ -27,7 +27,8 @@ from typing import Any
 from triton_dist._backends import Backend
 from triton_dist._store.modname import module_text
 
-__all__ = ["HARDWARE_OVERRIDE", "body_hash", "digest", "hardware_info", "software_versions", "source_hash"]
+__all__ = ["HARDWARE_OVERRIDE", "body_hash", "digest", "hardware_info", "kernel_identity", "software_versions",
+           "source_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +111,20 @@ def _kernel_source(obj: Any) -> str | None:
 
 
 _kernel_texts: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def kernel_identity(obj: Any) -> str | None:
+    """How a config that holds a Triton kernel is written (``files.encode_value``): the kernel's
+    name as a campaign imports it and a digest of its source with what it uses, so that an edited
+    kernel makes the configs that hold it new ones (measured, never taken from the disk); None for
+    anything but a kernel. Written by its type alone (Triton's interpreter) or its name (a
+    ``JITFunction``), an edit of the cached best's kernel was a hit (a tester, 2026-12-05)."""
+    fn = _kernel_function(obj)
+    if fn is None:
+        return None
+    text = _kernel_source(obj) or ""
+    name = f"{module_text(getattr(fn, '__module__', '') or '')}.{fn.__qualname__}"
+    return f"triton kernel {name} source sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def _compute_kernel_text(fn: Any, depth: int = 0) -> str:
