@@ -309,6 +309,10 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
     if plan.reuse is not None:
         results = plan.reuse.merge(results, plan.kept)
     results = _reduce(target, plan, results, bug, view, backend, settings, tlog)
+    if plan.reuse is not None and mode.fallback is not None:  # (the group fell back together)
+        results = _measure_reused(target, plan, plan.reuse, results, args, kwargs, view, backend, settings, tlog,
+                                  overwrite, spare, mode)
+        plan = dataclasses.replace(plan, reuse=None)
     if plan.reuse is not None:
         results = plan.reuse.rescale(results)
         tlog.info("reused timings scaled by %.4f (the old best's time now / then)", plan.reuse.scale)
@@ -370,6 +374,25 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
             known_failures=precompile_target(  # + compile errors
                 target, to_measure, args, kwargs, overwrite, view is not None, backend, tlog.info),
         )
+
+
+def _measure_reused(target: TuneTarget, plan: _Plan, reuse: _reuse.Reuse, results: list[CandidateResult],
+                    args: tuple, kwargs: dict, view: GroupView | None, backend: Backend, settings: Settings,
+                    tlog: TuningLog, overwrite: bool, spare: Spare, mode: MeasuredMode) -> list[CandidateResult]:
+    """Graph mode fell back to eager runs (the host function cannot be captured) in a tuning that
+    reuses timings: those are graph replays, on another scale than the eager figures of the rest
+    (each eager run includes its launch), and were compared and written with them. The reused
+    configs are measured now, eagerly, as the rest were (the caller then reuses nothing). Only on
+    a fallback: where graphs work, reuse costs nothing more. After the reduction, so that every
+    rank of a group measures them (a bug anywhere has been raised everywhere)."""
+    again = [i for i in plan.kept if i in reuse.results]
+    tlog.info("graph mode fell back to eager runs: configs %s measured eagerly as well, their reused "
+              "timings being graph replays", again)
+    eager, part = dataclasses.replace(target, graphs=False), dataclasses.replace(plan, kept=again, reuse=None)
+    measured, bug = _measure(eager, part, args, kwargs, view, backend, settings, tlog, overwrite, spare, mode)
+    by_index = {r.index: r for r in results}
+    by_index.update((r.index, r) for r in _reduce(eager, part, measured, bug, view, backend, settings, tlog))
+    return [by_index[i] for i in plan.kept]
 
 
 def _say_mode(target: TuneTarget, backend: Backend, mode: MeasuredMode, tlog: TuningLog) -> None:

@@ -30,10 +30,11 @@ COSTS = {0: 3.0, 1: 1.0, 2: 2.0, 3: 1.5}
 CAPTURE_ERROR = "CUDA error: operation not permitted when stream is capturing"
 
 
-def tuner_on(device, monkeypatch, uncapturable=(), second_capture_fails=(), **options):
-    """``autotune`` of a host function on ``device``; configs in ``uncapturable`` raise when
-    captured (as a host function that synchronises does), those in ``second_capture_fails`` at
-    their second capture (the second memory placement runs out of memory)."""
+def tuner_on(device, monkeypatch, uncapturable=(), second_capture_fails=(), n_configs=4, failing=(), **options):
+    """``autotune`` of a host function on ``device`` over configs 0 to ``n_configs - 1``; configs
+    in ``uncapturable`` raise when captured (as a host function that synchronises does), those in
+    ``second_capture_fails`` at their second capture (the second memory placement runs out of
+    memory), those in ``failing`` on every run (out of memory)."""
     monkeypatch.setattr(_tuning, "get_backend", lambda: device)
     monkeypatch.setattr(device, "hardware", lambda: {"device": "sim", "name": "simulated"})
     captures: Counter = Counter()
@@ -45,11 +46,13 @@ def tuner_on(device, monkeypatch, uncapturable=(), second_capture_fails=(), **op
                 raise RuntimeError(CAPTURE_ERROR)
             if c in second_capture_fails and captures[c] == 2:
                 raise RuntimeError("CUDA error: out of memory")
+        if c in failing:
+            raise RuntimeError("CUDA error: out of memory")
         device.run(c)
         out.fill_(float(c))
         return out
 
-    return autotune([{"c": i} for i in range(4)], lambda out: tuple(out.shape), **options)(host)
+    return autotune([{"c": i} for i in range(n_configs)], lambda out: tuple(out.shape), **options)(host)
 
 
 def tuned_entry(tuner, cache_dir: Path) -> tuple[dict, Path]:
@@ -109,3 +112,44 @@ def test_graphs_asked_for_on_a_device_without_graphs_are_not_recorded(cache_dir,
     assert "graphs" not in entry["measurement"] and "graphs_fallback" not in entry["measurement"]
     assert [c["runs"] for c in entry["candidates"]] == [15] * 4  # 5 + 10 eager runs each
     assert "eager runs;" in shown(path, cache_dir)
+
+
+def grown_after_graph_timings(device, monkeypatch, cache_dir: Path, **grown_options) -> tuple[dict, dict, Path]:
+    """An entry of configs 0-2 timed by graph replays, then the space grown by config 3, which
+    cannot be captured: the tuning of the grown space plans graph mode, may reuse the old
+    timings (same measurement planned), and falls back to eager runs. (old entry, new, path)"""
+    # sets both times: what the host function captures counts in its hashes by its type (a
+    # mutable set) where its content would (a tuple), and reuse needs the body hash unchanged
+    tuner_on(device, monkeypatch, n_configs=3, uncapturable=set(), failing=set())(torch.zeros(4))
+    (path,) = entries(cache_dir)
+    old = json.loads(path.read_text())
+    assert old["measurement"]["graphs"] is True and old["best"]["index"] == 1
+    grown = tuner_on(device, monkeypatch, uncapturable={3}, **{"failing": set(), **grown_options})
+    with pytest.warns(TritonDistWarning, match="measuring without graphs"):
+        grown(torch.zeros(4))  # not forced: a space that grew reuses timings where it may
+    (path,) = [p for p in entries(cache_dir) if json.loads(p.read_text())["created"] != old["created"]]
+    return old, json.loads(path.read_text()), path
+
+
+def test_reused_graph_timings_are_measured_again_when_this_tuning_falls_back(cache_dir, monkeypatch):
+    # configs 0 and 2 were graph replays (3.0 and 2.0 ms); scaled by the old best's eager/graph
+    # ratio (6.0 / 1.0) they read 18 and 12 ms beside eager figures of 6 and 6.5 ms: the entry,
+    # which says "eager runs", mixed the two modes
+    device = GraphDevice(dict(COSTS), gap=5.0)
+    _, entry, path = grown_after_graph_timings(device, monkeypatch, cache_dir)
+    assert CAPTURE_ERROR in entry["measurement"]["graphs_fallback"]
+    assert [c["time_ms"] for c in entry["candidates"]] == pytest.approx([8.0, 6.0, 7.0, 6.5])
+    assert all(c["runs"] == 15 for c in entry["candidates"])  # every config ran here: 5 + 10 eager runs
+    assert "reused" not in entry and entry["best"]["index"] == 1
+    log = path.with_suffix(".log").read_text()
+    assert "graph mode fell back to eager runs: configs [0, 2] measured eagerly as well" in log
+
+
+def test_a_fallback_never_picks_a_reused_graph_timing_over_eager_ones(cache_dir, monkeypatch):
+    # the old best (config 1) runs out of memory now: the reused timings cannot be scaled (1.0),
+    # and config 2's graph replay (2.0 ms) beat config 3's eager runs (6.5 ms), although config 2
+    # takes 7.0 ms run as config 3 was
+    device = GraphDevice(dict(COSTS), gap=5.0)
+    _, entry, _ = grown_after_graph_timings(device, monkeypatch, cache_dir, failing={1})
+    assert entry["best"]["index"] == 3
+    assert [c["time_ms"] for c in entry["candidates"]] == pytest.approx([8.0, None, 7.0, 6.5])
