@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import hashlib
+import json
 import logging
 import socket
 import time
@@ -214,12 +215,44 @@ def _wait(work: Any, view: GroupView, timeout_s: float, what: str, subject: str 
                                function=subject)
 
 
-def _gather_objects(view: GroupView, obj: Any) -> list[Any]:
+def _all_gather(view: GroupView, tensor: Any, timeout_s: float, at: str, subject: str, of: str,
+                causes: str = _AGREEMENT_CAUSES) -> list[Any]:
+    """Every rank's ``tensor``: an async all_gather, announced (``of``: what the store says this
+    rank is at) and waited for at most ``timeout_s`` (:func:`_wait`)."""
+    import torch
     import torch.distributed as dist
 
-    out: list[Any] = [None] * view.size
-    dist.all_gather_object(out, obj, group=view.group)
-    return out
+    gathered = [torch.empty_like(tensor) for _ in range(view.size)]
+    arrival = _arrivals.announce(view, at, of)
+    work = dist.all_gather(gathered, tensor, group=view.group, async_op=True)
+    _wait(work, view, timeout_s, at, subject, causes, arrival)
+    return gathered
+
+
+#: the agreement's second exchange, and why a rank that passed its first may not reach it
+_VALUES_AT = "second exchange of the agreement on key, cache state and kept configs (the values that differ)"
+_VALUES_CAUSES = ("it died or was stopped after the agreement's first exchange, which every rank reached (a "
+                  "crash, an out-of-memory kill, a debugger, a SIGSTOP)")
+
+
+def _gather_fields(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: float,
+                   subject: str, what: str) -> list[dict[str, str]]:
+    """Every rank's ``fields``, bounded as the agreement's first exchange is: their JSON's length,
+    then the JSON padded to the longest, in int64 words (the first exchange's type, which every
+    backend gathers), through two async all_gathers. ``dist.all_gather_object`` blocked until the
+    process group's own timeout (30 min by default) when a rank stopped between the exchanges."""
+    import torch
+
+    data = json.dumps(fields, sort_keys=True).encode()
+    of = what[:300]  # the function alone: the ranks' keys differ (the store compares what each is at)
+    device = backend.device()
+    lengths = _all_gather(view, torch.tensor([len(data)], dtype=torch.int64, device=device), timeout_s,
+                          _VALUES_AT, subject, of, _VALUES_CAUSES)
+    sizes = [int(n.item()) for n in lengths]
+    words = -(-max(sizes) // 8)
+    local = torch.frombuffer(bytearray(data.ljust(8 * words, b"\0")), dtype=torch.int64).to(device)
+    texts = _all_gather(view, local, timeout_s, _VALUES_AT, subject, of, _VALUES_CAUSES)
+    return [json.loads(t.cpu().numpy().tobytes()[:n]) for t, n in zip(texts, sizes, strict=True)]
 
 
 _UNCOMPARED = frozenset({"host", "reuse"})
@@ -273,24 +306,19 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     rank's fields in group order.
     """
     import torch
-    import torch.distributed as dist
 
     names = sorted(fields)
     local = torch.tensor([_h63(fields[n]) for n in names], dtype=torch.int64, device=backend.device())
-    gathered = [torch.empty_like(local) for _ in range(view.size)]
     at, subject = "agreement on key, cache state and kept configs", (
         f"{what}, key {fields.get('key', '')}"[:300] if what else "")
-    arrival = _arrivals.announce(view, at, subject)
-    work = dist.all_gather(gathered, local, group=view.group, async_op=True)
-    _wait(work, view, timeout_s, at, subject, arrival=arrival)
-    rows = [g.tolist() for g in gathered]
+    rows = [g.tolist() for g in _all_gather(view, local, timeout_s, at, subject, subject)]
     compared = [i for i, n in enumerate(names) if n not in _UNCOMPARED]
     if all(row[i] == rows[0][i] for row in rows for i in compared):
         if "host" not in fields:
             return [fields] * view.size
         return [dict(zip(names, r, strict=True)) for r in rows]  # hashes are enough to elect writers
-    # Every rank saw the same mismatch, so every rank enters this second collective.
-    everything = _gather_objects(view, fields)
+    # Every rank saw the same mismatch, so every rank enters this second exchange (bounded too)
+    everything = _gather_fields(view, backend, fields, timeout_s, subject, what)
     lines, differing = [], {}
     for name in names:
         if name in _UNCOMPARED:

@@ -143,6 +143,65 @@ def test_the_store_keeps_one_key_per_rank_and_group(tmp_path):
         assert counts == [counts[0]] * 4, counts  # a long job does not grow the store
 
 
+
+def leaves_between_the_exchanges(rank: int, world_size: int, how: str) -> dict:
+    """Every rank tunes key 3 together; then ``ABSENT_RANK`` calls with key 9, the others with key
+    5: the agreement's first exchange (hashes) finds the mismatch, and every rank goes on to the
+    second (the values, for the message). ``ABSENT_RANK`` stops (``how`` = "stops": for AWAY_S,
+    past the others' bound) or dies right after the first exchange."""
+    import torch.distributed as dist
+
+    from triton_dist import _distributed
+    from triton_dist.tune import autotune
+
+    tuned = autotune([{"cfg": 0}, {"cfg": 1}], lambda n, rank_cost=None, **_: (n,), n_warmup=1, n_repeat=2)(_host)
+    tuned(3, None, autotune_pg=dist.group.WORLD)
+    absent = rank == int(os.environ["ABSENT_RANK"])
+    leaving = [absent]
+    finish = _distributed._finish
+
+    def finish_then_leave(work, timeout_s):  # the first exchange's wait, on the absent rank
+        done = finish(work, timeout_s)
+        if leaving[0]:
+            leaving[0] = False
+            if how == "dies":
+                os._exit(0)
+            time.sleep(AWAY_S)
+        return done
+
+    _distributed._finish = finish_then_leave
+    start = time.monotonic()
+    try:
+        return {"value": tuned(9 if absent else 5, None, autotune_pg=dist.group.WORLD)}
+    except Exception as exc:  # noqa: BLE001 - the test reads it
+        return {"error": type(exc).__name__, "message": str(exc), "host": socket.gethostname(),
+                "waited_s": time.monotonic() - start}
+
+
+@pytest.mark.parametrize("how", ["stops", "dies"])
+def test_a_rank_leaving_between_the_agreements_two_exchanges_is_named_in_bounded_time(tmp_path, how):
+    # before: the second exchange was a blocking all_gather_object, waited for until the process
+    # group's own timeout (30 min by default): a stopped rank kept the others until it came back
+    env = {"TRITON_DIST_AUTOTUNE_AGREE_TIMEOUT_S": str(BOUND_S), "ABSENT_RANK": "2"}
+    rank_env = {r: {"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / f"cache{r}")} for r in range(3)}
+    results = run_ranks(leaves_between_the_exchanges, 3, timeout_s=150, env=env, rank_env=rank_env,
+                        args=(how,), tmp=tmp_path)
+    assert not any(r.get("hung") for r in results), results
+    for r in (0, 1):
+        out = results[r].get("ok", results[r])
+        assert out.get("error") == "RankFailureError", (r, out)
+        assert out["waited_s"] < AWAY_S - 2, out  # within the bound, not when rank 2 came back
+        message = out["message"]
+        assert f"global rank {r} of the tuning group of 3 ranks [0, 1, 2]: second exchange of the agreement " \
+               "on key, cache state and kept configs (the values that differ) of test_absent_ranks._host, " \
+               "key (5,)" in message, message
+        assert f"Global rank 2 (host {out['host']}) did not reach it (rank 2 was last at the tuner's agreement " \
+               "on key, cache state and kept configs of test_absent_ranks._host, key (9,))" in message, message
+        assert "Global rank 1 " not in message and "Global rank 0 " not in message
+        assert "died or was stopped after the agreement's first exchange" in message
+        assert "do not use the group again" in message
+
+
 # -- a store that cannot say: the message says so, in bounded time --------------------------------
 
 _HOST_STORE = ("import datetime, sys, time; import torch.distributed as d; "
