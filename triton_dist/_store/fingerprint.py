@@ -12,6 +12,7 @@ every process that computes a digest logs a warning naming it (docs/cache.md).
 from __future__ import annotations
 
 import ast
+import copy
 import hashlib
 import inspect
 import json
@@ -54,6 +55,10 @@ def _kernel_sources(fn: Callable[..., Any]) -> list[str]:
     import, no execution); then what its closure captures (:func:`_closure_texts`). A wrapper
     made with ``functools.wraps`` (a decorator under ``@autotune``) counts with the functions it
     wraps (``__wrapped__``): its own code names none of their kernels (U15)."""
+    return list(_once(_kernel_lists, _compute_kernel_sources, fn))  # both hashes ask: found once
+
+
+def _compute_kernel_sources(fn: Callable[..., Any]) -> list[str]:
     sources = _own_kernel_sources(fn)  # a function without __wrapped__: as before
     seen = {id(fn)}
     inner = getattr(fn, "__wrapped__", None)
@@ -128,10 +133,8 @@ def kernel_identity(obj: Any) -> str | None:
 
 
 def _compute_kernel_text(fn: Any, depth: int = 0) -> str:
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        source = repr(fn.__code__.co_code)
+    raw = _raw_source(fn)  # not dedented: the text entries were written with
+    source = raw if raw is not None else repr(fn.__code__.co_code)
     uses = _kernel_uses(fn, depth) if depth < 8 else []
     return "\n".join([source, *uses])  # nothing used: the source alone, as before (entries stay valid)
 
@@ -184,9 +187,8 @@ def _attribute_kernels(fn: Any, method_class: Any, depth: int = 0) -> list[str]:
     ``self``/``cls`` (``self.kernel`` in a method of ``method_class``). Resolved without running
     anything (``inspect.getattr_static``, no ``__getattr__``, no property): editing such a kernel
     kept the host function's entries (a tester, 2026-12-05). Triton's own modules are not walked."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, ValueError):
+    tree = _source_tree(fn)
+    if tree is None:
         return []
     code = fn.__code__
     namespace = getattr(fn, "__globals__", {})
@@ -297,6 +299,54 @@ def source_hash(fn: Callable[..., Any]) -> str:
 
 
 _source_hashes: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_source_texts: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+_source_trees: weakref.WeakKeyDictionary[Any, ast.Module | None] = weakref.WeakKeyDictionary()
+_kernel_lists: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _source_text(fn: Any) -> str | None:
+    """``fn``'s dedented source, None without one (REPL, frozen apps). Read once per function
+    object for both hashes and the attribute walk: each read tokenises the file's block, and four
+    of them were ~1 ms of a first call (2026-12-05)."""
+    text: str | None = _once(_source_texts, _read_source, fn)
+    return text
+
+
+def _read_source(fn: Any) -> str | None:
+    raw = _raw_source(fn)
+    return None if raw is None else textwrap.dedent(raw)
+
+
+_raw_sources: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictionary()
+
+
+def _raw_source(fn: Any) -> str | None:
+    """``inspect.getsource(fn)`` (kept per function object), None without source."""
+    text: str | None = _once(_raw_sources, _get_source, fn)
+    return text
+
+
+def _get_source(fn: Any) -> str | None:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):
+        return None
+
+
+def _source_tree(fn: Any) -> ast.Module | None:
+    """The parsed :func:`_source_text` (kept, never changed in place), None without source."""
+    tree: ast.Module | None = _once(_source_trees, _parse_source, fn)
+    return tree
+
+
+def _parse_source(fn: Any) -> ast.Module | None:
+    text = _source_text(fn)
+    if text is None:
+        return None
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _once(cache: weakref.WeakKeyDictionary[Any, Any], compute: Callable[[Any], Any], fn: Any) -> Any:
@@ -313,9 +363,8 @@ def _once(cache: weakref.WeakKeyDictionary[Any, Any], compute: Callable[[Any], A
 
 
 def _compute_source_hash(fn: Callable[..., Any]) -> str:
-    try:
-        text = textwrap.dedent(inspect.getsource(fn))
-    except (OSError, TypeError):
+    text = _source_text(fn)
+    if text is None:
         code = getattr(fn, "__code__", None)
         text = repr((code.co_code, code.co_consts, code.co_names)) if code else repr(fn)
     text = "\n".join([_qualname_line(fn), text, *_kernel_sources(fn)])
@@ -326,13 +375,13 @@ _body_hashes: weakref.WeakKeyDictionary[Any, str | None] = weakref.WeakKeyDictio
 
 
 def _compute_body_hash(fn: Callable[..., Any]) -> str | None:
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, ValueError):
+    tree = _source_tree(fn)
+    if tree is None:
         return None  # no source (REPL, frozen app): never reuse across source changes
     node = tree.body[0] if tree.body else None
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
+    node = copy.copy(node)  # the kept tree stays whole (the attribute walk reads its decorators)
     node.decorator_list = []
     # ast.dump leaves out line numbers and comments: a reformat keeps the hash, a code edit not.
     # The Triton kernels it calls count as in the source hash: a kernel edit re-measures all.
