@@ -76,6 +76,66 @@ def scenario(name: str, rank: int) -> dict[str, Any]:
     return result
 
 
+#: per scenario, per rank: what the inner autotuner's custom do_bench returns per BLOCK (a list as
+#: triton.testing.do_bench's quantiles, or one number), and the BLOCKs it raises on (a timed slot)
+BENCH_SCENARIOS: dict[str, dict[int, tuple[dict[int, Any], set[int]]]] = {
+    # rank 0 alone would pick 512 (3 < 5); the MAX of the figures (256: 6, 512: 9) picks 256
+    "bench_quantiles": {0: ({256: [5.0, 4.0, 6.0], 512: [3.0, 2.0, 4.0]}, set()),
+                        1: ({256: [6.0, 3.0, 7.0], 512: [9.0, 8.0, 10.0]}, set())},
+    "bench_number": {0: ({256: 5.0, 512: 3.0}, set()), 1: ({256: 6.0, 512: 9.0}, set())},
+    # the benchmarker fails on 512 on rank 1 only, after its warm-up ran: inf on both ranks
+    "bench_rank_failure": {0: ({256: [5.0, 4.0, 6.0], 512: [3.0, 2.0, 4.0]}, set()),
+                           1: ({256: [5.0, 4.0, 6.0], 512: [3.0, 2.0, 4.0]}, {512})},
+    # it fails on every config on rank 1: every rank raises together, none hangs
+    "bench_all_invalid": {0: ({256: 5.0, 512: 3.0}, set()), 1: ({256: 5.0, 512: 3.0}, {256, 512})},
+}
+
+
+def bench_scenario(name: str, rank: int) -> dict[str, Any]:
+    """contextual_autotune(is_dist=True) around a kernel whose triton.autotune has a custom
+    do_bench: its figures decide (the MAX over ranks of their first values' means) and are what
+    configs_timings records, each value the MAX over ranks."""
+    table, fail = BENCH_SCENARIOS[name][rank]
+    counter = K.LaunchCounter()
+    benched: list[int] = []
+
+    def do_bench(kernel_call, quantiles=None):
+        before = dict(counter.counts)
+        kernel_call()
+        (block,) = [b for b, n in counter.counts.items() if n != before.get(b, 0)]
+        benched.append(block)
+        if block in fail:
+            raise RuntimeError(f"injected do_bench failure of BLOCK={block}")
+        figure = table[block]
+        return list(figure) if isinstance(figure, list) else figure
+
+    scale = triton.autotune(configs=counter.configs(256, 512), key=["n"], do_bench=do_bench)(K._scale)
+
+    @contextual_autotune(is_dist=True, n_repeat=R, n_warmup=W)
+    def outer(x):
+        y = torch.empty_like(x)
+        scale[K.grid(x.numel())](x, y, 2.0, x.numel())
+        dist.all_reduce(y[:1024])
+        return y[:1024]
+
+    x = torch.full((1024,), float(rank + 1), device=K.device())
+    result: dict[str, Any] = {}
+    try:
+        y = outer(x)
+        expected = 2.0 * sum(range(1, dist.get_world_size() + 1))
+        result["correct"] = bool(torch.allclose(y.cpu(), torch.full((1024,), expected)))
+        result["best"] = [c.kwargs["BLOCK"] for c in scale.cache.values()]
+        result["timings"] = {str(c.kwargs["BLOCK"]): t for c, t in scale.configs_timings.items()}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        result["error"] = type(exc).__name__
+        result["message"] = str(exc)
+    result["benched"] = sorted(set(benched))
+    probe = torch.ones(1, device=K.device())
+    dist.all_reduce(probe)
+    result["in_step"] = float(probe.item()) == dist.get_world_size()
+    return result
+
+
 def main() -> None:
     rank, world, port, out = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
     report: dict[str, Any] = {}
@@ -85,6 +145,8 @@ def main() -> None:
             started = time.monotonic()
             report[name] = scenario(name, rank)
             report[name]["seconds"] = round(time.monotonic() - started, 2)
+        for name in BENCH_SCENARIOS:
+            report[name] = bench_scenario(name, rank)
     except BaseException:  # noqa: BLE001 - reported to the test
         report["crash"] = traceback.format_exc()
     out.write_text(json.dumps(report))

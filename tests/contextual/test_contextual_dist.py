@@ -85,6 +85,7 @@ def check(reports: list[dict[str, Any]], cwd: Path) -> None:
     for r in (reports[0]["different_keys"], reports[1]["different_keys"]):
         assert r["error"] == "RankDisagreementError" and r["in_step"], r
         assert "keys or candidate lists" in r["message"] and "(1024," in r["message"] and "(1025," in r["message"]
+    check_custom_bench(reports)
     logs = [(cwd / ".autotune_logs" / f"rank-{rank}.log").read_text() for rank in range(WORLD)]
     # scenario "max": rank 0 alone measured 512 as faster; after the MAX 256 wins everywhere
     reduced, local0 = max_line(logs[0])
@@ -92,6 +93,25 @@ def check(reports: list[dict[str, Any]], cwd: Path) -> None:
     assert all(f"[rank-{rank}]" in logs[rank] for rank in range(WORLD))
     assert "injected failure of BLOCK=512" in logs[1]
     assert "no candidate can run here" in logs[1] and "no valid config" in logs[0]
+
+
+def check_custom_bench(reports: list[dict[str, Any]]) -> None:
+    """The inner autotuner's custom do_bench under is_dist: its figures, each the MAX over the
+    ranks, in the shape it returns them (commit 37f7107 had this combination untested)."""
+    inf = float("inf")
+    quantiles = [r["bench_quantiles"] for r in reports]
+    for r in quantiles:  # rank 0 alone would have picked 512
+        assert r == {**r, "correct": True, "best": [256], "benched": [256, 512], "in_step": True}, r
+        assert r["timings"] == {"256": [6.0, 4.0, 7.0], "512": [9.0, 8.0, 10.0]}, r
+    for r in (reports[0]["bench_number"], reports[1]["bench_number"]):
+        assert r == {**r, "correct": True, "best": [256], "in_step": True}, r
+        assert r["timings"] == {"256": 6.0, "512": 9.0}, r
+    for r in (reports[0]["bench_rank_failure"], reports[1]["bench_rank_failure"]):
+        assert r == {**r, "correct": True, "best": [256], "in_step": True}, r
+        assert r["timings"] == {"256": [5.0, 4.0, 6.0], "512": [inf, inf, inf]}, r
+    for r in (reports[0]["bench_all_invalid"], reports[1]["bench_all_invalid"]):
+        assert r["error"] == "NoValidConfigError" and r["message"] == "cannot find valid config", r
+        assert r["benched"] == [256, 512] and r["in_step"], r
 
 
 @pytest.mark.timeout(240)
