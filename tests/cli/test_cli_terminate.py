@@ -48,10 +48,10 @@ DRIVER = textwrap.dedent("""
 """)
 
 
-def terminated_at(point: str, *args: str, root: Path, at_stop: Callable[[], None] | None = None
-                  ) -> tuple[int, str, str]:
+def terminated_at(point: str, *args: str, root: Path, at_stop: Callable[[], None] | None = None,
+                  sig: int = signal.SIGTERM) -> tuple[int, str, str]:
     """Run ``triton-dist-cache --dir ROOT ARGS``, stopped at ``point`` (``module:attr:call:when``);
-    SIGTERM it there (after ``at_stop()``, which looks at the files mid-way): (status, stdout, stderr)."""
+    send it ``sig`` there (after ``at_stop()``, which looks at the files mid-way): (status, stdout, stderr)."""
     read_end, write_end = os.pipe()
     with os.fdopen(read_end, "rb") as told:
         try:
@@ -65,7 +65,7 @@ def terminated_at(point: str, *args: str, root: Path, at_stop: Callable[[], None
             if reached:
                 if at_stop is not None:
                     at_stop()
-                run.send_signal(signal.SIGTERM)
+                run.send_signal(sig)
             out, err = run.communicate(timeout=120)
         finally:
             if run.poll() is None:
@@ -191,6 +191,70 @@ def test_a_terminated_export_leaves_no_archive_and_the_one_there_unchanged(cache
                                        "already there is unchanged); the cache was only read")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
     assert tarball.read_bytes() == b"an older archive"
+
+
+def temporaries(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.name.endswith(".tmp"))
+
+
+def test_a_killed_exports_temporary_archive_is_removed_by_the_next_export_never_a_live_ones(
+        cache_dir: Path, tmp_path: Path) -> None:
+    # SIGKILL (an out-of-memory kill, a job's hard stop) runs no handler: .a.tar.gz.<pid>.tmp stayed
+    # beside the archive for ever, one per killed export
+    fill(4)
+    tarball = tmp_path / "a.tar.gz"
+    seen: list[Path] = []
+
+    def meanwhile() -> None:  # the first export stopped mid-write, alive: another export to the path
+        seen.extend(temporaries(tmp_path))
+        code, doc = cli_json(cache_dir, "export", str(tarball))
+        assert code == 0 and len(doc["written"]) == 4 and doc.get("leftovers_removed", []) == [], doc
+        assert temporaries(tmp_path) == seen  # a live export's temporary archive is never removed
+
+    code, _, _ = terminated_at("triton_dist._store.archive:_add:3:before", "export", str(tarball),
+                               root=cache_dir, at_stop=meanwhile, sig=signal.SIGKILL)
+    assert code == -signal.SIGKILL and len(seen) == 1
+    assert temporaries(tmp_path) == seen  # nothing removed it
+    again = subprocess.run([sys.executable, "-m", "triton_dist.cache", "--dir", str(cache_dir), "export",
+                            str(tarball)], env=env_for(cache_dir), capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [
+        f"removed 1 temporary archive(s) that killed exports to {tarball} had left beside it (their processes "
+        f"no longer run): {seen[0].name}", f"exported 4 file(s) from {cache_dir} to {tarball}"]
+    assert temporaries(tmp_path) == []
+    code, doc = cli_json(tmp_path / "other", "import", str(tarball))
+    assert code == 0 and len(doc["written"]) == 4
+
+
+#: holds an exclusive lock on the file argv[1] (as an export holds its temporary archive's) until killed
+HOLDER = ("import fcntl, sys, time; f = open(sys.argv[1], 'rb'); fcntl.flock(f, fcntl.LOCK_EX); "
+          "print('held', flush=True); time.sleep(120)")
+
+
+def test_a_temporary_archive_whose_lock_is_held_is_kept_and_other_files_are_left_alone(
+        cache_dir: Path, tmp_path: Path) -> None:
+    """On a shared file system another host's live export to the same path has a pid that does not
+    run here: its lock says it is live."""
+    fill(2)
+    tarball = tmp_path / "a.tar.gz"
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, timeout=60)
+    gone = int(ended.stdout)  # a process that has ended
+    elsewhere = tmp_path / f".a.tar.gz.{gone}.tmp"
+    others = [tmp_path / f".b.tar.gz.{gone}.tmp", tmp_path / ".a.tar.gz.x1.tmp", tmp_path / ".a.tar.gz.0.tmp"]
+    for path in [elsewhere, *others]:
+        path.write_bytes(b"part of an archive")
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(elsewhere)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        code, doc = cli_json(cache_dir, "export", str(tarball))
+        assert code == 0 and doc.get("leftovers_removed", []) == [] and elsewhere.exists()
+    finally:
+        holder.kill()
+        holder.communicate()
+    code, doc = cli_json(cache_dir, "export", str(tarball))  # its process gone, the lock with it
+    assert code == 0 and temporaries(tmp_path) == sorted(others)
+    assert doc["leftovers_removed"] == [str(elsewhere)]  # another archive's, and names no export writes
 
 
 @pytest.mark.parametrize("command", ["verify", "ls"])

@@ -301,6 +301,10 @@ def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if as_json:
         emit(report.to_dict())
         return 0
+    if report.leftovers_removed:  # the temporary archives of exports killed mid-write (SIGKILL)
+        n = len(report.leftovers_removed)
+        say(f"removed {n} temporary archive(s) that killed exports to {args.archive} had left beside it "
+            f"(their processes no longer run): {', '.join(Path(p).name for p in report.leftovers_removed)}")
     say(f"exported {len(report.written)} file(s) from {root} to {args.archive}")
     for s in report.skipped:
         say(f"  skipped {s['path']}: {s['why']}")
