@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-__all__ = ["TuningLog", "announce_once"]
+__all__ = ["TuningLog", "announce_once", "job_rank_prefix"]
 
 log = logging.getLogger("triton_dist.tune")
 
@@ -25,6 +25,21 @@ _announced: set[str] = set()
 
 #: the longest a line of a tuning's log file waits in its buffer
 FLUSH_S = 0.05
+
+
+def job_rank_prefix() -> str:
+    """``[rank R/W] `` (global rank, job size) in a torch.distributed job of more than one rank,
+    else ``""``: the lines of a rank tuning alone, and a hit's, name their rank (each rank of a
+    64-rank job printed the same unattributed line; a tester, 2026-12-05)."""
+    dist = sys.modules.get("torch.distributed")  # never imported here for the question
+    try:
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            size = int(dist.get_world_size())
+            if size > 1:
+                return f"[rank {int(dist.get_rank())}/{size}] "
+    except Exception:  # noqa: BLE001 - a torn-down group: no rank to name
+        pass
+    return ""
 
 
 def announce_once(path: Path, message: str) -> None:

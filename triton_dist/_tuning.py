@@ -37,7 +37,7 @@ from triton_dist._distributed import (
     warn_if_ungrouped,
     writers,
 )
-from triton_dist._logging import TuningLog
+from triton_dist._logging import TuningLog, job_rank_prefix
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import measure_candidates
@@ -115,7 +115,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
         return _decide_locally(target, key, args, kwargs, view, backend, settings, root, force)
 
     plan, hosts = _agree(decide(), decide, view, backend, settings, target.qualname)
-    rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else ""
+    rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else job_rank_prefix()
     if plan.decision.startswith("hit:"):
         return _cached(target, plan, verbose, rank_prefix)
     if plan.decision == "cache-only-miss":

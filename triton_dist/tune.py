@@ -24,7 +24,7 @@ from triton_dist._distributed import resolve_group
 from triton_dist._face import importable, make_face
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
-from triton_dist._logging import TuningLog
+from triton_dist._logging import TuningLog, job_rank_prefix
 from triton_dist._measure.bench import MillisecondTimer, as_do_bench
 from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
@@ -296,7 +296,9 @@ class AutoTuner(metaclass=_TunerType):
             outcome = _tuning.resolve(self.target, key, args, kwargs, pg=pg, verbose=verbose, overwrite=overwrite)
             best = self.config_space[outcome.index]
             self._origins[key] = (f"loaded from the cache entry {outcome.path}" if outcome.source == "cache" else
-                                  f"tuned in this process, entry {outcome.path}" if outcome.source == "tuned" else
+                                  f"tuned in this process, entry {outcome.path}" if outcome.source == "tuned"
+                                  and outcome.path is not None else
+                                  "tuned in this process; this rank wrote no entry" if outcome.source == "tuned" else
                                   "config_space[0], untuned (TRITON_DIST_AUTOTUNE_CACHE_ONLY=1)")
             if verbose and outcome.source == "cache":
                 self._told.add(key)  # resolve said it hit on disk
@@ -345,10 +347,10 @@ class AutoTuner(metaclass=_TunerType):
         if key in self._told:
             return
         self._told.add(key)
-        TuningLog(None, True).info("%s: in-memory hit for key %r: config %d %s (%s)", self.target.qualname, key,
-                                   next((i for i, c in enumerate(self.config_space) if c is best), -1),
-                                   _tuning.show_config(best),
-                                   self._origins.get(key, "decided earlier in this process"))
+        TuningLog(None, True, job_rank_prefix()).info(
+            "%s: in-memory hit for key %r: config %d %s (%s)", self.target.qualname, key,
+            next((i for i, c in enumerate(self.config_space) if c is best), -1), _tuning.show_config(best),
+            self._origins.get(key, "decided earlier in this process"))
 
     # ------------------------------------------------------------------ beyond the seed's API
 

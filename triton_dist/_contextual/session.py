@@ -39,7 +39,7 @@ from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
 from triton_dist._contextual.timings import bench_row, figures, flat, from_code, record
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
-from triton_dist._logging import TuningLog, announce_once
+from triton_dist._logging import TuningLog, announce_once, job_rank_prefix
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
 from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe, is_config_limit
@@ -540,8 +540,8 @@ class Session:
         # after the pick is kept: under -W error the warning threw it away, and every call tuned
         # again (a tester, 2026-12-04)
         self._say_unexpected(state)
-        log.info("contextual tuning: %s key %s -> config %d (%s), %.4f ms", state.name,
-                 state.key_text, best.config_id, best.config, best_time)
+        log.info("%scontextual tuning of %s: %s key %s -> config %d (%s), %.4f ms", job_rank_prefix(),
+                 self.qualname, state.name, state.key_text, best.config_id, best.config, best_time)
 
 
     def _say_unexpected(self, state: KernelTuning) -> None:
