@@ -15,6 +15,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 
+from triton_dist._logging import job_rank_prefix
 from triton_dist.errors import TritonDistWarning
 
 __all__ = ["collected", "held_until_decided", "warn_user"]
@@ -58,9 +59,9 @@ def held_until_decided() -> Iterator[None]:
                 outer.append((message, category))
             elif failed:
                 with contextlib.suppress(Warning):
-                    warn_user(message, category)
+                    _say(message, category)
             else:
-                warn_user(message, category)
+                _say(message, category)
 
 
 @contextlib.contextmanager
@@ -83,14 +84,22 @@ def warn_user(message: str, category: type[Warning] = TritonDistWarning, *,
     """``warnings.warn(message, category)`` at the first caller outside triton_dist and Triton
     (at the end of a :func:`held_until_decided` block, when one is open in this thread); with
     ``log``, also a WARNING record now, where logging is configured: without a handler, logging's
-    last resort printed every warning a second time (a tester, 2026-12-04)."""
+    last resort printed every warning a second time (a tester, 2026-12-04). In a torch.distributed
+    job of more than one rank the message starts with ``[rank R/N]`` (each rank of a 64-rank job
+    said the same unattributed text; a tester, 2026-12-05)."""
+    message = job_rank_prefix() + message
     if log is not None and log.hasHandlers():
         log.warning("%s", message)
+    _say(message, category)
+
+
+def _say(message: str, category: type[Warning]) -> None:
+    """The warning (its rank already in ``message``) at the user's line, or held (above)."""
     held = getattr(_held, "messages", None)
     if held is not None:
         held.append((message, category))
         return
-    frame, level = sys._getframe(1), 2  # level 2: warn_user's caller
+    frame, level = sys._getframe(1), 2  # level 2: _say's caller
     while frame.f_back is not None and _internal(os.path.abspath(frame.f_code.co_filename)):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)

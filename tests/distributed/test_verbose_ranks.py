@@ -55,3 +55,18 @@ def test_the_contextual_choice_is_logged_with_rank_and_function(tmp_path):
         assert len(records) == 1, records
         assert records[0].startswith(f"[rank {rank}/2] contextual tuning of "), records
         assert "contextual_info.<locals>.outer" in records[0] and "_scale key" in records[0], records
+
+
+def test_warnings_name_their_rank_once(tmp_path):
+    results = _ok(run_ranks(verbose_workers.warnings_said, 2, tmp=tmp_path,
+                            env={"TRITON_DIST_AUTOTUNE_DIR": str(tmp_path / "cache"),
+                                 "TRITON_DIST_AUTOTUNE_CACHE_ONLY": "1"}))
+    for rank, said in enumerate(results):
+        assert len(said["warnings"]) == 2, said
+        ungrouped, cache_only = said["warnings"]
+        assert "tunes in this process alone" in ungrouped and "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1" in cache_only
+        # the warning and its logged copy alike: the rank once, at the start
+        for text in said["warnings"] + said["records"]:
+            assert text.startswith(f"[rank {rank}/2] verbose_workers.said"), text
+            assert text.count("[rank ") == 1, text
+        assert said["records"] == said["warnings"], said

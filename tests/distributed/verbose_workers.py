@@ -83,3 +83,31 @@ def contextual_info(rank, world_size, workdir):
     finally:
         root.removeHandler(handler)
     return [text for text in records if "contextual tuning" in text and "->" in text]
+
+
+def warnings_said(rank, world_size):
+    """A rank alone (no group registered) in cache-only mode: the ungrouped warning, then the
+    cache-only miss's (held until the decision is kept), as warnings and as records of a handler
+    the user put on the root logger."""
+    import warnings
+
+    from triton_dist.errors import TritonDistWarning
+
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if record.name.startswith("triton_dist"):
+                records.append(record.getMessage())
+
+    root = logging.getLogger()
+    handler = Keep(logging.WARNING)
+    root.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            said(7)
+    finally:
+        root.removeHandler(handler)
+    return {"warnings": [str(w.message) for w in caught if issubclass(w.category, TritonDistWarning)],
+            "records": records}
