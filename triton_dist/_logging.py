@@ -42,12 +42,12 @@ def job_rank_prefix() -> str:
     return ""
 
 
-def announce_once(path: Path, message: str) -> None:
-    """Say ``message`` (a WARNING of the ``triton_dist`` logger: visible without any logging
-    set-up) the first time this process writes ``path``."""
+def announce_once(path: Path, message: str, *, level: int = logging.WARNING) -> None:
+    """Say ``message`` (by default a WARNING of the ``triton_dist`` logger: visible without any
+    logging set-up) the first time this process writes ``path``."""
     if str(path) not in _announced:
         _announced.add(str(path))
-        logging.getLogger("triton_dist").warning("%s", message)
+        logging.getLogger("triton_dist").log(level, "%s", message)
 
 
 class TuningLog:

@@ -51,10 +51,24 @@ def test_a_rank_that_wrote_no_entry_says_so(tmp_path):
 
 def test_the_contextual_choice_is_logged_with_rank_and_function(tmp_path):
     results = _ok(run_ranks(verbose_workers.contextual_info, 2, args=(str(tmp_path),), tmp=tmp_path))
-    for rank, records in enumerate(results):
+    for rank, said in enumerate(results):
+        records = said["choice"]
         assert len(records) == 1, records
-        assert records[0].startswith(f"[rank {rank}/2] contextual tuning of "), records
+        assert records[0].startswith(f"INFO [rank {rank}/2] contextual tuning of "), records
         assert "contextual_info.<locals>.outer" in records[0] and "_scale key" in records[0], records
+
+
+def test_where_the_contextual_log_goes_is_a_warning_of_rank_0_only(tmp_path):
+    """Each rank warned where its log goes (visible without logging set-up: 64 lines for 64
+    ranks); rank 0 says it for all, the others at INFO."""
+    results = _ok(run_ranks(verbose_workers.contextual_info, 2, args=(str(tmp_path),), tmp=tmp_path))
+    announced = [said["announced"] for said in results]
+    path = tmp_path / ".autotune_logs"
+    assert announced == [
+        [f"WARNING [rank 0/2] contextual tuning of contextual_info.<locals>.outer logs to {path}/rank-0.log "
+         "(each rank to ./.autotune_logs/rank-<rank>.log of its working directory)"],
+        [f"INFO [rank 1/2] contextual tuning of contextual_info.<locals>.outer logs to {path}/rank-1.log "
+         "(each rank to ./.autotune_logs/rank-<rank>.log of its working directory)"]], announced
 
 
 def test_warnings_name_their_rank_once(tmp_path):

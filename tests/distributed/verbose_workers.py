@@ -65,7 +65,7 @@ def contextual_info(rank, world_size, workdir):
 
     class Keep(logging.Handler):
         def emit(self, record):
-            records.append(record.getMessage())
+            records.append(f"{record.levelname} {record.getMessage()}")
 
     root = logging.getLogger()
     handler = Keep(logging.INFO)
@@ -82,7 +82,8 @@ def contextual_info(rank, world_size, workdir):
         outer(torch.ones(128))
     finally:
         root.removeHandler(handler)
-    return [text for text in records if "contextual tuning" in text and "->" in text]
+    return {"choice": [text for text in records if "contextual tuning" in text and "->" in text],
+            "announced": [text for text in records if " logs to " in text]}
 
 
 def warnings_said(rank, world_size):

@@ -152,8 +152,17 @@ class Session:
             # the seed puts it in the working directory: say so on its first write (issue 18),
             # where it could be opened (else the log's own warning said why not)
             if self._log.path is not None:
-                announce_once(self.log_path, f"contextual tuning of {self.qualname} logs to {self.log_path} "
-                                             f"(./{LOG_DIR}/ of the working directory)")
+                # in a multi-rank job global rank 0 says it for every rank (64 ranks printed 64
+                # lines that differ by their rank; a tester, 2026-12-05), the others at INFO
+                prefix = job_rank_prefix()
+                if prefix:
+                    said = (f"{prefix}contextual tuning of {self.qualname} logs to {self.log_path} (each "
+                            f"rank to ./{LOG_DIR}/rank-<rank>.log of its working directory)")
+                else:
+                    said = (f"contextual tuning of {self.qualname} logs to {self.log_path} "
+                            f"(./{LOG_DIR}/ of the working directory)")
+                announce_once(self.log_path, said,
+                              level=logging.INFO if prefix and self.rank != 0 else logging.WARNING)
         self._log.info(message, *args)
 
     # -- the takeover handler --------------------------------------------------------------
