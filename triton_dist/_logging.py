@@ -54,13 +54,17 @@ class TuningLog:
     """Lines of one tuning: to ``path`` (if given and writable), to stdout if ``verbose``."""
 
     def __init__(self, path: Path | None, verbose: bool, prefix: str = "", *,
-                 defer: bool = False, prepare: Callable[[], None] | None = None) -> None:
+                 defer: bool = False, prepare: Callable[[], None] | None = None, label: str = "") -> None:
         """``defer``: the file is opened by :meth:`open` (a tuning calls it while the host waits
         for the device, ``_measure.spare``) or at :meth:`close`; lines said before are written
         then, with the times they were said. ``prepare`` runs before the file is opened (the
-        directory's checks); an ``OSError`` of either means no file."""
+        directory's checks); an ``OSError`` of either means no file. ``label`` (the function) goes
+        before the lines on stdout and in the records that do not name it: the file is the
+        entry's, but two functions tuning at once in threads printed ``config 0 ...`` and ``best
+        config for key (5,) ...`` lines that no one could tell apart (a tester, 2026-12-05)."""
         self.verbose = verbose
         self.prefix = prefix
+        self.label = label
         self.path = path
         self._file: IO[str] | None = None
         self._wrote = False
@@ -106,13 +110,14 @@ class TuningLog:
         text = message % args if args else message
         line = f"{self.prefix}{text}"
         self.lines.append(line)
-        log.debug("%s", line)
+        shown = f"{self.prefix}{self.label}: {text}" if self.label and self.label not in text else line
+        log.debug("%s", shown)
         if self._file is not None:
             self._write(f"{_dt.datetime.now().isoformat(timespec='milliseconds')} {line}\n")
         elif self._held is not None:
             self._held.append(f"{_dt.datetime.now().isoformat(timespec='milliseconds')} {line}\n")
         if self.verbose:
-            sys.stdout.write(f"[triton_dist] {line}\n")
+            sys.stdout.write(f"[triton_dist] {shown}\n")
             sys.stdout.flush()
 
     def _write(self, text: str) -> None:

@@ -128,7 +128,8 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
                      for r in range(view.size)]
     # on a device, the log's directory and file while the host waits for it (_measure.spare, P2)
     prepare = (lambda: _cache.ensure_private_dir(log_path.parent, root)) if log_path is not None else None
-    with TuningLog(log_path, verbose, rank_prefix, defer=in_rounds(target, backend), prepare=prepare) as tlog, \
+    with TuningLog(log_path, verbose, rank_prefix, defer=in_rounds(target, backend), prepare=prepare,
+                   label=target.qualname) as tlog, \
             collector_paused():
         spare = Spare()
         spare.add(tlog.open)
