@@ -57,19 +57,24 @@ def scenario(name: str, rank: int) -> dict[str, Any]:
 
     n = 1024 + rank if name == "different_keys" else 1024
     x = torch.full((n,), float(rank + 1), device=K.device())
+    return _outcome(outer, x, scale, runs=lambda: len(runs))
+
+
+def _outcome(outer: Any, x: Any, scale: Any, **extra: Any) -> dict[str, Any]:
+    """Run ``outer(x)`` and report its result, the inner kernel's picks and timings (or the error),
+    ``extra`` (read after the run: callables are called then), and whether this rank is still in
+    step with the others (no rank left behind)."""
     result: dict[str, Any] = {}
     try:
         y = outer(x)
-        world = dist.get_world_size()
-        expected = 2.0 * sum(range(1, world + 1))
+        expected = 2.0 * sum(range(1, dist.get_world_size() + 1))
         result["correct"] = bool(torch.allclose(y.cpu(), torch.full((1024,), expected)))
         result["best"] = [c.kwargs["BLOCK"] for c in scale.cache.values()]
         result["timings"] = {str(c.kwargs["BLOCK"]): t for c, t in scale.configs_timings.items()}
     except Exception as exc:  # noqa: BLE001 - reported to the test
         result["error"] = type(exc).__name__
         result["message"] = str(exc)
-    result["runs"] = len(runs)
-    # still in step with the other ranks after the scenario (no rank left behind)
+    result.update({k: v() if callable(v) else v for k, v in extra.items()})
     probe = torch.ones(1, device=K.device())
     dist.all_reduce(probe)
     result["in_step"] = float(probe.item()) == dist.get_world_size()
@@ -119,21 +124,7 @@ def bench_scenario(name: str, rank: int) -> dict[str, Any]:
         return y[:1024]
 
     x = torch.full((1024,), float(rank + 1), device=K.device())
-    result: dict[str, Any] = {}
-    try:
-        y = outer(x)
-        expected = 2.0 * sum(range(1, dist.get_world_size() + 1))
-        result["correct"] = bool(torch.allclose(y.cpu(), torch.full((1024,), expected)))
-        result["best"] = [c.kwargs["BLOCK"] for c in scale.cache.values()]
-        result["timings"] = {str(c.kwargs["BLOCK"]): t for c, t in scale.configs_timings.items()}
-    except Exception as exc:  # noqa: BLE001 - reported to the test
-        result["error"] = type(exc).__name__
-        result["message"] = str(exc)
-    result["benched"] = sorted(set(benched))
-    probe = torch.ones(1, device=K.device())
-    dist.all_reduce(probe)
-    result["in_step"] = float(probe.item()) == dist.get_world_size()
-    return result
+    return _outcome(outer, x, scale, benched=lambda: sorted(set(benched)))
 
 
 def main() -> None:
