@@ -10,13 +10,14 @@ method's own ``self`` (``self.kern``). Each now names another entry; an unedited
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.cli.helpers import env_for
 
 HELPERS = textwrap.dedent('''
     import triton
@@ -137,9 +138,7 @@ EDITS = {
 
 
 def _run(project: Path, cache: Path) -> dict[str, float]:
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(project)]),
-           "TRITON_DIST_AUTOTUNE_DIR": str(cache)}
+    env = env_for(cache, project)  # the suite's environment for a fresh process
     done = subprocess.run([sys.executable, "-m", "kdeps.ops"], cwd=project, env=env, capture_output=True,
                           text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

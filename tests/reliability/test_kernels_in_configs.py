@@ -10,13 +10,14 @@ it measures again.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+
+from tests.cli.helpers import env_for
 
 MODULE = textwrap.dedent('''
     import torch
@@ -55,9 +56,7 @@ MODULE = textwrap.dedent('''
 
 
 def _run(folder: Path, cache: Path) -> str:
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(folder)]),
-           "TRITON_DIST_AUTOTUNE_DIR": str(cache)}
+    env = env_for(cache, folder)  # the suite's environment for a fresh process
     done = subprocess.run([sys.executable, "kconfigs.py"], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -10,7 +10,6 @@ configs the entry had pruned (reusing the others' timings), and a campaign's "al
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -18,6 +17,8 @@ import warnings
 from pathlib import Path
 
 import pytest
+
+from tests.cli.helpers import env_for
 
 MODULE = textwrap.dedent('''
     import torch
@@ -67,9 +68,7 @@ def _write(folder: Path, prune: str) -> None:
 
 
 def _best(folder: Path, cache: Path) -> tuple[int, str]:
-    repo = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(repo), str(folder)]),
-           "TRITON_DIST_AUTOTUNE_DIR": str(cache)}
+    env = env_for(cache, folder)  # the suite's environment for a fresh process
     done = subprocess.run([sys.executable, "prunemod.py"], cwd=folder, env=env, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
