@@ -20,7 +20,6 @@ import io
 import json
 import os
 import re
-import stat
 import tarfile
 import time
 import zlib
@@ -32,14 +31,10 @@ from triton_dist import __version__
 from triton_dist._store import files as _cache
 from triton_dist._store.admin import HISTORY_RE, ID_RE, entry_problem, iter_entries
 from triton_dist._store.check import check_entry
+from triton_dist._store.leftovers import hold, remove_leftovers
 from triton_dist._store.packs import canonical, is_packed, load_entry
 from triton_dist._store.stopped import Interrupted
 from triton_dist.errors import CacheAdminError
-
-try:
-    import fcntl
-except ImportError:  # not a POSIX system: no locks, a leftover is told by its pid alone
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["export_archive", "import_archive"]
 
@@ -104,10 +99,10 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
     tmp = archive.with_name(f".{archive.name}.{os.getpid()}.tmp")
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
-        report.leftovers_removed = [str(path) for path in _remove_leftovers(archive)]
+        report.leftovers_removed = [str(path) for path in remove_leftovers(archive)]
         with open(tmp, "wb") as raw:
-            _hold(raw.fileno())  # while it is written: a later export knows it for a live one's
-            # (_remove_leftovers)
+            hold(raw.fileno())  # while it is written: a later export knows it for a live one's
+            # (leftovers.remove_leftovers)
             with tarfile.open(fileobj=raw, mode="w:gz") as tar:
                 _add(tar, "MANIFEST.json", (json.dumps(manifest, indent=2) + "\n").encode(), time.time())
                 for name, data, mtime in members:
@@ -122,67 +117,6 @@ def export_archive(root: Path, archive: Path, functions: Iterable[str] | None = 
         with contextlib.suppress(OSError):
             tmp.unlink(missing_ok=True)
     return report
-
-
-def _hold(fd: int) -> bool:
-    """An exclusive lock on the open file ``fd`` (released when it is closed, or its process ends:
-    a SIGKILL included), or False where it cannot be taken (held by another process, no ``fcntl``,
-    a file system without locks)."""
-    if fcntl is None:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (another user's too)."""
-    if pid == os.getpid():
-        return False  # this export's file is not made yet: one of that name is an earlier process's
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # it exists: another user's
-        return True
-    except (OverflowError, ValueError, OSError):  # not a pid at all
-        return False
-    return True
-
-
-def _remove_leftovers(archive: Path) -> list[Path]:
-    """Remove the temporary archives ``.NAME.<pid>.tmp`` beside ``archive`` that exports to it
-    left when they were killed (SIGKILL, an out-of-memory kill, a power cut: SIGTERM and Ctrl-C
-    remove their own): those whose process is not running on this host and whose lock no process
-    holds (an export holds its file's while writing it; on a shared file system another host's
-    export to the same path is live although its pid is not running here). Returns the removed."""
-    pattern = re.compile(rf"\.{re.escape(archive.name)}\.([1-9][0-9]{{0,9}})\.tmp")
-    removed = []
-    try:
-        names = sorted(os.listdir(archive.parent))
-    except OSError:
-        return []
-    for name in names:
-        match = pattern.fullmatch(name)
-        if match is None or _running(int(match.group(1))):
-            continue
-        path = archive.parent / name
-        try:  # not followed if a link, never blocking on a FIFO
-            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
-        except OSError:  # gone meanwhile, a link, not ours to read: left as it is
-            continue
-        try:
-            # a regular file no process holds (another host's live export holds its lock)
-            if stat.S_ISREG(os.fstat(fd).st_mode) and (fcntl is None or _hold(fd)):
-                path.unlink()
-                removed.append(path)
-        except OSError:  # not ours to remove: left as it is
-            pass
-        finally:
-            os.close(fd)
-    return removed
 
 
 def _member_kind(name: str) -> tuple[str, str | None]:
