@@ -5,13 +5,16 @@ The interrupt is raised where the real one lands: in the middle of the command's
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
 
+from tests.served import pack_files, served
 from tests.unit.helpers import make_tuner
 from triton_dist import cli
-from triton_dist._store import admin, files, verify
+from triton_dist._store import admin, files, packfile, packs, verify
 
 
 def fill(n: int) -> None:
@@ -88,3 +91,110 @@ def test_with_json_the_interrupt_is_a_json_document_too(
     code, out, err = run(capsys, "--dir", str(cache_dir), "verify", "--json")
     assert code == 130 and json.loads(out)["error"] == "KeyboardInterrupt"
     assert err.startswith("interrupted: verify stopped by Ctrl-C; checked ")
+
+
+def signal_after(monkeypatch: pytest.MonkeyPatch, owner: object, name: str, call: int, sig: int) -> list[int]:
+    """``owner.name`` does its real work, then, on its ``call``-th call, the process sends itself
+    ``sig``: a real Ctrl-C (SIGINT) or SIGTERM landing right after that step, through the handler
+    in place (the command's, for SIGTERM). The signals raised, in a list."""
+    real = getattr(owner, name)
+    seen, sent = [0], []
+
+    def then_stopped(*args, **kwargs):
+        result = real(*args, **kwargs)
+        seen[0] += 1
+        if seen[0] == call:
+            handler = signal.getsignal(sig)  # a Python handler, never the default's: that would end pytest
+            assert callable(handler), handler
+            sent.append(sig)
+            signal.raise_signal(sig)
+        return result
+
+    monkeypatch.setattr(owner, name, then_stopped)
+    return sent
+
+
+@pytest.mark.parametrize("sig, by", [(signal.SIGINT, "Ctrl-C"), (signal.SIGTERM, "SIGTERM")])
+@pytest.mark.parametrize("unlink", [1, 2], ids=["after-the-entry", "after-its-lock-file"])
+def test_a_prune_stopped_right_after_a_deletion_counts_it(
+        sig: int, by: str, unlink: int, cache_dir: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the stop lands in the deletion, once the file is gone: "removed 0 of 8" (one short), as
+    # the entry was marked done only after its lock was released
+    fill(4)
+    with monkeypatch.context() as patch:
+        sent = signal_after(patch, os, "unlink", unlink, sig)  # 1: the entry's file, 2: its lock file
+        code, _, err = run(capsys, "--dir", str(cache_dir), "prune", "--older-than", "0")
+    assert sent == [sig] and code == (130 if sig == signal.SIGINT else 143) and "Traceback" not in err
+    assert len(list((cache_dir / "host").glob("*.json"))) == 3
+    assert err.strip() == (f"interrupted: prune stopped by {by}; removed 1 of 8 file(s) it had planned to; "
+                           "run the same command again to remove the rest")
+    assert run(capsys, "--dir", str(cache_dir), "prune", "--older-than", "0")[0] == 0
+    assert list((cache_dir / "host").glob("*.json")) == []
+
+
+def packed_node(cache_dir: Path, node: Path, old: int) -> dict[str, bytes]:
+    """A node whose ``host`` folder is one pack of 4 entries, the first ``old`` of them from 2020;
+    what it serves."""
+    fill(4)
+    for path in sorted((cache_dir / "host").glob("*.json"))[:old]:
+        path.write_text(files.dumps_entry({**json.loads(path.read_text()), "created": "2020-01-01T00:00:00+00:00"}))
+    packs.install(node, "host", packfile.build([(p.stem, p.read_bytes())
+                                                for p in sorted((cache_dir / "host").glob("*.json"))]))
+    everything = served(node, "host")
+    assert len(everything) == 4 and len(pack_files(node, "host")) == 1
+    return everything
+
+
+def stale(cache_dir: Path, old: int) -> set[str]:
+    return {p.stem for p in sorted((cache_dir / "host").glob("*.json"))[:old]}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_prune_stopped_right_after_a_pack_is_rewritten_counts_its_entries(
+        sig: int, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    node = tmp_path / "node"
+    everything = packed_node(cache_dir, node, old=2)
+    with monkeypatch.context() as patch:
+        sent = signal_after(patch, packs, "_rewrite_without", 1, sig)
+        code, _, err = run(capsys, "--dir", str(node), "prune", "--older-than", "1")
+    assert sent == [sig] and code in (130, 143)
+    assert "removed 2 of 2 file(s) it had planned to" in err  # was "removed 0 of 2": they were gone
+    assert served(node, "host") == {k: v for k, v in everything.items() if k not in stale(cache_dir, 2)}
+    assert len(pack_files(node, "host")) == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_prune_stopped_while_it_replaces_a_pack_leaves_one_pack(
+        sig: int, cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the stop lands once the pack without the old entries is in place, before the old pack is
+    # removed: two packs of one sequence were left (the old entries still served by the old one)
+    node = tmp_path / "node"
+    everything = packed_node(cache_dir, node, old=2)
+    with monkeypatch.context() as patch:
+        sent = signal_after(patch, os, "replace", 1, sig)
+        code, _, err = run(capsys, "--dir", str(node), "prune", "--older-than", "1")
+    assert sent == [sig] and code in (130, 143) and "Traceback" not in err
+    assert len(pack_files(node, "host")) == 1  # the stop waited for the old pack to go
+    assert served(node, "host") == {k: v for k, v in everything.items() if k not in stale(cache_dir, 2)}
+    assert "removed 2 of 2 file(s) it had planned to" in err
+    assert list(node.rglob(".*.tmp")) == []
+    assert run(capsys, "--dir", str(node), "verify")[0] == 0
+
+
+def test_a_stop_while_a_pack_is_replaced_is_delivered_once_it_is_replaced(
+        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outside a command (a program calling the store): Ctrl-C is held while the new pack takes
+    the old one's place, then raised as it would have been, and the handlers are as before."""
+    node = tmp_path / "node"
+    packed_node(cache_dir, node, old=0)
+    (pack,) = pack_files(node, "host")
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    with monkeypatch.context() as patch:
+        sent = signal_after(patch, os, "replace", 1, signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt):
+            packs.remove(node, node / "host", [next(iter(served(node, "host")))])
+    assert sent == [signal.SIGINT] and (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
+    assert len(served(node, "host")) == 3 and not pack.exists() and len(pack_files(node, "host")) == 1

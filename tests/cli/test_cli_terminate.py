@@ -152,8 +152,9 @@ def test_a_terminated_prune_says_how_many_files_it_removed(cache_dir: Path) -> N
     assert list((cache_dir / "host").glob("*.json")) == []
 
 
-def test_a_prune_terminated_while_it_rewrites_a_pack_serves_every_entry_still_and_a_rerun_finishes(
-        cache_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_prune_terminated_while_it_rewrites_a_pack_leaves_one_pack_and_says_what_went(
+        when: str, cache_dir: Path, tmp_path: Path) -> None:
     fill(4)
     old = sorted((cache_dir / "host").glob("*.json"))[:2]
     for path in old:  # two entries of 2020: `prune --older-than 1` takes them out of the pack
@@ -163,17 +164,19 @@ def test_a_prune_terminated_while_it_rewrites_a_pack_serves_every_entry_still_an
                                                 for p in sorted((cache_dir / "host").glob("*.json"))]))
     everything = served(node, "host")
     assert len(everything) == 4 and len(pack_files(node, "host")) == 1
+    pruned = {k: v for k, v in everything.items() if k not in {p.stem for p in old}}
 
-    code, _, err = terminated_at("triton_dist._store.packs:_write_pack:1:after",  # the new pack written
-                                 "prune", "--older-than", "1", root=node)
-    assert code == 143 and "removed 0 of 2 file(s)" in one_line(err, "prune")
-    # the old pack is still there: every entry is served as before (the new one holds the same
-    # bytes for those it kept), and nothing is half-written
-    assert served(node, "host") == everything and tmp_files(node) == []
+    # before: the pack without them not written yet; after: written, the old one gone with it
+    # (both under one held stop: a SIGTERM between them left two packs of one sequence)
+    code, _, err = terminated_at(f"triton_dist._store.packs:_write_pack:1:{when}", "prune", "--older-than", "1",
+                                 root=node)
+    assert code == 143
+    assert f"removed {0 if when == 'before' else 2} of 2 file(s)" in one_line(err, "prune")
+    assert served(node, "host") == (everything if when == "before" else pruned)
+    assert len(pack_files(node, "host")) == 1 and tmp_files(node) == []
     assert_clean(node)
     assert cli.main(["--dir", str(node), "prune", "--older-than", "1"]) == 0
-    assert served(node, "host") == {k: v for k, v in everything.items() if k not in {p.stem for p in old}}
-    assert len(pack_files(node, "host")) == 1
+    assert served(node, "host") == pruned and len(pack_files(node, "host")) == 1
 
 
 def test_a_terminated_export_leaves_no_archive_and_the_one_there_unchanged(cache_dir: Path, tmp_path: Path) -> None:

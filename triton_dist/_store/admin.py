@@ -314,6 +314,17 @@ def _starting_with(names: list[str], prefix: str) -> list[str]:
     return names[start:end]
 
 
+def _gone(path: Path) -> bool:
+    """Whether nothing is at ``path`` any more (not a link either)."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
+
+
 def _remove(removal: Removal, path: Path, lock: bool) -> None:
     try:
         if lock:  # its lock file goes with it (taken and removed while held: files.locked)
@@ -324,6 +335,9 @@ def _remove(removal: Removal, path: Path, lock: bool) -> None:
         removal.done = True
     except OSError as exc:
         removal.error = f"{type(exc).__name__}: {exc}"
+    except KeyboardInterrupt:  # a stop that lands once the file is gone (or while its lock goes): counted
+        removal.done = _gone(path)
+        raise
 
 
 def prune(root: Path, *, older_than_days: float | None = None, keep_hardware: str | None = None,
@@ -471,5 +485,10 @@ def _remove_packed(root: Path, directory: Path, removals: list[tuple[Removal, st
         for removal, _ in removals:
             removal.error = f"{type(exc).__name__}: {exc}"
         return
+    except KeyboardInterrupt:  # stopped in the middle (or right after a pack was rewritten): what no pack holds went
+        held = {eid for pack in _packs.usable_packs(directory, root) for eid in pack.ids()}
+        for removal, eid in removals:
+            removal.done = eid not in held
+        raise
     for removal, _ in removals:
         removal.done = True

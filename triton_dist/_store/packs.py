@@ -35,6 +35,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packfile
 from triton_dist._store.packfile import DIR_NAME, Pack
+from triton_dist._store.stopped import held
 from triton_dist._warn import warn_user
 
 __all__ = ["Served", "bad_packs", "canonical", "install", "is_packed", "load_entry", "packed_entries", "packed_ids",
@@ -204,15 +205,19 @@ class Served:
 
 # ---------------------------------------------------------------------------- writing packs
 
-def _write_pack(folder: Path, name: str, data: bytes) -> None:
+def _write_pack(folder: Path, name: str, data: bytes, replaces: Path | None = None) -> None:
     """Put a pack's bytes at ``folder/name``, complete when the name appears (no fsync: the
-    caller flushes, seeding's one ``syncfs``)."""
+    caller flushes, seeding's one ``syncfs``), and remove the pack it ``replaces`` with the same
+    stop held (``stopped.held``): a Ctrl-C or SIGTERM leaves one of the two, never both."""
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.chmod(tmp, 0o644)
-        os.replace(tmp, folder / name)
+        with held():
+            os.replace(tmp, folder / name)
+            if replaces is not None:
+                replaces.unlink(missing_ok=True)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -229,13 +234,13 @@ def _rewrite_without(pack: Pack, ids: set[str], data: bytes | None = None) -> di
         elif blob is not None:
             kept.append((eid, blob))
     path = Path(pack.path)
-    if kept:
-        new = packfile.build(kept)
-        name = packfile.pack_name(int(path.name[:8]), new)
-        if name != path.name:
-            _write_pack(path.parent, name, new)
-    if not kept or name != path.name:
+    if not kept:
         path.unlink(missing_ok=True)
+        return dropped
+    new = packfile.build(kept)
+    name = packfile.pack_name(int(path.name[:8]), new)
+    if name != path.name:
+        _write_pack(path.parent, name, new, replaces=path)
     return dropped
 
 
