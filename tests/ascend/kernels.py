@@ -43,3 +43,12 @@ def increment_kernel(x_ptr, n, BLOCK: tl.constexpr):
     offsets = pid * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
     tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) + 1.0, mask=mask)
+
+
+@triton.jit
+def sum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """out += sum(x) by atomic adds: right only if out is zeroed before tuning (reset_to_zero)."""
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK + tl.arange(0, BLOCK)
+    values = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0)
+    tl.atomic_add(out_ptr, tl.sum(values, axis=0))

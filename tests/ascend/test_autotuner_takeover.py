@@ -18,7 +18,7 @@ from triton.runtime.autotuner import Autotuner
 
 from triton_dist.autotuner import contextual_autotune
 
-from .kernels import add_kernel, increment_kernel, softmax_kernel
+from .kernels import add_kernel, increment_kernel, softmax_kernel, sum_kernel
 
 ORIGINAL_RUN = Autotuner.__dict__["run"]
 
@@ -257,3 +257,73 @@ def test_configs_timings_have_the_shape_triton_ascends_run_records():
     assert timings[failing] == [float("inf")] * 3
     ranked = sorted(timings, key=timings.get)  # stock run's order: min(timings, key=timings.get)
     assert ranked[-1] is failing and all(timings[c][1] <= timings[c][0] <= timings[c][2] for c in configs)
+
+
+def _summing(kernel):
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=2)
+    def total(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, acc, x.numel())
+        return acc
+    return total
+
+
+def test_auto_profile_dir_profiles_the_chosen_config_once_per_key_as_triton_ascends_run(monkeypatch, tmp_path):
+    """triton-ascend's ``autotune(auto_profile_dir=...)``: once ``run`` has tuned a key it profiles
+    the chosen config (``Autotuner._profile`` through ``triton.testing.do_bench_npu``, which needs
+    torch_npu's profiler: here a recorder that launches as it does). Contextual tuning ignored it."""
+    profiled: list[tuple[str, bool, list[int]]] = []
+    launched: list[int] = []
+
+    def do_bench_npu(fn, warmup=5, active=30, prof_dir=None, keep_res=False):
+        launched.clear()
+        for _ in range(3):
+            fn()
+        profiled.append((prof_dir, keep_res, sorted(set(launched))))
+        return 1.0
+
+    monkeypatch.setattr(triton.testing, "do_bench_npu", do_bench_npu)
+
+    def make(folder):
+        configs = [triton.Config({"BLOCK": b}, pre_hook=lambda nargs: launched.append(nargs["BLOCK"]))
+                   for b in (32, 64, 128)]
+        return triton.autotune(configs=configs, key=["n"], reset_to_zero=["out_ptr"],
+                               auto_profile_dir=str(tmp_path / folder))(sum_kernel)
+
+    x = torch.ones(200)
+    stock, acc = make("stock"), torch.zeros(1)
+    stock[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, acc, x.numel())
+    assert profiled == [(str(tmp_path / "stock"), True, [stock.best_config.kwargs["BLOCK"]])]
+
+    kernel = make("ctx")
+    total = _summing(kernel)
+    acc = torch.full((1,), 5.0)
+    total(x, acc)
+    best = kernel.cache[(200, "torch.float32", "torch.float32")]
+    assert profiled[1:] == [(str(tmp_path / "ctx"), True, [best.kwargs["BLOCK"]])]
+    assert "profiled into" in log_text()
+    # the profile's launches are zeroed before the real one: the call's result is the sum
+    # (stock run profiles after its zeroing, so its real launch adds to the profile's: 400)
+    assert acc.item() == 200.0
+    total(x, acc)  # a key tuned before: no profile, as stock run's cached path
+    assert len(profiled) == 2 and acc.item() == 400.0
+
+
+def test_a_key_pruned_to_one_config_zeroes_reset_to_zero_arguments_as_triton_ascends_run():
+    """Stock ``run`` tunes a key that ``prune_configs_by`` leaves one config for (it benchmarks
+    that one): its ``reset_to_zero`` arguments start from zero. Contextual tuning launched it on
+    the caller's buffer: 5 + 200 where stock gives 200."""
+    def make():
+        configs = [triton.Config({"BLOCK": b}) for b in (32, 64, 128)]
+        return triton.autotune(configs=configs, key=["n"], reset_to_zero=["out_ptr"],
+                               prune_configs_by={"early_config_prune": lambda cfgs, nargs, **kw: cfgs[1:2]})(sum_kernel)
+
+    stock, kernel = make(), make()
+    total = _summing(kernel)
+    x = torch.ones(200)
+    for _ in range(2):  # the first call decides the key, the second finds it: as stock, both times
+        expected, acc = torch.full((1,), 5.0), torch.full((1,), 5.0)
+        stock[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, expected, x.numel())
+        total(x, acc)
+        assert acc.item() == expected.item()
+    assert expected.item() == 205.0  # stock's second call: a cached key is not zeroed
+    assert kernel.cache[(200, "torch.float32", "torch.float32")] is kernel.configs[1]

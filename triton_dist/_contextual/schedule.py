@@ -94,7 +94,6 @@ class KernelTuning:
     registered_run: int
     slot: int = 0
     progress_run: int = 0
-    reset_run: int = -1
     done: bool = False
     best: Candidate | None = None
     launches_skipped: int = 0

@@ -88,6 +88,9 @@ class Session:
         self.late_keys = 0  # runs after the first that were to be kept and met a new key
         self.untaken_seen: set[int] = set()  # kernels whose autotuner has its own run (said once)
         self.elsewhere_seen: set[int] = set()  # kernels launched from another thread (said once)
+        self.due: set[tuple[int, tuple]] = set()
+        """(kernel, key) this call decided (tuned, or pruned to one config) whose real launch has not
+        come yet: stock run's steps between its choice and that launch are due (``_before_real``)"""
         self._log: TuningLog | None = None
         self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
         self._paused: contextlib.ExitStack | None = None  # the collector, once a kernel tunes
@@ -170,7 +173,7 @@ class Session:
     def handle(self, at: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         if not compat.needs_tuning(at):
             if compat.declares_state(at):  # one config, as a kernel pruned to one: its updates
-                return self._launch_decided(at, at.configs[0], original, args, kwargs)  # once a call
+                return self._launch_decided(at, at.configs[0], original, args, kwargs, None)  # once a call
             return original(at, *args, **kwargs)
         key, named = compat.tuning_key(at, args, kwargs)
         state = self.states.get((id(at), key))
@@ -179,7 +182,7 @@ class Session:
             if cache is None or key not in cache or not self._decided_by_group(at, key):
                 state = self._register(at, key, named, args, kwargs)
             if state is None:  # tuned before this call, or pruned to one config
-                return self._launch_decided(at, at.cache[key], original, args, kwargs)
+                return self._launch_decided(at, at.cache[key], original, args, kwargs, key)
         if state.done:
             return self._launch_best(state, original, args, kwargs)
         return self._step(state, args, kwargs)
@@ -246,15 +249,18 @@ class Session:
                         "key": f"kernels tuning: {kernels}", "configs": ""}, f"the end of run {self.run_index}")
 
     def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
-                        kwargs: dict) -> Any:
+                        kwargs: dict, key: tuple | None) -> Any:
         """A kernel whose config this call did not tune: as stock ``run`` launches it, except in a
         run that is thrown away, where its ``restore_value``/``reset_to_zero`` hooks are kept (as
         for the measured launches) so that its in-place updates are not applied once per run, and
         its ``reset_to_zero`` arguments are put back afterwards: stock ``run`` zeroes them only when
         it tunes, so the kept run must accumulate onto what the caller's buffer held, not onto a
-        zeroed one (``compat.launch_undone``)."""
+        zeroed one (``compat.launch_undone``). A key this call pruned to one config gets stock
+        ``run``'s steps after a choice before its first real launch (``_before_real``)."""
         if self.run_tunes:
             return compat.launch_undone(at, config, args, kwargs)
+        if key is not None:
+            self._before_real(at, key, config, args, kwargs)
         if compat.declares_state(at):
             self.real_updates.append(compat.kernel_name(at))
         return original(at, *args, **kwargs)
@@ -279,6 +285,7 @@ class Session:
                 at.cache = {}
             at.cache[key] = configs[0]
             self._group_decided(at, key)
+            self.due.add((id(at), key))  # stock run "tunes" it all the same: zeroes, profiles
             return None
         self.pause_collector()
         _say_cache_only_does_not_apply(self.qualname)
@@ -358,11 +365,25 @@ class Session:
             # this run is thrown away: keep the hooks (restore_value, reset_to_zero) as for the
             # measured launches so that repeated runs leave persistent buffers alone
             return compat.launch(state.at, best, args, kwargs)
-        if state.reset_run != self.run_index:
-            # stock run zeroes reset_to_zero arguments once more before the first real launch
-            state.reset_run = self.run_index
-            compat.reset_only(state.at, best, args, kwargs)
+        self._before_real(state.at, state.key, best, args, kwargs)
         return original(state.at, *args, **kwargs)
+
+    def _before_real(self, at: Any, key: tuple, config: Any, args: tuple, kwargs: dict) -> None:
+        """What stock ``run`` does between choosing ``config`` for ``key`` and launching it, once,
+        before the first real launch after this call decided it: triton-ascend's ``auto_profile_dir``
+        profile of the choice (ignored before: a tester, 2026-12-05), then ``reset_to_zero``
+        arguments zeroed once more (also for a key pruned to one config, which stock ``run``
+        tunes: the kept launch accumulated onto the caller's buffer, 205 where stock gives 200).
+        The profile goes first, so that its launches' accumulation is zeroed before the real one
+        (stock ``run`` profiles after zeroing: its real launch then added to the profile's)."""
+        if (id(at), key) not in self.due:
+            return
+        self.due.discard((id(at), key))
+        folder = compat.profile(at, config, args, kwargs)
+        if folder is not None:
+            self.info("func: %s | key: %r | best config profiled into %s (auto_profile_dir)",
+                      compat.kernel_name(at), key, folder)
+        compat.reset_only(at, config, args, kwargs)
 
     def _record(self, state: KernelTuning, cand: Candidate, where: str, ms: float) -> None:
         cand.times.append(ms)
@@ -538,6 +559,7 @@ class Session:
             cache = state.at.cache = {}
         cache[state.key] = best.config
         self._group_decided(state.at, state.key)
+        self.due.add((id(state.at), state.key))
         # stock's figures of the same samples (timings.py), not the mean that picked
         shape = from_code(code)
         state.at.configs_timings = {c.config: record(v, shape, math.isfinite(m))

@@ -33,6 +33,7 @@ __all__ = [
     "launch_undone",
     "named_args",
     "needs_tuning",
+    "profile",
     "prune",
     "reset_only",
     "tuning_key",
@@ -211,6 +212,24 @@ def reset_only(at: Any, config: Any, args: tuple, kwargs: dict) -> None:
         return
     full_nargs = {**named_args(at, args), **kwargs, **config.all_kwargs()}
     pre_hook(full_nargs, reset_only=True)
+
+
+def profile(at: Any, config: Any, args: tuple, kwargs: dict) -> str | None:
+    """triton-ascend's ``autotune(auto_profile_dir=...)``: what its ``run`` does once it has tuned a
+    key, before the real launch: ``Autotuner._profile`` of the chosen config (``do_bench_npu`` with
+    torch_npu's profiler, its results kept in that folder; the kernel's hooks around each launch).
+    Returns the folder, or None for an autotuner without one (stock Triton's: no such argument)."""
+    folder = getattr(at, "auto_profile_dir", None)
+    method = getattr(at, "_profile", None)
+    if folder is None or not callable(method):
+        return None
+    previous = getattr(at, "nargs", None)
+    at.nargs = named_args(at, args)  # _profile reads self.nargs, as _bench does
+    try:
+        method(*args, config=config, **kwargs)
+    finally:
+        at.nargs = previous
+    return str(folder)
 
 
 def config_id(at: Any, config: Any, fallback: int) -> int:
