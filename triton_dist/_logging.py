@@ -15,9 +15,9 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
-__all__ = ["TuningLog", "announce_once", "job_rank_prefix"]
+__all__ = ["TuningLog", "announce_once", "job_rank_fields", "job_rank_prefix", "record_fields"]
 
 log = logging.getLogger("triton_dist.tune")
 
@@ -27,42 +27,68 @@ _announced: set[str] = set()
 FLUSH_S = 0.05
 
 
-def job_rank_prefix() -> str:
-    """``[rank R/W] `` (global rank, job size) in a torch.distributed job of more than one rank,
-    else ``""``: the lines of a rank tuning alone, and a hit's, name their rank (each rank of a
-    64-rank job printed the same unattributed line; a tester, 2026-12-05)."""
+def _job_rank() -> tuple[int, int] | None:
+    """(global rank, job size) in a torch.distributed job of more than one rank, else None."""
     dist = sys.modules.get("torch.distributed")  # never imported here for the question
     try:
         if dist is not None and dist.is_available() and dist.is_initialized():
             size = int(dist.get_world_size())
             if size > 1:
-                return f"[rank {int(dist.get_rank())}/{size}] "
+                return int(dist.get_rank()), size
     except Exception:  # noqa: BLE001 - a torn-down group: no rank to name
         pass
-    return ""
+    return None
 
 
-def announce_once(path: Path, message: str, *, level: int = logging.WARNING) -> None:
+def job_rank_prefix() -> str:
+    """``[rank R/W] `` (global rank, job size) in a torch.distributed job of more than one rank,
+    else ``""``: the lines of a rank tuning alone, and a hit's, name their rank (each rank of a
+    64-rank job printed the same unattributed line; a tester, 2026-12-05)."""
+    rank = _job_rank()
+    return f"[rank {rank[0]}/{rank[1]}] " if rank is not None else ""
+
+
+def record_fields(rank: int | None = None, world_size: int | None = None, function: str | None = None,
+                  key: str | None = None) -> dict[str, Any]:
+    """A record's ``extra``: what its text says in ``[rank R/N]`` and by name, as fields a JSON
+    formatter reads (README "What it prints and logs"); ``None`` where it names none."""
+    return {"rank": rank, "world_size": world_size, "function": function, "key": key}
+
+
+def job_rank_fields(function: str | None = None, key: str | None = None) -> dict[str, Any]:
+    """:func:`record_fields` with the job's global rank (as :func:`job_rank_prefix` names it)."""
+    rank = _job_rank()
+    if rank is None:
+        return record_fields(function=function, key=key)
+    return record_fields(rank[0], rank[1], function, key)
+
+
+def announce_once(path: Path, message: str, *, level: int = logging.WARNING,
+                  fields: dict[str, Any] | None = None) -> None:
     """Say ``message`` (by default a WARNING of the ``triton_dist`` logger: visible without any
-    logging set-up) the first time this process writes ``path``."""
+    logging set-up) the first time this process writes ``path``; ``fields``: the record's ``extra``."""
     if str(path) not in _announced:
         _announced.add(str(path))
-        logging.getLogger("triton_dist").log(level, "%s", message)
+        logging.getLogger("triton_dist").log(level, "%s", message, extra=fields)
 
 
 class TuningLog:
     """Lines of one tuning: to ``path`` (if given and writable), to stdout if ``verbose``."""
 
     def __init__(self, path: Path | None, verbose: bool, prefix: str = "", *,
-                 defer: bool = False, prepare: Callable[[], None] | None = None, label: str = "") -> None:
+                 defer: bool = False, prepare: Callable[[], None] | None = None, label: str = "",
+                 fields: dict[str, Any] | None = None) -> None:
         """``defer``: the file is opened by :meth:`open` (a tuning calls it while the host waits
         for the device, ``_measure.spare``) or at :meth:`close`; lines said before are written
         then, with the times they were said. ``prepare`` runs before the file is opened (the
         directory's checks); an ``OSError`` of either means no file. ``label`` (the function) goes
         before the lines on stdout and in the records that do not name it: the file is the
         entry's, but two functions tuning at once in threads printed ``config 0 ...`` and ``best
-        config for key (5,) ...`` lines that no one could tell apart (a tester, 2026-12-05)."""
+        config for key (5,) ...`` lines that no one could tell apart (a tester, 2026-12-05).
+        ``fields``: the records' ``extra`` (:func:`record_fields`: rank, function, key)."""
         self.verbose = verbose
+        self.fields = fields if fields is not None else record_fields(function=label or None)
+        self.started = time.monotonic()
         self.prefix = prefix
         self.label = label
         self.path = path
@@ -106,12 +132,15 @@ class TuningLog:
         if held:
             self._write("".join(held))
 
-    def info(self, message: str, *args: object) -> None:
+    def info(self, message: str, *args: object, level: int = logging.DEBUG) -> None:
+        """A line of the tuning: a ``level`` record of ``triton_dist.tune`` (DEBUG; a tuning's
+        start and result INFO: a long tuning said nothing at INFO without ``autotune_verbose``,
+        a tester, 2026-12-05), a line of the file, and of stdout when verbose."""
         text = message % args if args else message
         line = f"{self.prefix}{text}"
         self.lines.append(line)
         shown = f"{self.prefix}{self.label}: {text}" if self.label and self.label not in text else line
-        log.debug("%s", shown)
+        log.log(level, "%s", shown, extra=self.fields)
         if self._file is not None:
             self._write(f"{_dt.datetime.now().isoformat(timespec='milliseconds')} {line}\n")
         elif self._held is not None:

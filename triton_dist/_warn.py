@@ -13,12 +13,16 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
-from triton_dist._logging import job_rank_prefix
+from triton_dist._logging import job_rank_fields, job_rank_prefix
+from triton_dist._warn_shown import warn_shown
 from triton_dist.errors import TritonDistWarning
 
-__all__ = ["collected", "held_until_decided", "warn_user"]
+__all__ = ["Said", "collected", "held_until_decided", "say_collected", "warn_user"]
+
+#: a warning said and not yet shown: its text (the rank in it), category and logger (or None)
+Said = tuple[str, type[Warning], logging.Logger | None]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -46,7 +50,7 @@ def held_until_decided() -> Iterator[None]:
     raised again (a tester, 2026-12-04); now the decision is kept and the warning raised after.
     A block that raises says its warnings without letting them replace its error."""
     outer = getattr(_held, "messages", None)
-    held: list[tuple[str, type[Warning]]] = []
+    held: list[Said] = []
     _held.messages = held
     failed = True
     try:
@@ -54,24 +58,25 @@ def held_until_decided() -> Iterator[None]:
         failed = False
     finally:
         _held.messages = outer
-        for message, category in held:
+        for said in held:
             if outer is not None:  # a nested block: the outer one says it
-                outer.append((message, category))
+                outer.append(said)
             elif failed:
                 with contextlib.suppress(Warning):
-                    _say(message, category)
+                    _say(*said)
             else:
-                _say(message, category)
+                _say(*said)
 
 
 @contextlib.contextmanager
-def collected() -> Iterator[list[tuple[str, type[Warning]]]]:
+def collected() -> Iterator[list[Said]]:
     """Warnings of :func:`warn_user` in this thread go into the yielded list, for the thread that
     waits for this one to say (``_measure.guard.run_limited``'s measuring thread: said there,
     they were located in ``threading.py``, escaped the caller's :func:`held_until_decided`, and
-    under ``-W error`` became the candidate's failure; a reviewer, 2026-12-04)."""
+    under ``-W error`` became the candidate's failure; a reviewer, 2026-12-04); that thread says
+    them with :func:`say_collected`."""
     outer = getattr(_held, "messages", None)
-    said: list[tuple[str, type[Warning]]] = []
+    said: list[Said] = []
     _held.messages = said
     try:
         yield said
@@ -83,23 +88,35 @@ def warn_user(message: str, category: type[Warning] = TritonDistWarning, *,
               log: logging.Logger | None = None) -> None:
     """``warnings.warn(message, category)`` at the first caller outside triton_dist and Triton
     (at the end of a :func:`held_until_decided` block, when one is open in this thread); with
-    ``log``, also a WARNING record now, where logging is configured: without a handler, logging's
-    last resort printed every warning a second time (a tester, 2026-12-04). In a torch.distributed
-    job of more than one rank the message starts with ``[rank R/N]`` (each rank of a 64-rank job
-    said the same unattributed text; a tester, 2026-12-05)."""
-    message = job_rank_prefix() + message
-    if log is not None and log.hasHandlers():
-        log.warning("%s", message)
-    _say(message, category)
+    ``log``, also a WARNING record where logging is configured: without a handler, logging's
+    last resort printed every warning a second time (a tester, 2026-12-04). The record is written
+    only when the warning is shown (``_warn_shown``): a warnings filter that hides the warning
+    hides its record too, and a warning shown once is logged once. In a torch.distributed job of
+    more than one rank the message starts with ``[rank R/N]`` (each rank of a 64-rank job said the
+    same unattributed text; a tester, 2026-12-05); the record carries ``rank`` and ``world_size``."""
+    _say(job_rank_prefix() + message, category, log)
 
 
-def _say(message: str, category: type[Warning]) -> None:
-    """The warning (its rank already in ``message``) at the user's line, or held (above)."""
+def say_collected(said: Iterable[Said]) -> None:
+    """The warnings :func:`collected` in another thread, said in this one (their text already
+    names the rank: said again through :func:`warn_user`, it named it twice)."""
+    for item in said:
+        _say(*item)
+
+
+def _say(message: str, category: type[Warning], log: logging.Logger | None = None) -> None:
+    """The warning (its rank already in ``message``) at the user's line, or held (above); its
+    logged copy where ``log`` has a handler and the warning is shown."""
     held = getattr(_held, "messages", None)
     if held is not None:
-        held.append((message, category))
+        held.append((message, category, log))
         return
     frame, level = sys._getframe(1), 2  # level 2: _say's caller
     while frame.f_back is not None and _internal(os.path.abspath(frame.f_code.co_filename)):
         frame, level = frame.f_back, level + 1
-    warnings.warn(message, category, stacklevel=level)
+    if log is None or not log.hasHandlers():
+        warnings.warn(message, category, stacklevel=level)
+        return
+    logger = log
+    warn_shown(message, category, level, frame,
+               lambda: logger.warning("%s", message, extra=job_rank_fields()))

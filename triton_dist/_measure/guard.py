@@ -25,7 +25,7 @@ from triton_dist._kinds import KINDS
 from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
 from triton_dist._measure.interrupts import interrupts_held
-from triton_dist._warn import collected, warn_user
+from triton_dist._warn import collected, say_collected, warn_user
 from triton_dist.errors import CandidateTimeoutError, WrongResultError
 
 __all__ = ["RunGuard", "run_limited"]
@@ -486,8 +486,7 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
         log.warning("a candidate ran past %gs; its thread is abandoned and stops after the run "
                     "in progress", timeout_s)
         raise CandidateTimeoutError(reason)
-    for message, category in box.get("said", ()):  # said in the caller's thread, at the user's line
-        warn_user(message, category)
+    say_collected(box.get("said", ()))  # said in the caller's thread, at the user's line
     if "error" in box:
         raise box["error"]
     return box["times"]
