@@ -327,3 +327,36 @@ def test_a_key_pruned_to_one_config_zeroes_reset_to_zero_arguments_as_triton_asc
         assert acc.item() == expected.item()
     assert expected.item() == 205.0  # stock's second call: a cached key is not zeroed
     assert kernel.cache[(200, "torch.float32", "torch.float32")] is kernel.configs[1]
+
+
+def test_a_failed_config_with_a_number_returning_do_bench_is_recorded_as_triton_ascends_bench_returns_it():
+    """triton-ascend's ``_bench`` returns ``[inf, inf, inf]`` for a config that cannot run whatever
+    its ``do_bench`` returns; contextual tuning recorded a plain ``inf`` where it returns numbers."""
+    import time
+
+    from triton.runtime.errors import OutOfResources
+
+    def number_bench(kernel_call, quantiles=None):
+        start = time.perf_counter()
+        kernel_call()
+        return (time.perf_counter() - start) * 1e3
+
+    def out_of_resources(nargs):
+        raise OutOfResources(2**20, 2**16, "shared memory")
+
+    configs = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128)]
+    failing = triton.Config({"BLOCK_SIZE": 2**21})  # beyond TRITON_MAX_TENSOR_NUMEL: fails to run
+    x, y = torch.randn(256), torch.randn(256)
+    kernel = triton.autotune(configs=[*configs, failing], key=["n_elements"], do_bench=number_bench)(add_kernel)
+    torch.testing.assert_close(_add(kernel)(x, y), x + y)
+
+    stock = triton.autotune(configs=configs, key=["n_elements"], do_bench=number_bench)(add_kernel)
+    out = torch.empty_like(x)
+    stock.nargs = dict(zip(stock.arg_names[:4], (x, y, out, x.numel()), strict=True))
+    bench = {"grid": (4,), "warmup": False}
+    stocks = stock._bench(x, y, out, x.numel(), config=triton.Config({"BLOCK_SIZE": 64}, pre_hook=out_of_resources),
+                          **bench)
+    ran = stock._bench(x, y, out, x.numel(), config=configs[0], **bench)
+    timings = kernel.configs_timings
+    assert timings[failing] == stocks and type(timings[failing]) is type(stocks)
+    assert all(type(timings[c]) is type(ran) for c in configs)

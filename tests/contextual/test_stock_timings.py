@@ -141,3 +141,31 @@ def test_custom_do_bench_results_are_recorded_in_the_shape_stock_records_them(be
     assert set(contextual.configs_timings) == set(stock.configs_timings)
     if bench is _quantile_bench:
         assert stock_users_report(contextual)[0].startswith(str(next(iter(contextual.cache.values()))))
+
+
+def _out_of_resources(nargs):
+    from triton.runtime.errors import OutOfResources
+
+    raise OutOfResources(2**20, 2**16, "shared memory")
+
+
+def test_a_failed_config_with_a_number_returning_do_bench_is_recorded_as_stocks_bench_returns_it():
+    # BLOCK 3 fails at its first launch here; stock _bench returns [inf, inf, inf] for a config that
+    # cannot run whatever its do_bench returns (Triton 3.9, triton-ascend 3.2): contextual tuning
+    # recorded a plain inf, the shape of the do_bench's numbers
+    configs = [triton.Config({"BLOCK": b}) for b in (32, 3, 64)]
+    x = torch.randn(256, device=K.device())
+    contextual = triton.autotune(configs=configs, key=["n"], do_bench=_mean_bench)(_double)
+    tuned(contextual, x)
+    timings = contextual.configs_timings
+
+    # what stock's own _bench gives for a config that cannot run (out of resources: the failure it catches)
+    stock = triton.autotune(configs=configs, key=["n"], do_bench=_mean_bench)(_double)
+    y = torch.empty_like(x)
+    stock.nargs = dict(zip(stock.arg_names[:3], (x, y, x.numel()), strict=True))
+    failed = triton.Config({"BLOCK": 32}, pre_hook=_out_of_resources)
+    stocks = stock._bench(x, y, x.numel(), config=failed, grid=(8,), warmup=False)
+    ran = stock._bench(x, y, x.numel(), config=configs[0], grid=(8,), warmup=False)
+
+    assert timings[configs[1]] == stocks and type(timings[configs[1]]) is type(stocks)
+    assert all(type(timings[c]) is type(ran) and math.isfinite(timings[c]) for c in (configs[0], configs[2]))

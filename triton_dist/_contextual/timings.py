@@ -11,11 +11,15 @@ median), sorts by the lists, logs them. So contextual tuning records the same:
 - timed by the inner autotuner's own ``do_bench``: what it returned, in its own shape (a list
   of the same length, or a number when it returns numbers), averaged element by element over the
   config's timed slots (its first element's average is the figure that ranks the configs);
-- a config that failed (here, or on another rank with ``is_dist``): ``inf`` in every place
-  (``[inf, inf, inf]`` as stock; a plain ``inf`` where the custom ``do_bench`` returns numbers).
+- a config that failed (here, or on another rank with ``is_dist``): ``[inf, inf, inf]``, what
+  stock ``_bench`` returns for a config that cannot run whatever its ``do_bench`` returns (Triton
+  3.9 and triton-ascend 3.2 alike; with a ``do_bench`` that returns numbers, stock ``run`` then
+  raises ``TypeError`` in its ``min``, where contextual tuning picks by the mean).
 
-The pick itself is the lowest mean of the samples (SPEC §B), as before; with ``is_dist`` each
-figure is the MAX over the ranks, as the means are.
+The pick itself is the lowest mean of the samples (SPEC §B), as before, not the lowest
+``configs_timings[c][0]`` (the median): the two may name different configs, and
+``kernel.cache[key]`` / ``best_config`` name the pick. With ``is_dist`` each figure is the MAX
+over the ranks, as the means are.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["QUANTILES", "Shape", "bench_row", "figures", "flat", "from_code", "quantiles", "record", "shape_code"]
+__all__ = ["FAILED", "QUANTILES", "Shape", "bench_row", "figures", "flat", "from_code", "quantiles", "record",
+           "shape_code"]
 
 #: what stock ``Autotuner._bench`` asks its benchmarker for (Triton 3.x, triton-ascend 3.2)
 QUANTILES = (0.5, 0.2, 0.8)
@@ -98,8 +103,14 @@ def flat(values: list[float] | None, shape: Shape) -> list[float]:
     return (values + [math.inf] * width)[:width]
 
 
+#: what stock ``Autotuner._bench`` returns for a config that cannot run (whatever ``do_bench`` returns)
+FAILED = (math.inf,) * len(QUANTILES)
+
+
 def record(values: list[float] | None, shape: Shape, ok: bool) -> Any:
     """What goes into ``configs_timings`` for one config: a list, or a number for a benchmarker
-    that returns numbers; ``inf`` everywhere for a config without a finite pick figure."""
-    row = flat(values if ok else None, shape)
+    that returns numbers; for a config without a finite pick figure, stock's :data:`FAILED`."""
+    if not ok:
+        return list(FAILED)
+    row = flat(values, shape)
     return row[0] if shape[1] else row
