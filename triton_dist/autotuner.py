@@ -13,8 +13,13 @@ A call runs the outer function; every inner autotuned kernel whose key is not in
 launched every kept candidate ``n_warmup`` times untimed and ``n_repeat`` times timed (by the
 device backend: events on CUDA/NPU, a clock on the CPU), inside the real run with its
 communication and side effects. The mean decides (with ``is_dist=True`` after a MAX over the
-WORLD group); the best config goes into the kernel's ``Autotuner.cache[key]``, and one more run
-with the best configs gives the result that is returned. Kernels already cached run untouched.
+WORLD group); the best config goes into the kernel's ``Autotuner.cache[key]`` and
+``best_config``, and one more run with the best configs gives the result that is returned.
+Kernels already cached run untouched. ``configs_timings`` holds stock Triton's figures of the same
+samples (``[median, 20 %, 80 %]`` ms; ``[inf, inf, inf]`` for a config that failed; a custom
+``do_bench``'s results in its own shape, whose first element's mean decides): its ``[0]`` is the
+median, not the mean that decided, so the config with the lowest ``[0]`` may not be the pick.
+Read the pick from ``cache[key]`` / ``best_config``; the log's ``best-latency`` is its mean.
 
 ``triton.runtime.autotuner.Autotuner.run`` is taken over only while a call is active (installed
 on entry, restored in ``finally``), and only for the calling thread; importing this module
@@ -186,7 +191,9 @@ def contextual_autotune(is_dist: bool = False, n_repeat: int = 5, n_warmup: int 
 
     :param is_dist: reduce each candidate's time with MAX over the default WORLD group before
         choosing (torch.distributed must be initialised, and every WORLD rank must call).
-    :param n_repeat: timed launches per candidate; their mean decides.
+    :param n_repeat: timed launches per candidate; their mean decides (the lowest mean is the
+        inner kernel's ``cache[key]`` and ``best_config``; its ``configs_timings[c][0]`` is the
+        median of the same launches, as stock Triton records it, so do not rank by it).
     :param n_warmup: untimed launches per candidate before the timed ones.
     :param compile_workers: child processes (threads where Triton lacks ``AsyncCompileMode``) that
         compile a newly registered kernel's configs concurrently before its first launch (None:

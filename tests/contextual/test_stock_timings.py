@@ -169,3 +169,35 @@ def test_a_failed_config_with_a_number_returning_do_bench_is_recorded_as_stocks_
 
     assert timings[configs[1]] == stocks and type(timings[configs[1]]) is type(stocks)
     assert all(type(timings[c]) is type(ran) and math.isfinite(timings[c]) for c in (configs[0], configs[2]))
+
+
+#: what the custom benchmarker below reports per BLOCK: 128 wins whatever the clock says
+REPORTED = {32: 5.0, 64: 3.0, 128: 1.0}
+
+
+def test_best_config_is_the_pick_as_soon_as_it_is_made():
+    """Stock ``run`` sets ``best_config`` to the pick before it says it; contextual tuning left the
+    last config it had timed there until the kernel's next launch: a listener (or anything run
+    between the pick and that launch) read another config than ``cache`` and the listener's own
+    ``best_config``."""
+    from triton import knobs
+
+    launched: list[int] = []
+
+    def config(block):
+        return triton.Config({"BLOCK": block}, pre_hook=lambda nargs: launched.append(nargs["BLOCK"]))
+
+    def do_bench(kernel_call, quantiles):
+        kernel_call()
+        return REPORTED[launched[-1]]
+
+    kernel = triton.autotune(configs=[config(b) for b in REPORTED], key=["n"], do_bench=do_bench)(_double)
+    heard: list[tuple] = []
+    with knobs.autotuning.scope():
+        knobs.autotuning.listener = lambda **kw: heard.append((kw["best_config"], kernel.best_config, launched[-1]))
+        tuned(kernel, torch.randn(256, device=K.device()))
+    ((best, at_pick, last_timed),) = heard
+    (picked,) = kernel.cache.values()
+    assert best is picked and picked.kwargs["BLOCK"] == 128  # the lowest mean of what do_bench reported
+    assert last_timed != 128  # the last config timed is not the pick (what best_config held)
+    assert at_pick is picked and kernel.best_config is picked

@@ -103,8 +103,10 @@ class InnerOptions:
             _say(f"Autotuning kernel {name} with config {config}")
 
     def finished(self, at: Any, name: str, key: tuple, best: Any, timings: dict[Any, Any]) -> None:
-        """The choice is made: ``bench_time``, then the print and the listener, as stock ``run``."""
+        """The choice is made: ``bench_time`` and ``best_config`` (the last config timed until then),
+        then the print and the listener, as stock ``run``."""
         at.bench_time = time.perf_counter() - self.started
+        at.best_config = best
         knobs = _knobs()
         if knobs is None:  # Triton without knobs (triton-ascend 3.2): its switch is the environment's
             if os.environ.get("TRITON_PRINT_AUTOTUNING") == "1":
