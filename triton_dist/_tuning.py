@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from triton_dist._distributed import (
     warn_if_ungrouped,
     writers,
 )
-from triton_dist._logging import TuningLog, job_rank_prefix
+from triton_dist._logging import TuningLog, job_rank_fields, job_rank_prefix, record_fields
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import measure_candidates
@@ -116,8 +117,10 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
 
     plan, hosts = _agree(decide(), decide, view, backend, settings, target.qualname)
     rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else job_rank_prefix()
+    fields = (record_fields(view.rank, view.size, target.qualname, plan.key_text) if view is not None
+              else job_rank_fields(target.qualname, plan.key_text))
     if plan.decision.startswith("hit:"):
-        return _cached(target, plan, verbose, rank_prefix)
+        return _cached(target, plan, verbose, rank_prefix, fields)
     if plan.decision == "cache-only-miss":
         return untuned(target, plan.call, plan.why, plan.key_text, plan.path, root, backend, settings)
 
@@ -129,7 +132,7 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
     # on a device, the log's directory and file while the host waits for it (_measure.spare, P2)
     prepare = (lambda: _cache.ensure_private_dir(log_path.parent, root)) if log_path is not None else None
     with TuningLog(log_path, verbose, rank_prefix, defer=in_rounds(target, backend), prepare=prepare,
-                   label=target.qualname) as tlog, \
+                   label=target.qualname, fields=fields) as tlog, \
             collector_paused():
         spare = Spare()
         spare.add(tlog.open)
@@ -272,7 +275,7 @@ def _space_text(space: list[Any]) -> str:
     return f"{text[:100]}... ({len(space)} configs, sha256 {hashlib.sha256(text.encode()).hexdigest()[:16]})"
 
 
-def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) -> Outcome:
+def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str, fields: dict[str, Any]) -> Outcome:
     """A hit: the entry's best config, and where it was read (a packed entry by its path in the
     pack, as ``ls`` and ``show`` name it: its loose path names no file on a seeded node)."""
     index = int(plan.decision[4:])
@@ -280,7 +283,7 @@ def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str) ->
     if verbose:  # issue 18 item 11: a hit says so, and where it came from
         packed = " (a packed entry; `triton-dist-cache show` takes this path)" \
             if source is not None and _packs.is_packed(source) else ""
-        TuningLog(None, True, rank_prefix).info(
+        TuningLog(None, True, rank_prefix, fields=fields).info(
             "%s: cache hit for key %s: config %d %s, from %s%s", target.qualname, plan.key_text, index,
             show_config(target.config_space[index]), source, packed)
     return Outcome(index, "cache", entry=plan.entry, path=source)
@@ -299,9 +302,11 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
     """Steps 3 to 6 of a miss: measure, reduce, pick, write. ``spare`` holds the host work done
     while the host waits for the device: the log's file, the entry's head and place."""
     # the process named: tunings of one entry append to one log, and concurrent ones interleave
+    # this line and the result (_pick) are INFO records: an operator's logging at INFO sees each tuning
     tlog.info("tuning %s for key %s (%s): %d of %d configs kept, %d warm-up + %d timed runs each, on %s%s, "
               "process %d", target.qualname, plan.key_text, plan.why, len(plan.kept), len(target.config_space),
-              target.n_warmup, target.n_repeat, backend.kind, f", {view.describe()}" if view else "", os.getpid())
+              target.n_warmup, target.n_repeat, backend.kind, f", {view.describe()}" if view else "", os.getpid(),
+              level=logging.INFO)
     ahead = EntryAhead(target, plan.key_text, backend, view, root if write_path is not None else None)
     spare.add(ahead.prepare)
     mode = MeasuredMode()
@@ -546,16 +551,18 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
     if not any(r.ok for r in results):
         lines = "\n".join(f"  config_space[{r.index}] = {show_config(target.config_space[r.index]):.1000}: {r.error}"
                           for r in results)  # (300 cut triton-ascend's configs before the fields that differ)
-        tlog.info("no valid config for key %s", key_text)
+        tlog.info("no valid config for key %s, tuned in %.2f s", key_text, time.monotonic() - tlog.started,
+                  level=logging.INFO)
         raise NoValidConfigError(
             f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n"
             + _all_failed_advice(results, target.do_bench),
             key=key_text, errors=[r.error for r in results],
         )
     best, margin = pick_best(results)
-    tlog.info("best config for key %s: %d %s (%.4f ms, margin %.1f%%)%s", key_text, best,
+    tlog.info("best config for key %s: %d %s (%.4f ms, margin %.1f%%)%s, tuned in %.2f s", key_text, best,
               show_config(target.config_space[best]), next(r.time_ms for r in results if r.index == best),
-              margin * 100 if math.isfinite(margin) else float("inf"), pick_note(results, best))
+              margin * 100 if math.isfinite(margin) else float("inf"), pick_note(results, best),
+              time.monotonic() - tlog.started, level=logging.INFO)
     return best, margin
 
 

@@ -24,12 +24,12 @@ from triton_dist._distributed import resolve_group
 from triton_dist._face import importable, make_face
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import key_fn_error, to_hashable
-from triton_dist._logging import TuningLog, job_rank_prefix
+from triton_dist._logging import TuningLog, job_rank_fields, job_rank_prefix
 from triton_dist._measure.bench import MillisecondTimer, as_do_bench
 from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
-from triton_dist._store.keytext import KeyTexts
+from triton_dist._store.keytext import KeyTexts, key_repr
 from triton_dist._warn import held_until_decided
 from triton_dist.errors import (
     ConfigSpaceError,
@@ -347,7 +347,8 @@ class AutoTuner(metaclass=_TunerType):
         if key in self._told:
             return
         self._told.add(key)
-        TuningLog(None, True, job_rank_prefix()).info(
+        TuningLog(None, True, job_rank_prefix(),
+                  fields=job_rank_fields(self.target.qualname, key_repr(key) or repr(key))).info(
             "%s: in-memory hit for key %r: config %d %s (%s)", self.target.qualname, key,
             next((i for i, c in enumerate(self.config_space) if c is best), -1), _tuning.show_config(best),
             self._origins.get(key, "decided earlier in this process"))

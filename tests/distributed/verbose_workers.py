@@ -112,3 +112,40 @@ def warnings_said(rank, world_size):
         root.removeHandler(handler)
     return {"warnings": [str(w.message) for w in caught if issubclass(w.category, TritonDistWarning)],
             "records": records}
+
+
+@autotune(config_space=[{"cfg": 0}, {"cfg": 1}], key_fn=_key, n_warmup=1, n_repeat=2, do_bench=_bench)
+def alone(n, cfg):
+    return cfg
+
+
+def record_fields(rank, world_size):
+    """Records of a rank tuning alone (no group registered: its warning and its tuning), then of
+    a grouped tuning, at INFO, each with the fields a JSON formatter reads: [level, text, rank,
+    world_size, function, key] ("MISSING" where the record has no such field)."""
+    import warnings
+
+    from triton_dist.dist import init_distributed
+
+    records: list[list] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            if record.name.startswith("triton_dist"):
+                records.append([record.levelname, record.getMessage(),
+                                *(getattr(record, f, "MISSING") for f in ("rank", "world_size", "function", "key"))])
+
+    root = logging.getLogger()
+    handler, level = Keep(logging.INFO), root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            alone(9)
+        init_distributed()
+        said(9)
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    return records
