@@ -39,6 +39,7 @@ from triton_dist._distributed import (
     writers,
 )
 from triton_dist._logging import TuningLog, job_rank_fields, job_rank_prefix, record_fields
+from triton_dist._logging import log as _tune_log
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import measure_candidates
@@ -280,10 +281,12 @@ def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str, fi
     pack, as ``ls`` and ``show`` name it: its loose path names no file on a seeded node)."""
     index = int(plan.decision[4:])
     source = plan.source or plan.path
-    if verbose:  # issue 18 item 11: a hit says so, and where it came from
+    # issue 18 item 11: a hit says so, and where it came from; a DEBUG record of triton_dist.tune
+    # without autotune_verbose too, as the tuning's lines are (README; a tester found it missing)
+    if verbose or _tune_log.isEnabledFor(logging.DEBUG):
         packed = " (a packed entry; `triton-dist-cache show` takes this path)" \
             if source is not None and _packs.is_packed(source) else ""
-        TuningLog(None, True, rank_prefix, fields=fields).info(
+        TuningLog(None, verbose, rank_prefix, fields=fields).info(
             "%s: cache hit for key %s: config %d %s, from %s%s", target.qualname, plan.key_text, index,
             show_config(target.config_space[index]), source, packed)
     return Outcome(index, "cache", entry=plan.entry, path=source)
