@@ -39,3 +39,16 @@ def test_ranks_that_disagree_on_the_key_fail_together(tmp_path):
     results = run_ranks(dist_workers.disagreeing_key, 2, env=_env(tmp_path), tmp=tmp_path, timeout_s=120)
     assert [r.get("error") for r in results] == ["RankDisagreementError"] * 2, results
     assert all("key:" in r["message"] for r in results)
+
+
+def test_contextual_tuning_of_triton_ascend_kernels_over_two_npu_ranks(tmp_path):
+    results = run_ranks(dist_workers.contextual_ascend_kernels, 2, env=_env(tmp_path), tmp=tmp_path,
+                        timeout_s=200, args=(str(tmp_path / "profile"),))
+    assert all("ok" in r for r in results), results
+    for r in (r["ok"] for r in results):
+        assert r["sum"] == 64  # the MAX over ranks of the inner do_bench's figures
+        assert r["softmax"] is True and r["bump"] in (32, 64)
+        assert r["counter"] == [1.0]  # restore_value: once, whatever was measured or profiled
+        assert r["acc"] == 6.0  # reset_to_zero: one softmax's sum (6 rows of 1), not 5 + 6
+        assert r["profiled"] == [str(tmp_path / "profile")]  # auto_profile_dir: once per tuned key
+    assert results[0]["ok"]["bump"] == results[1]["ok"]["bump"]
