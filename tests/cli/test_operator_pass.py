@@ -339,11 +339,12 @@ def test_prune_invalid_keeps_the_entries_of_another_triton_dist_version(cache_di
     newer.write_text(newer.read_text().replace("triton_dist.autotune/v1", "triton_dist.autotune/v2"))
     corrupt = cache_dir / "work" / ("0" * 32 + ".json")
     corrupt.write_text('{"schema": ')
-    code, out, _ = run(capsys, "prune", "--invalid")
+    code, out, err = run(capsys, "prune", "--invalid")
     assert code == 0 and not corrupt.exists() and newer.exists(), out
     assert newer.with_suffix(".log").exists()
-    (kept,) = [line for line in out.splitlines() if "kept" in line]
-    assert "1 file(s)" in kept and "another triton_dist version" in kept and "--other-versions" in kept, out
+    (kept,) = [line for line in err.splitlines() if "kept" in line]  # a note: stderr
+    assert "1 file(s)" in kept and "another triton_dist version" in kept and "--other-versions" in kept, err
+    assert "kept" not in out, out
     code, out, _ = run(capsys, "verify")  # still reported, with advice that prune follows
     assert code == 1 and "--other-versions" in out and "Remove them (`prune --invalid`)" not in out, out
 
@@ -520,8 +521,8 @@ def test_an_entry_file_the_user_cannot_read_is_kept_and_reported_not_pruned_as_c
         corrupt.write_text('{"schema": ')
         code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid")
         assert code == 0 and locked.exists() and log.exists() and not corrupt.exists(), (out, err)
-        (kept,) = [line for line in out.splitlines() if line.startswith("kept")]
-        assert "1 file(s)" in kept and "cannot read" in kept, out
+        (kept,) = [line for line in err.splitlines() if line.startswith("kept")]  # a note: stderr
+        assert "1 file(s)" in kept and "cannot read" in kept and "kept" not in out, (out, err)
         assert names_the_file(err), err
         # the function named: the command could not do what was asked for all of it
         code, out, err = _as_user(capsys, "--dir", str(root), "prune", "--invalid", "--function", "work")

@@ -124,7 +124,7 @@ def test_verify_reports_prune_removes_ls_and_show_stay_calm(hostile, cache_dir, 
     assert status == 1 and [p["kind"] for p in problems] in (["invalid"], ["corrupt"])
 
     status, out, err = run_cli(capsys, "ls", "--dir", str(cache_dir))
-    assert status == 0 and "1 unusable file" in out
+    assert status == 0 and "1 unusable file" in err and "unusable" not in out  # a note: stderr
     status, out, err = run_cli(capsys, "ls", "--json", "--dir", str(cache_dir))
     listing = strict_json(out)
     assert listing["entries"] == [] and listing["unusable"][0]["path"] == str(hostile)

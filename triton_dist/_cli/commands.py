@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._cli.access import denied_line, report_denied, report_unreadable, require_readable
-from triton_dist._cli.output import emit, say
+from triton_dist._cli.output import emit, note, say
 from triton_dist._cli.render import (
     render_age,
     render_config,
@@ -91,7 +91,7 @@ def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         functions = len({r["function"] for r in rows})
         say(f"\n{len(rows)} entr{'y' if len(rows) == 1 else 'ies'} of {functions} function(s) under {root}")
     if bad:
-        say(f"{len(bad)} unusable file(s) (treated as misses); `verify` says which and why")
+        note(f"{len(bad)} unusable file(s) (treated as misses); `verify` says which and why")
     return status
 
 
@@ -273,11 +273,11 @@ def cmd_prune(args: argparse.Namespace, root: Path, as_json: bool) -> int:
                                                for r in removals]))
     say(f"{verb} {len(removals) - len(failed)} file(s) under {root}" + (f"; {len(failed)} failed" if failed else ""))
     if removals.kept:
-        say(f"kept {len(removals.kept)} file(s) that another triton_dist version wrote (another schema or "
+        note(f"kept {len(removals.kept)} file(s) that another triton_dist version wrote (another schema or "
             "pack version): not invalid, that version reads them from a shared root; `prune "
             "--other-versions` removes them")
     if locked:
-        say(f"kept {len(locked)} file(s) this user cannot read (their permissions, not their bytes; maybe "
+        note(f"kept {len(locked)} file(s) this user cannot read (their permissions, not their bytes; maybe "
             "another user's): not judged, never removed; stderr names each with its fix (its permissions, "
             "or run as its owner)")
     return status
@@ -303,11 +303,11 @@ def cmd_export(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         return 0
     if report.leftovers_removed:  # the temporary archives of exports killed mid-write (SIGKILL)
         n = len(report.leftovers_removed)
-        say(f"removed {n} temporary archive(s) that killed exports to {args.archive} had left beside it "
+        note(f"removed {n} temporary archive(s) that killed exports to {args.archive} had left beside it "
             f"(their processes no longer run): {', '.join(Path(p).name for p in report.leftovers_removed)}")
     say(f"exported {len(report.written)} file(s) from {root} to {args.archive}")
     for s in report.skipped:
-        say(f"  skipped {s['path']}: {s['why']}")
+        note(f"  skipped {s['path']}: {s['why']}")
     return 0
 
 
@@ -321,9 +321,9 @@ def cmd_import(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     say(f"{verb} {len(report.written)} file(s) from {args.archive} into {root}; "
         f"{len(report.unchanged)} unchanged, {len(report.kept_newer)} newer local entr(ies) kept")
     for s in report.skipped:
-        say(f"  skipped {s['member']}: {s['why']}")
+        note(f"  skipped {s['member']}: {s['why']}")
     for name in report.kept_newer:
-        say(f"  kept the newer local {name} (--replace imports the archive's)")
+        note(f"  kept the newer local {name} (--replace imports the archive's)")
     return 0
 
 

@@ -1,4 +1,7 @@
-"""What the cache commands print: a strict JSON document, or a line of text."""
+"""What the cache commands print: a strict JSON document, or a line of text, on stdout (the
+data: what was asked for, what was done); a note on stderr (files skipped, unusable or kept,
+leftovers removed), so that ``ls | ...`` and ``export > file.txt`` see only the data (a tester,
+2026-12-05: those notes were on stdout)."""
 
 from __future__ import annotations
 
@@ -7,7 +10,7 @@ import math
 import sys
 from typing import Any
 
-__all__ = ["emit", "say"]
+__all__ = ["emit", "note", "say"]
 
 
 def emit(document: Any) -> None:
@@ -28,3 +31,10 @@ def _json_safe(value: Any) -> Any:
 
 def say(text: str) -> None:
     sys.stdout.write(text + "\n")
+
+
+def note(text: str) -> None:
+    """A diagnostic line, on stderr (in ``--json`` mode too: stdout holds the document alone)."""
+    sys.stdout.flush()  # after the data said so far, where both go to one terminal
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()

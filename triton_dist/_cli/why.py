@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._cli.access import require_readable
-from triton_dist._cli.output import emit, say
+from triton_dist._cli.output import emit, note, say
 from triton_dist._cli.render import shorten, table
 from triton_dist._store import diagnose as _diagnose
 from triton_dist._store import files as _cache
@@ -151,7 +151,7 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         say("\nother entries: " + "; ".join(f"{Path(o['path']).name} ({', '.join(o['components']) or 'match'})"
                                             for o in diag.others))
     if diag.skipped:
-        say(f"\n{len(diag.skipped)} unusable file(s) skipped; `verify` says which and why")
+        note(f"{len(diag.skipped)} unusable file(s) skipped; `verify` says which and why")
     if diag.verdict == "unknown":
         say("\n" + _unknown_advice(args, name))
     return status
