@@ -42,8 +42,11 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
     H200 within the host's noise, where the face reads 0-280 ns over ``lookup_caller`` with four
     statements taking turns (docs/performance-history.md). What raised is told apart in the
     handler by the frame below the face's: a caller's (:data:`_callers.CODES`) is the host
-    function's own error, raised again as it is, and so is key_fn's (``key`` not assigned yet;
-    a TypeError first checked against key_fn's signature, ``AutoTuner._key_failed``) and
+    function's own error, raised again as it is, and so is key_fn's (``key`` not assigned yet,
+    told by reading it: ``locals()`` left its dict on the frame with the exception in it, a cycle
+    of frame, exception and traceback that held every first call's arguments, its tensors, until
+    the collector's next full pass; a TypeError first checked against key_fn's signature,
+    ``AutoTuner._key_failed``) and
     anything but a KeyError or TypeError from below (a key's ``__eq__``). The rest (a miss, an
     unhashable key, a call of another number of arguments than the caller takes) goes to
     :func:`_missed` with the key, which takes the lookup's steps again one by one after the
@@ -58,13 +61,16 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
             try:  # free on 3.11+ while nothing raises
                 return calls[(key := key_fn(*args))](*args)
             except Exception as exc:
-                if "key" not in locals():  # key_fn's (no sentinel assigned on the hit's path)
+                try:  # unbound: key_fn raised (no sentinel assigned on the hit's path)
+                    key  # noqa: B018
+                    from_key_fn = False
+                except NameError:
+                    from_key_fn = True
+                if from_key_fn:
                     if isinstance(exc, TypeError):
                         tuner._key_failed(exc, args, kwargs)
                     raise
-                below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
-                if below is not None and (below.tb_frame.f_code in CODES
-                                          or not isinstance(exc, (KeyError, TypeError))):
+                if _raised_below(exc):
                     raise  # the host function's (below: its caller), or a key's __eq__'s
             return _missed(tuner, args, key)
         # the same steps with the keywords: kept as a near-copy on purpose, since one branch for
@@ -89,6 +95,14 @@ def hot_path(tuner: AutoTuner) -> Callable[..., Any]:
         return tuner._controlled(args, kwargs)
 
     return tuned
+
+
+def _raised_below(exc: Exception) -> bool:
+    """Whether the face's hit raised ``exc`` below the lookup: in a caller (the host function's
+    error) or, for anything but a KeyError or TypeError, in a key's ``__eq__``. A helper, so that
+    the face's frame keeps no traceback: a frame below it refers back to the face's, a cycle."""
+    below = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    return below is not None and (below.tb_frame.f_code in CODES or not isinstance(exc, (KeyError, TypeError)))
 
 
 def _missed(tuner: AutoTuner, args: tuple, key: Any) -> Any:

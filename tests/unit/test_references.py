@@ -1,0 +1,97 @@
+"""What a tuned call leaves alive once the caller has let go of its arguments and result (a job
+that runs for days: a first call per sequence length, evaluation modules dropped, errors caught).
+
+The arguments must go with the call, by reference counting, not at the cyclic collector's next
+full pass: a first call's frame, exception and traceback forming a cycle held every first call's
+tensors (on a device, their memory) until then. The tests run with the collector off, real Triton
+kernels under the interpreter on the CPU.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from tests.unit.helpers import kernel_device
+from triton_dist.tune import autotune
+
+SPACE = [{"BLOCK": 16}, {"BLOCK": 32}]
+_LAUNCH = threading.Lock()  # Triton's interpreter is not thread-safe (a launch beside another fails)
+
+
+@triton.jit
+def _scale_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+def _launch(x: torch.Tensor, alpha: float, block: int) -> torch.Tensor:
+    y = torch.empty_like(x)
+    with _LAUNCH:
+        _scale_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), alpha, BLOCK=block)
+    return y
+
+
+def _shape_key(x: torch.Tensor, *args: Any, **kwargs: Any) -> tuple[int, ...]:
+    return tuple(x.shape)
+
+
+@contextmanager
+def collector_off() -> Iterator[None]:
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _alive(ref: weakref.ref[Any]) -> bool:
+    return ref() is not None
+
+
+def test_a_first_calls_arguments_and_result_go_with_the_call() -> None:
+    @autotune(config_space=SPACE, key_fn=_shape_key, n_warmup=1, n_repeat=2)
+    def scale(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
+        return _launch(x, alpha, BLOCK)
+
+    with collector_off():
+        for n in (40, 41):  # a new key each: the miss path, then a hit after it
+            x = torch.randn(n, device=kernel_device())
+            y = scale(x, 2.0)
+            assert torch.allclose(y, x * 2)
+            x_ref, y_ref = weakref.ref(x), weakref.ref(y)
+            del x, y
+            assert not _alive(x_ref) and not _alive(y_ref)  # before: held by the face's frame (locals())
+        x = torch.randn(41, device=kernel_device())
+        x_ref = weakref.ref(x)
+        scale(x, 2.0)
+        del x
+        assert not _alive(x_ref)
+
+
+def test_a_key_fn_that_raises_lets_the_arguments_go() -> None:
+    def key_fn(x: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("no key for this one")
+
+    @autotune(config_space=SPACE, key_fn=key_fn)
+    def scale(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
+        return _launch(x, alpha, BLOCK)
+
+    with collector_off():
+        x = torch.randn(8, device=kernel_device())
+        x_ref = weakref.ref(x)
+        with pytest.raises(ValueError, match="no key"):
+            scale(x, 2.0)
+        del x
+        assert not _alive(x_ref)
