@@ -27,3 +27,15 @@ def test_records_carry_rank_function_and_key_as_fields(tmp_path):
         warned = [r for r in said if r[0] == "WARNING" and "tunes in this process alone" in r[1]]
         assert len(warned) == 1 and warned[0][1].startswith(f"[rank {rank}/2] "), said
         assert warned[0][2:] == [rank, 2, None, None], warned
+
+
+def test_the_contextual_records_carry_them_too(tmp_path):
+    results = run_ranks(verbose_workers.contextual_info, 2, args=(str(tmp_path),), tmp=tmp_path)
+    assert all("ok" in r for r in results), results
+    for rank, said in enumerate(r["ok"] for r in results):
+        announced, choice = said["fields"]
+        assert " logs to " in announced[0] and "->" in choice[0], said
+        assert announced[1:3] == [rank, 2] and announced[3].endswith("contextual_info.<locals>.outer"), said
+        assert announced[4] is None, said
+        # the choice: the outer function, and the kernel's key as its text says it
+        assert choice[1:4] == [rank, 2, announced[3]] and f" key {choice[4]} -> " in choice[0], said

@@ -62,10 +62,13 @@ def contextual_info(rank, world_size, workdir):
     os.chdir(workdir)  # its ./.autotune_logs/ goes there
     kernel = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (32, 64)], key=["n"])(_scale)
     records: list[str] = []
+    fields: list[list] = []
 
     class Keep(logging.Handler):
         def emit(self, record):
             records.append(f"{record.levelname} {record.getMessage()}")
+            fields.append([record.getMessage(), *(getattr(record, f, "MISSING")
+                                                  for f in ("rank", "world_size", "function", "key"))])
 
     root = logging.getLogger()
     handler = Keep(logging.INFO)
@@ -83,7 +86,8 @@ def contextual_info(rank, world_size, workdir):
     finally:
         root.removeHandler(handler)
     return {"choice": [text for text in records if "contextual tuning" in text and "->" in text],
-            "announced": [text for text in records if " logs to " in text]}
+            "announced": [text for text in records if " logs to " in text],
+            "fields": [f for f in fields if "contextual tuning" in f[0] and ("->" in f[0] or " logs to " in f[0])]}
 
 
 def warnings_said(rank, world_size):

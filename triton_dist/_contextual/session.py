@@ -39,7 +39,7 @@ from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
 from triton_dist._contextual.timings import bench_row, figures, flat, from_code, record
 from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
-from triton_dist._logging import TuningLog, announce_once, job_rank_prefix
+from triton_dist._logging import TuningLog, announce_once, job_rank_fields, job_rank_prefix
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
 from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe, is_config_limit
@@ -151,7 +151,8 @@ class Session:
 
     def info(self, message: str, *args: object) -> None:
         if self._log is None:
-            self._log = TuningLog(self.log_path, verbose=False, prefix=f"[rank-{self.rank}] ")
+            self._log = TuningLog(self.log_path, verbose=False, prefix=f"[rank-{self.rank}] ",
+                                  fields=job_rank_fields(self.qualname))
             # the seed puts it in the working directory: say so on its first write (issue 18),
             # where it could be opened (else the log's own warning said why not)
             if self._log.path is not None:
@@ -165,7 +166,8 @@ class Session:
                     said = (f"contextual tuning of {self.qualname} logs to {self.log_path} "
                             f"(./{LOG_DIR}/ of the working directory)")
                 announce_once(self.log_path, said,
-                              level=logging.INFO if prefix and self.rank != 0 else logging.WARNING)
+                              level=logging.INFO if prefix and self.rank != 0 else logging.WARNING,
+                              fields=job_rank_fields(self.qualname))
         self._log.info(message, *args)
 
     # -- the takeover handler --------------------------------------------------------------
@@ -572,7 +574,8 @@ class Session:
         # again (a tester, 2026-12-04)
         self._say_unexpected(state)
         log.info("%scontextual tuning of %s: %s key %s -> config %d (%s), %.4f ms", job_rank_prefix(),
-                 self.qualname, state.name, state.key_text, best.config_id, best.config, best_time)
+                 self.qualname, state.name, state.key_text, best.config_id, best.config, best_time,
+                 extra=job_rank_fields(self.qualname, state.key_text))
 
 
     def _say_unexpected(self, state: KernelTuning) -> None:
