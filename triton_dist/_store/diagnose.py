@@ -23,6 +23,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
 from triton_dist._store.packs import canonical
+from triton_dist._store.rules import note as rules_note
 from triton_dist._store.scan import scan_function_dir
 
 __all__ = ["Diagnosis", "Difference", "diagnose", "explain_here", "explain_miss"]
@@ -96,6 +97,8 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
                   f"{entry['source_hash']} then, {source_hash} now)")
         if body is not None and entry.get("body_hash") == body:
             detail += "; only its decorators differ (e.g. the config space), so its timings can be reused"
+        elif rules_note(entry):  # an upgrade changes the hash of unchanged code (a tester, 2026-12-05)
+            detail += ", or this triton_dist computes it otherwise: " + rules_note(entry)
         diffs.append(Difference("source", source_hash, entry["source_hash"], detail))
     entry_digest = entry["hardware"].get("digest")
     if hardware_digest is not None and entry_digest != hardware_digest:
@@ -121,8 +124,10 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
         seen = {config_key(c.get("config")) for c in entry["candidates"] if isinstance(c, dict)}
         new = [i for i, k in enumerate(keys) if k not in seen]
         if config_key(best) not in keys:
+            other = rules_note(entry)
             diffs.append(Difference("config_space", f"{len(keys)} configs", _short(best),
-                                    f"the entry's best config {_short(best)} is no longer in config_space"))
+                                    f"the entry's best config {_short(best)} is no longer in config_space"
+                                    + (f", or this triton_dist writes it otherwise: {other}" if other else "")))
         elif new:
             note = ("; in cache-only mode the entry's best is used and they stay untried" if cache_only
                     else "; they would be measured, with the entry's best, reusing the other timings "

@@ -18,6 +18,7 @@ from triton_dist._store import background_sync
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
 from triton_dist._store.fingerprint import body_hash, hardware_info, software_versions
+from triton_dist._store.rules import RULES
 
 if TYPE_CHECKING:
     from triton_dist._target import TuneTarget
@@ -93,6 +94,7 @@ def entry_head(target: TuneTarget, key_text: str, backend: Backend, view: GroupV
         "body_hash": body_hash(target.fn),
         "hardware": hw,
         "versions": software_versions(backend),
+        "rules": RULES,
         "world_size": view.size if view else 1,
         "measurement": measurement_info(target, backend, view.size if view else 1),
     }
