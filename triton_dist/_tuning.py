@@ -314,10 +314,13 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
     spare.add(ahead.prepare)
     mode = MeasuredMode()
     results, bug = _measure(target, plan, args, kwargs, view, backend, settings, tlog, overwrite, spare, mode)
-    _say_mode(target, backend, mode, tlog)
-    if plan.reuse is not None:
-        results = plan.reuse.merge(results, plan.kept)
-    results = _reduce(target, plan, results, bug, view, backend, settings, tlog)
+    try:
+        _say_mode(target, backend, mode, tlog)
+        if plan.reuse is not None:
+            results = plan.reuse.merge(results, plan.kept)
+        results = _reduce(target, plan, results, bug, view, backend, settings, tlog)
+    finally:
+        del bug  # raised, its traceback holds this frame: the cycle would keep the call's arguments
     if plan.reuse is not None and mode.fallback is not None:  # (the group fell back together)
         results = _measure_reused(target, plan, plan.reuse, results, args, kwargs, view, backend, settings, tlog,
                                   overwrite, spare, mode)
@@ -400,7 +403,10 @@ def _measure_reused(target: TuneTarget, plan: _Plan, reuse: _reuse.Reuse, result
     eager, part = dataclasses.replace(target, graphs=False), dataclasses.replace(plan, kept=again, reuse=None)
     measured, bug = _measure(eager, part, args, kwargs, view, backend, settings, tlog, overwrite, spare, mode)
     by_index = {r.index: r for r in results}
-    by_index.update((r.index, r) for r in _reduce(eager, part, measured, bug, view, backend, settings, tlog))
+    try:
+        by_index.update((r.index, r) for r in _reduce(eager, part, measured, bug, view, backend, settings, tlog))
+    finally:
+        del bug  # (as in _tune)
     return [by_index[i] for i in plan.kept]
 
 
@@ -462,10 +468,16 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
             view: GroupView | None, backend: Backend, settings: Settings,
             tlog: TuningLog) -> list[CandidateResult]:
     """Step 4: every config's slowest time over the group (MAX-reduce), so that every rank picks
-    from the same figures; a bug on any rank is raised on every rank. Alone: this rank's results."""
+    from the same figures; a bug on any rank is raised on every rank. Alone: this rank's results.
+    A frame that raises an exception it holds in a local is in the exception's traceback: a cycle
+    that kept the frames' locals (the call's arguments, its tensors) until the collector's next
+    full pass, after the caller had dropped the error. Each frame that holds ``bug`` drops it."""
     if view is None:
         if bug is not None:
-            raise bug
+            try:
+                raise bug
+            finally:
+                del bug
         return results
     kept, n = plan.kept, len(plan.kept)
     local = {r.index: r for r in results}
@@ -480,7 +492,10 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
     reduced = max_reduce(view, backend, vec, settings.agree_timeout_s,
                          f"{target.qualname}, key {plan.key_text:.200}")
     if bug is not None:
-        raise bug
+        try:
+            raise bug
+        finally:
+            del bug
     if reduced[-1] > 0:
         raise RankFailureError(
             f"rank {view.ranks[int(reduced[-1]) - 1]} of the tuning {view.describe()} raised an "

@@ -95,3 +95,47 @@ def test_a_key_fn_that_raises_lets_the_arguments_go() -> None:
             scale(x, 2.0)
         del x
         assert not _alive(x_ref)
+
+
+@triton.jit
+def _wide_only_kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+    tl.static_assert(BLOCK >= 32)  # BLOCK=16 cannot run: a config's failure (recorded as inf)
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+
+def test_a_bug_that_stops_tuning_lets_the_arguments_go_once_its_error_is_dropped() -> None:
+    @autotune(config_space=SPACE, key_fn=_shape_key, n_warmup=1, n_repeat=2)
+    def scale(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
+        y = _launch(x, alpha, BLOCK)
+        return {16: y}[BLOCK]  # a KeyError for BLOCK=32: a bug, which stops tuning
+
+    with collector_off():
+        x = torch.randn(40, device=kernel_device())
+        x_ref = weakref.ref(x)
+        with pytest.raises(KeyError) as caught:
+            scale(x, 2.0)
+        assert any("stopped tuning" in note for note in caught.value.__notes__)
+        del x, caught
+        assert not _alive(x_ref)  # before: the tuning's frames held the error that held them
+
+
+def test_a_failing_config_under_the_candidate_time_limit_lets_the_arguments_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S", "60")  # runs in a measuring thread
+
+    @autotune(config_space=SPACE, key_fn=_shape_key, n_warmup=1, n_repeat=2)
+    def scale(x: torch.Tensor, alpha: float, BLOCK: int) -> torch.Tensor:
+        y = torch.empty_like(x)
+        with _LAUNCH:
+            _wide_only_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), alpha, BLOCK=BLOCK)
+        return y
+
+    with collector_off():
+        x = torch.randn(40, device=kernel_device())
+        x_ref = weakref.ref(x)
+        assert torch.allclose(scale(x, 2.0), x * 2)
+        assert scale.best_config(x, 2.0) == {"BLOCK": 32}
+        del x
+        assert not _alive(x_ref)  # before: the failed config's error, kept in the thread's box

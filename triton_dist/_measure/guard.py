@@ -487,8 +487,14 @@ def run_limited(bench: Callable[[Callable[[], Any]], Sequence[float]], call: Cal
                     "in progress", timeout_s)
         raise CandidateTimeoutError(reason)
     say_collected(box.get("said", ()))  # said in the caller's thread, at the user's line
-    if "error" in box:
-        raise box["error"]
+    # taken out of the box: box -> error -> traceback -> the frames -> box was a cycle that kept a
+    # failed config's arguments (its tensors) until the collector's next full pass
+    error = box.pop("error", None)
+    if error is not None:
+        try:
+            raise error
+        finally:
+            del error  # this frame is in its traceback too
     return box["times"]
 
 
