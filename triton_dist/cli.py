@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=prog_name(), parents=[common],
         description="Inspect and manage the triton_dist autotune disk cache.",
         epilog="Exit status: 0 done, 1 a negative answer (problems, a miss, refused), 2 bad usage, "
-               "3 `why` could not tell (verdict unknown).",
+               "3 `why` could not tell (verdict unknown), 130 stopped by Ctrl-C, 143 by SIGTERM.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 

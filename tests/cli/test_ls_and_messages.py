@@ -89,8 +89,23 @@ def test_ls_of_one_config_space_field_shows_the_whole_config(cache_dir, capsys):
 
 def test_ls_of_a_function_that_is_not_there_says_what_is(demo_cache, capsys):
     code, out, _ = run(capsys, "ls", "nosuchfn")
-    assert code == 0
+    assert code == 1  # a negative answer: a script asking "is nosuchfn tuned?" is told no
     assert f"no entries of nosuchfn under {demo_cache}; it has 2 entries of: scale" in out
+    assert run(capsys, "ls", "scale")[0] == 0 and run(capsys, "ls")[0] == 0
+
+
+def test_ls_of_an_empty_root_is_an_answer_not_a_failure(tmp_path, capsys):
+    (tmp_path / "root").mkdir()
+    code, out, _ = run(capsys, "--dir", str(tmp_path / "root"), "ls")
+    assert code == 0 and "no entries under" in out
+
+
+def test_the_help_names_every_exit_status(capsys):
+    with pytest.raises(SystemExit):
+        run(capsys, "--help")
+    out = capsys.readouterr().out
+    for status in ("0 done", "1 a negative answer", "2 bad usage", "3 `why`", "130", "143"):
+        assert status in " ".join(out.split()), status
 
 
 def test_a_root_that_does_not_exist_is_no_cache_and_exit_1(tmp_path, capsys):

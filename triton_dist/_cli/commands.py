@@ -79,6 +79,9 @@ def cmd_ls(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not rows:
         if not status:  # else the folder asked for could not be read: said above
             say(_nothing_listed(root, args.functions))
+            # FUNCTION asked for and none of it there: a negative answer, as `show` of an id
+            # not there (a script asking "is f tuned?" read exit 0 as yes; a tester, 2026-12-05)
+            status = 1 if args.functions else 0
     else:
         # the best config by the fields that differ between the entry's candidates (the deciding
         # ones), cut only to fit COLUMNS / the terminal (issue 18 item 9)
