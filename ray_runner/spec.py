@@ -159,11 +159,12 @@ def _hardware(value: Any) -> tuple[str, ...] | None:
 
 def _project_settings(env: dict[str, str]) -> dict[str, str]:
     """The project's own variables among ``env`` are read as every actor would read them: a value
-    it would refuse (``TRITON_DIST_DEVICE: gpu``) fails the file, not every case on the cluster."""
+    it would refuse (``TRITON_DIST_DEVICE: gpu``) fails the file, not every case on the cluster;
+    so does a name that looks like a setting but is none (``TRITON_DIST_AUTOTUNE_CACHE_DIR``)."""
     from triton_dist.errors import SettingsError
-    from triton_dist.settings import _parse
+    from triton_dist.settings import _parse, unknown_names
 
-    problems = []
+    problems = unknown_names(env)  # a misspelt name would be ignored on every node (an operator)
     for name, value in env.items():
         if name.startswith("TRITON_DIST_"):
             try:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import Any
 from triton_dist._kinds import KINDS
 from triton_dist.errors import SettingsError
 
-__all__ = ["DEVICE_KINDS", "ENV_VARS", "Settings", "get_settings", "override", "parse_bool"]
+__all__ = ["DEVICE_KINDS", "ENV_VARS", "OTHER_NAMES", "Settings", "get_settings", "override", "parse_bool",
+           "unknown_names"]
 
 AUTOTUNE_DIR = "TRITON_DIST_AUTOTUNE_DIR"
 DEVICE = "TRITON_DIST_DEVICE"
@@ -58,6 +60,45 @@ ENV_VARS: Mapping[str, str] = {
                       "(default 2: each config captured again into a second graph pool halfway through its timed "
                       "rounds, its figure the mean over both, at the same device time)",
 }
+
+
+#: TRITON_DIST_* variables read elsewhere (the hardware digest's override: _store/fingerprint.py)
+OTHER_NAMES = ("TRITON_DIST_HARDWARE_OVERRIDE",)
+
+
+def unknown_names(env: Mapping[str, str]) -> list[str]:
+    """One line for each name of ``env`` that looks like a setting but is none, and is therefore
+    ignored: any ``TRITON_DIST_AUTOTUNE_*`` name, or a ``TRITON_DIST_*`` name close to a setting's
+    (others are left alone: upstream Triton-distributed reads ``TRITON_DIST_LOG_LEVEL``). A
+    misspelt cache root (``TRITON_DIST_AUTOTUNE_CACHE_DIR``) left every job of a cluster on its own
+    ``~/.triton_dist`` without a word, a misspelt cache-only switch let production jobs tune (an
+    operator, 2026-12-05)."""
+    known = (*ENV_VARS, *OTHER_NAMES)
+    lines = []
+    for name in sorted(env):
+        if not name.startswith("TRITON_DIST_") or name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+        if close or name.startswith("TRITON_DIST_AUTOTUNE_"):
+            lines.append(f"{name} is not a setting of this triton_dist and is ignored"
+                         + (f": did you mean {close[0]}?" if close else "")
+                         + f" (the settings: {', '.join(ENV_VARS)})")
+    return lines
+
+
+#: the names :func:`get_settings` has warned about in this process (once each)
+_told: set[str] = set()
+
+
+def _warn_unknown(environ: Mapping[str, str]) -> None:
+    """Warn once per process about each name :func:`unknown_names` finds (at a parse, not per call)."""
+    lines = [line for line in unknown_names(environ) if line.split(" ", 1)[0] not in _told]
+    if lines:
+        from triton_dist._warn import warn_user  # lazily: importing the settings imports no more
+
+        _told.update(line.split(" ", 1)[0] for line in lines)
+        for line in lines:
+            warn_user(line)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -258,6 +299,7 @@ def get_settings() -> Settings:
         else:
             env[name] = value
     settings = _parse(env)
+    _warn_unknown(environ)
     _last = (stamp, settings)
     return settings
 

@@ -300,3 +300,15 @@ def test_the_projects_variables_in_env_are_read_as_the_actors_would() -> None:
     assert "TRITON_DIST_DEVICE='gpu'" in text and "TRITON_DIST_COMPILE_WORKERS='many'" in text
     assert "ALWAYS_TUNE" not in text.split("got dict")[0]  # "yes" is a valid flag
     assert parse_campaign({**base, "env": {"TRITON_DIST_DEVICE": "cpu"}}).env_dict() == {"TRITON_DIST_DEVICE": "cpu"}
+
+
+def test_a_name_in_env_that_looks_like_a_setting_but_is_none_fails_the_file() -> None:
+    """``TRITON_DIST_AUTOTUNE_CACHE_DIR: /shared`` was ignored on every node: each seeded and read
+    its own ~/.triton_dist (an operator, 2026-12-05)."""
+    base = {"targets": [{"function": "m:f", "args": "m:a", "cases": [{"n": 1}]}]}
+    with pytest.raises(CampaignError) as info:
+        parse_campaign({**base, "env": {"TRITON_DIST_AUTOTUNE_CACHE_DIR": "/shared", "OTHER": "anything"}})
+    assert "TRITON_DIST_AUTOTUNE_CACHE_DIR is not a setting of this triton_dist and is ignored: did you mean " \
+           "TRITON_DIST_AUTOTUNE_DIR?" in str(info.value)
+    kept = {"TRITON_DIST_HARDWARE_OVERRIDE": "a", "TRITON_DIST_LOG_LEVEL": "info", "TRITON_DIST_AUTOTUNE_DIR": "/s"}
+    assert parse_campaign({**base, "env": kept}).env_dict() == kept

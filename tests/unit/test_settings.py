@@ -159,3 +159,30 @@ def test_contradicting_settings_are_named_as_set(clean_env):
     with pytest.raises(SettingsError) as info:
         get_settings()
     assert "TRITON_DIST_AUTOTUNE_ALWAYS_TUNE=yes and TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict" in str(info.value)
+
+
+def test_a_name_that_looks_like_a_setting_but_is_none_is_said_once(clean_env, tmp_path):
+    """An operator's misspelt cache root (``TRITON_DIST_AUTOTUNE_CACHE_DIR``) was ignored without a
+    word: every job of the cluster used its own ~/.triton_dist instead of the shared root; so was a
+    misspelt cache-only switch, and production jobs tuned (2026-12-05)."""
+    from triton_dist.errors import TritonDistWarning
+
+    clean_env.setattr(settings, "_told", set())
+    clean_env.setattr(settings, "_last", None)
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_CACHE_DIR", str(tmp_path / "shared"))
+    clean_env.setenv("TRITON_DIST_CACHE_ONLY", "strict")
+    for name in ("TRITON_DIST_LOG_LEVEL", "TRITON_DIST_TEST_LAYERS", "TRITON_DIST_HARDWARE_OVERRIDE"):
+        clean_env.setenv(name, "")  # upstream's, the test script's, the digest's override: not warned
+    with pytest.warns(TritonDistWarning) as said:
+        assert get_settings().autotune_dir == Path.home() / ".triton_dist" / "autotune"  # ignored, as before
+    texts = sorted(str(w.message) for w in said if issubclass(w.category, TritonDistWarning))
+    assert len(texts) == 2, texts
+    assert texts[0].startswith("TRITON_DIST_AUTOTUNE_CACHE_DIR is not a setting of this triton_dist and is "
+                               "ignored: did you mean TRITON_DIST_AUTOTUNE_DIR?")
+    assert texts[1].startswith("TRITON_DIST_CACHE_ONLY is not a setting of this triton_dist and is ignored: "
+                               "did you mean TRITON_DIST_AUTOTUNE_CACHE_ONLY?")
+    clean_env.setenv("TRITON_DIST_AUTOTUNE_ALWAYS_TUNE", "1")  # parsed again: not said again
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TritonDistWarning)
+        assert get_settings().always_tune is True
