@@ -1,4 +1,4 @@
-"""One call of a ContextualAutoTuner: per-kernel measuring schedules and the launch handler.
+"""One call of a ContextualAutoTuner: the runs of the outer function, its log and the launch handler.
 
 While a tuner is active every ``Autotuner.run`` of the tuning thread comes to
 :meth:`Session.handle`. A kernel (Autotuner object + key) that is not in its own ``cache`` gets a
@@ -6,26 +6,15 @@ schedule: ``n_warmup`` untimed launches per candidate, candidate by candidate, t
 rounds of one timed launch per candidate, the starting candidate rotating (as ``_measure.rounds`` does
 for ``autotune``: no candidate is always measured first, or late, in the outer function's
 history), one slot per launch, consumed by the launches of successive runs of the outer
-function. Every launch of the outer function does real work: a candidate that fails is recorded
-as inf and the launch is redone with a candidate that works, so the outer run goes on and its
-collectives stay matched.
-
-**Timed launches on a device** (CUDA, NPU) are samples of several launches of the candidate in
-one event pair, the first of them the real launch in the outer function's real state
-(``_contextual_timing``: why, and how many).
-
-With ``is_dist=True`` the schedule is fixed (a failed candidate's slots are filled with
-untimed launches of a working one), so every rank reaches the MAX reduction at the same launch
-of the same run whatever failed where; without it a failed candidate's slots are skipped.
+function (``measuring.step``: the launches, stand-ins for failed candidates, the pick). Kernels
+decided before, or by this call, launch as stock ``run`` launches them, with their hooks kept in
+the runs that are thrown away.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
-import math
-import statistics
 import threading
 import warnings
 import weakref
@@ -36,13 +25,12 @@ from typing import Any
 from triton_dist._backends import get_backend
 from triton_dist._contextual import triton_compat as compat
 from triton_dist._contextual.inner import read_options
-from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples, launches_per_sample
-from triton_dist._contextual.timings import bench_row, figures, flat, from_code, record
-from triton_dist._distributed import GroupView, agree, max_reduce, resolve_group
+from triton_dist._contextual.measuring import NO_VALID_CONFIG, say_cache_only_does_not_apply, step
+from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples
+from triton_dist._distributed import GroupView, agree, resolve_group
 from triton_dist._logging import TuningLog, announce_once, job_rank_fields, job_rank_prefix
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
-from triton_dist._measure.result import NOT_CONFIG_FAILURES, describe, is_config_limit
 from triton_dist._warn import warn_user
 from triton_dist.dist import world_generation
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
@@ -54,8 +42,6 @@ log = logging.getLogger(__name__)
 
 #: relative to the working directory, as in the seed
 LOG_DIR = ".autotune_logs"
-#: the exact message the seed promises when every candidate is invalid
-NO_VALID_CONFIG = "cannot find valid config"
 #: runs after the first that were to be kept and met a new key: more, and the keys never settle
 MAX_LATE_KEYS = 4
 #: the (key, WORLD ranks, torch.distributed init) of each autotuner that a group decided
@@ -187,7 +173,7 @@ class Session:
                 return self._launch_decided(at, at.cache[key], original, args, kwargs, key)
         if state.done:
             return self._launch_best(state, original, args, kwargs)
-        return self._step(state, args, kwargs)
+        return step(self, state, args, kwargs)
 
     def untaken(self, at: Any) -> None:
         """A launch through an autotuner whose own ``run`` this tuning does not take over
@@ -234,7 +220,7 @@ class Session:
         """Without ``is_dist``, any cached config is this call's; with it, only the group's."""
         return self.view is None or (key, self.view.ranks, world_generation()) in _GROUP_DECIDED.get(at, ())
 
-    def _group_decided(self, at: Any, key: tuple) -> None:
+    def group_decided(self, at: Any, key: tuple) -> None:
         if self.view is not None:
             _GROUP_DECIDED.setdefault(at, set()).add((key, self.view.ranks, world_generation()))
 
@@ -247,7 +233,7 @@ class Session:
         if self.view is None or not self.run_tunes:
             return
         kernels = ", ".join(f"{s.name} {s.key_text}" for s in self.states.values())
-        self._agree_at({"kernel": f"(the end of run {self.run_index} of the outer function)",
+        self.agree_at({"kernel": f"(the end of run {self.run_index} of the outer function)",
                         "key": f"kernels tuning: {kernels}", "configs": ""}, f"the end of run {self.run_index}")
 
     def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
@@ -286,11 +272,11 @@ class Session:
             if getattr(at, "cache", None) is None:
                 at.cache = {}
             at.cache[key] = configs[0]
-            self._group_decided(at, key)
+            self.group_decided(at, key)
             self.due.add((id(at), key))  # stock run "tunes" it all the same: zeroes, profiles
             return None
         self.pause_collector()
-        _say_cache_only_does_not_apply(self.qualname)
+        say_cache_only_does_not_apply(self.qualname)
         candidates = [Candidate(i, c, compat.config_id(at, c, i)) for i, c in enumerate(configs)]
         if not precompile_candidates(candidates, at, args, kwargs, self, f"func: {name} | key: {key_text}"):
             raise NoValidConfigError(NO_VALID_CONFIG, kernel=name, key=key_text, errors=["compile error"])
@@ -337,10 +323,10 @@ class Session:
         # The schedule length depends on the candidate count: ranks that disagree would stop
         # matching launches (and hang in the MAX reduction), so check before the first one.
         # the key too: timings of other problems on other ranks must not be MAX-reduced together
-        self._agree_at({"kernel": name, "key": key_text, "configs": " | ".join(str(c) for c in configs)},
+        self.agree_at({"kernel": name, "key": key_text, "configs": " | ".join(str(c) for c in configs)},
                        f"the registration of {name}, key {key_text}")
 
-    def _agree_at(self, fields: dict[str, str], where: str) -> None:
+    def agree_at(self, fields: dict[str, str], where: str) -> None:
         """Every collective of an ``is_dist`` tuning but the MAX itself is this agreement, with the
         same three fields: ranks at different points of their runs (one registering a kernel the
         others do not launch, one at the end of its run or at a MAX reduction) compare unequal
@@ -386,247 +372,6 @@ class Session:
             self.info("func: %s | key: %r | best config profiled into %s (auto_profile_dir)",
                       compat.kernel_name(at), key, folder)
         compat.reset_only(at, config, args, kwargs)
-
-    def _record(self, state: KernelTuning, cand: Candidate, where: str, ms: float) -> None:
-        cand.times.append(ms)
-        done = len(cand.times) == state.n_repeat
-        self.info("%s | %s | time: %.4f ms%s", state.prefix(cand), where, ms,
-                  f" | mean: {statistics.fmean(cand.times):.4f} ms" if done else "")
-
-    def _read_pending(self, state: KernelTuning) -> None:
-        """Device timing: read the kernel's samples (one synchronisation) and log them."""
-        if any(c.pending for c in state.candidates):
-            self.backend.synchronize()
-        for cand in state.candidates:
-            pending, cand.pending = cand.pending, []
-            if cand.ok:
-                for where, token in pending:
-                    self._record(state, cand, where, self.samples.read(state, token))
-        self.samples.done(state)
-
-    def _decide_per_sample(self, state: KernelTuning) -> None:
-        """Launches per timed sample, from the warm-ups (the group's MAX with ``is_dist``)."""
-        if state.warm_tokens:
-            self.backend.synchronize()
-            state.warm_ms = min(self.samples.read(state, t) for t in state.warm_tokens)
-            state.warm_tokens.clear()
-        device = self.backend.interleaved and state.inner.do_bench is None
-        k = launches_per_sample(state.warm_ms) if device else 1
-        if self.view is not None:
-            k = int(max_reduce(self.view, self.backend, [float(k)], self.timeout_s)[0])
-        state.per_sample = k
-        if device:
-            self.info("func: %s | key: %s | %d launch(es) per timed sample (%s)", state.name, state.key_text, k,
-                      f"fastest warm-up {state.warm_ms:.4f} ms" if math.isfinite(state.warm_ms)
-                      else "no warm-up launch timed")
-        else:  # the CPU times each launch on the host; a custom do_bench times its own way
-            self.info("func: %s | key: %s | one launch per timed sample (%s)", state.name, state.key_text,
-                      "the inner autotuner's do_bench" if state.inner.do_bench is not None
-                      else "timed on the host")
-
-    def _fail(self, state: KernelTuning, cand: Candidate, exc: BaseException, where: str) -> None:
-        if isinstance(exc, NOT_CONFIG_FAILURES):  # RecursionError, the project's errors (issue 17)
-            raise exc
-        cand.error = describe(exc)
-        cand.unexpected = not is_config_limit(exc)
-        self.info("%s | %s | error: %s", state.prefix(cand), where, cand.error)
-        if hint := compat.known_issue(cand.error):
-            self.info("%s | hint: %s", state.prefix(cand), hint)
-        try:  # a failed launch may leave queued work; keep it out of the next timing
-            self.backend.synchronize()
-        except Exception as sync_exc:  # noqa: BLE001 - the device is reported, not fatal here
-            cand.error += f" (device unusable afterwards: {describe(sync_exc)})"
-
-    def _step(self, state: KernelTuning, args: tuple, kwargs: dict) -> Any:
-        state.progress_run = self.run_index
-        failures = compat.failure_types()
-        while True:
-            index, r = state.position(state.slot)
-            cand = state.candidates[index]
-            phase = f"warmup {r + 1}/{state.n_warmup}" if r < state.n_warmup else \
-                f"timed {r - state.n_warmup + 1}/{state.n_repeat}"
-            where = f"measure-iter: {r} | round: {phase}"
-            if r >= state.n_warmup and not state.per_sample:  # the first timed slot (every rank)
-                self._decide_per_sample(state)
-            if not cand.ok:
-                if self.view is None:  # its slots are skipped: this launch goes to the next slot
-                    state.slot += 1
-                    if state.slot < state.total:
-                        continue
-                    ret = self._fallback(state, args, kwargs, where)
-                    break
-                # with is_dist the slots of a failed candidate stay in place
-                ret = self._fallback(state, args, kwargs, where)
-                state.slot += 1
-                break
-            call = functools.partial(compat.launch, state.at, cand.config, args, kwargs)
-            if r == 0:
-                state.inner.announce(state.name, cand.config)
-            try:
-                if r < state.n_warmup:
-                    if self.backend.interleaved and state.inner.do_bench is None:  # sizes the samples
-                        ret, token = self.samples.timed(state, call, 1)
-                        state.warm_tokens.append(token)
-                    else:
-                        ret = call()
-                    self.info("%s | %s", state.prefix(cand), where)
-                elif state.inner.do_bench is not None:  # the inner triton.autotune's benchmarker
-                    ret, ms, result = state.inner.bench(call)
-                    cand.rows.append(bench_row(result))
-                    self._record(state, cand, where, ms)
-                else:
-                    ret, token = self.samples.timed(state, call, max(1, state.per_sample), lead_in=True)
-                    if self.backend.interleaved:  # read when the kernel's last slot has run
-                        cand.pending.append((where, token))
-                    else:
-                        self._record(state, cand, where, float(token))
-            except failures as exc:
-                self._fail(state, cand, exc, where)
-                if self.view is not None:
-                    ret = self._fallback(state, args, kwargs, where)
-                    state.slot += 1
-                    break
-                state.slot += 1  # its later slots are skipped; this launch goes to the next slot
-                if state.slot < state.total:
-                    continue
-                ret = self._fallback(state, args, kwargs, where)
-                break
-            state.slot += 1
-            break
-        if self.view is None:  # a failed candidate's later slots are skipped now, not by a launch
-            while state.slot < state.total and not state.candidates[state.position(state.slot)[0]].ok:
-                state.slot += 1
-        if state.slot >= state.total:
-            self._finish(state)
-        return ret
-
-    def _fallback(self, state: KernelTuning, args: tuple, kwargs: dict, where: str) -> Any:
-        """Launch a working candidate (untimed) so that this run of the outer function goes on."""
-        measured = [c for c in state.candidates if c.ok and (c.times or c.pending)]
-        untried = [c for c in state.candidates if c.ok and not (c.times or c.pending)]
-        for cand in measured + untried:
-            try:
-                ret = compat.launch(state.at, cand.config, args, kwargs)
-            except compat.failure_types() as exc:
-                self._fail(state, cand, exc, f"{where} (as a stand-in)")
-                continue
-            self.info("func: %s | key: %s | %s | stand-in launch of config-id %d (not timed)",
-                      state.name, state.key_text, where, cand.config_id)
-            return ret
-        if self.view is None:
-            self.info("func: %s | key: %s | every candidate failed: no valid config",
-                      state.name, state.key_text)
-            raise _no_valid_config(state)
-        # keep step with the other ranks up to the reduction, where all of them raise together
-        state.launches_skipped += 1
-        self.info("func: %s | key: %s | %s | no candidate can run here; launch skipped",
-                  state.name, state.key_text, where)
-        return None
-
-    def _finish(self, state: KernelTuning) -> None:
-        self._read_pending(state)
-        complete = [c.ok and len(c.times) == state.n_repeat for c in state.candidates]
-        means = [statistics.fmean(c.times) if full else math.inf
-                 for c, full in zip(state.candidates, complete, strict=True)]
-        values, code = figures(state.candidates, complete, custom=state.inner.do_bench is not None)
-        if self.view is not None:
-            local = means
-            self._agree_at({"kernel": state.name, "key": state.key_text, "configs": "(the MAX of its timings)"},
-                           f"the MAX reduction of {state.name}, key {state.key_text}")
-            # the means and the figures' shape (a custom do_bench's is known where one of its
-            # slots ran), then the figures in that shape: each the MAX over ranks, as the means
-            n = len(means)
-            reduced = max_reduce(self.view, self.backend, [*means, code], self.timeout_s)
-            means, code = reduced[:n], reduced[n]
-            width = from_code(code)[0]
-            flat_max = max_reduce(self.view, self.backend, [x for v in values for x in flat(v, from_code(code))],
-                                  self.timeout_s)
-            values = [flat_max[i * width:(i + 1) * width] for i in range(n)]
-            self.info("func: %s | key: %s | MAX over WORLD (%d ranks): %s (this rank: %s)",
-                      state.name, state.key_text, self.view.size, _fmt(means), _fmt(local))
-        for cand, mean in zip(state.candidates, means, strict=True):
-            if math.isfinite(mean):
-                self.info("%s | average latency: %.4f ms", state.prefix(cand), mean)
-            else:
-                cand.error = cand.error or "failed on another rank"
-                self.info("%s | invalid: %s", state.prefix(cand), cand.error)
-        valid = [(mean, cand.index) for cand, mean in zip(state.candidates, means, strict=True) if math.isfinite(mean)]
-        if not valid:
-            self.info("func: %s | key: %s | no valid config", state.name, state.key_text)
-            raise _no_valid_config(state)
-        best_time, best_index = min(valid)  # the mean decides; a tie goes to the earlier config
-        best = state.candidates[best_index]
-        cache = getattr(state.at, "cache", None)
-        if cache is None:
-            cache = state.at.cache = {}
-        cache[state.key] = best.config
-        self._group_decided(state.at, state.key)
-        self.due.add((id(state.at), state.key))
-        # stock's figures of the same samples (timings.py), not the mean that picked
-        shape = from_code(code)
-        state.at.configs_timings = {c.config: record(v, shape, math.isfinite(m))
-                                    for c, v, m in zip(state.candidates, values, means, strict=True)}
-        state.best, state.done = best, True
-        state.inner.finished(state.at, state.name, state.key, best.config, state.at.configs_timings)
-        self.info("func: %s | key: %s | best-config-id: %d | best-config: %s | best-latency: %.4f ms",
-                  state.name, state.key_text, best.config_id, compat.config_text(best.config), best_time)
-        # after the pick is kept: under -W error the warning threw it away, and every call tuned
-        # again (a tester, 2026-12-04)
-        self._say_unexpected(state)
-        log.info("%scontextual tuning of %s: %s key %s -> config %d (%s), %.4f ms", job_rank_prefix(),
-                 self.qualname, state.name, state.key_text, best.config_id, best.config, best_time,
-                 extra=job_rank_fields(self.qualname, state.key_text))
-
-
-    def _say_unexpected(self, state: KernelTuning) -> None:
-        """Candidates left out for an error of a hook or the launch's own, in one warning per kernel
-        and key: stock ``triton.autotune`` raises those, and the seed's rule (a config that raises
-        is ``inf``) made a bug in a ``pre_hook`` quietly change the pick (a tester, 2026-12-04)."""
-        odd = [c for c in state.candidates if c.unexpected and c.error]
-        if not odd:
-            return
-        lines = "\n".join(f"  config-id {c.config_id} {compat.config_text(c.config):.200}: {c.error}" for c in odd)
-        message = (f"contextual tuning of {self.qualname}: {len(odd)} of {len(state.candidates)} configs of "
-                   f"{state.name} (key {state.key_text:.200}) raised and were left out of the pick:\n{lines}\n"
-                   "A config that cannot run here fails with Triton's own errors (out of resources, a compile "
-                   "error), which are left out silently, as stock triton.autotune does; stock triton.autotune "
-                   "raises these: fix the hook or the launch, or prune such configs (prune_configs_by).")
-        self.info("%s", message)
-        warn_user(message)
-
-
-_CACHE_ONLY_SAID: set[str] = set()
-
-
-def _say_cache_only_does_not_apply(qualname: str) -> None:
-    """``TRITON_DIST_AUTOTUNE_CACHE_ONLY`` ("start warm, never tune") is about the disk cache of
-    ``tune.autotune``; contextual tuning keeps none (the seed: the inner kernels' in-process
-    cache), so it tunes in every process whatever the setting. A tester took the outer function's
-    seven runs under ``=strict`` for a bug (2026-12-04): said once per decorated function."""
-    if get_settings().cache_only == "off" or qualname in _CACHE_ONLY_SAID:
-        return
-    _CACHE_ONLY_SAID.add(qualname)
-    mode = "strict" if get_settings().cache_only == "strict" else "1"  # (its parsed value read "default")
-    warn_user(f"TRITON_DIST_AUTOTUNE_CACHE_ONLY={mode} does not apply to contextual_autotune: {qualname} "
-              "keeps no disk cache (its inner kernels' picks live in this process), so it tunes them in "
-              "this process, running the outer function several times. To start warm with no tuning, "
-              "tune those kernels with triton_dist.tune.autotune (whose cache a campaign seeds).")
-
-
-def _fmt(values: list[float]) -> str:
-    return "[" + ", ".join(f"{v:.4f}" for v in values) + "]"
-
-
-def _no_valid_config(state: KernelTuning) -> NoValidConfigError:
-    errors = [c.error or "failed on another rank" for c in state.candidates]
-    exc = NoValidConfigError(NO_VALID_CONFIG, kernel=state.name, key=state.key_text, errors=errors)
-    if hasattr(exc, "add_note"):  # keeps str(exc) exact while saying why each one failed
-        exc.add_note(f"{state.name}, key {state.key_text}:\n" + "\n".join(
-            f"  config-id {c.config_id} {compat.config_text(c.config)}: {e}"
-            for c, e in zip(state.candidates, errors, strict=True)))
-        for hint in dict.fromkeys(h for h in map(compat.known_issue, errors) if h):
-            exc.add_note(f"hint: {hint}")
-    return exc
 
 
 def _global_rank() -> int:
