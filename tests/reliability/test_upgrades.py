@@ -23,9 +23,7 @@ import textwrap
 from pathlib import Path
 
 from tests.cli.helpers import run_cli, run_python
-from triton_dist._backends import get_backend
 from triton_dist._store import files as _cache
-from triton_dist._store.fingerprint import hardware_info
 from triton_dist._store.rules import RULES
 
 OLD = Path(__file__).parent / "old_entries"
@@ -101,7 +99,11 @@ def _old_root(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     project, root = tmp_path / "project", tmp_path / "cache"
     project.mkdir()
     (project / "upgmod.py").write_text(MODULE)
-    hardware = hardware_info(get_backend())
+    here = run_python("import json; from triton_dist._backends import get_backend; from triton_dist._store."
+                      "fingerprint import hardware_info; print(json.dumps(hardware_info(get_backend())))",
+                      root, project)  # as the processes below see it (TRITON_DIST_DEVICE=cpu)
+    assert here.returncode == 0, here.stderr
+    hardware = json.loads(here.stdout.splitlines()[-1])
     written = {}
     for name in ("scaled", "doubled"):
         entry = json.loads((OLD / f"f392a35-{name}.json").read_text())
