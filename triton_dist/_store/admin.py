@@ -143,8 +143,12 @@ def _shadowed_unusable(directory: Path, root: Path) -> Iterator[tuple[Path, str]
     --invalid removes them, verify fails for good. Only ids a loose file serves: removing an id
     takes it out of every pack, and a newer pack may be serving it."""
     loose = {p.stem for p in directory.glob("*.json")}
-    for pack in _packs.usable_packs(directory, root) if loose else []:
-        for eid, blob, why in pack.entries():
+    yield from _packs.settled(lambda strict: list(_shadowed_once(directory, root, loose, strict))) if loose else ()
+
+
+def _shadowed_once(directory: Path, root: Path, loose: set[str], strict: bool) -> Iterator[tuple[Path, str]]:
+    for pack in _packs.usable_packs(directory, root):
+        for eid, blob, why in pack.entries(_packs.whole(pack, strict)):  # one replaced since listed: list again
             if eid not in loose:
                 continue
             path = Path(pack.path) / f"{eid}.json"

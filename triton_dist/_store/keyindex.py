@@ -11,8 +11,10 @@ to find the entries the log lacks (older versions', copied in by hand, a writer 
 logged, appends lost over NFS): their keys are read once and added to the log. The misses in
 between list nothing. A log replaced by another file (its device and inode changed: ``cache
 prune`` compacted it, another root's was copied over it) is read again from its start, and the
-folder listed again. A pack's keys are read once per pack and process.
-Loose files shadow packed ones and newer packs older ones, as in ``_store.packs.load_entry``.
+folder listed again. A pack's keys are read once per pack and process; a pack replaced (a
+prune, a seeding) between its listing and its reading: the packs are listed again
+(``_store.packs.settled``). Loose files shadow packed ones and newer packs older ones, as in
+``_store.packs.load_entry``.
 """
 
 from __future__ import annotations
@@ -88,12 +90,12 @@ def _list(directory: Path, known: _Directory) -> None:
     keylog.note(directory, found)  # read again by this process later: ids it knows already
 
 
-def _pack_keys(pack: Any, known: _Directory) -> dict[str, list[str]]:
+def _pack_keys(pack: Any, known: _Directory, strict: bool) -> dict[str, list[str]]:
     cached = known.packs.get(pack.path)
     if cached is not None and cached[0] == pack.stamp:
         return cached[1]
     by_key: dict[str, list[str]] = {}
-    data = packfile.read_all(pack.path)
+    data = packs.whole(pack, strict)
     if data is not None:
         for eid in pack.ids():
             blob, _ = pack.slice(data, eid)
@@ -118,17 +120,26 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
             known = _known[str(directory)] = _Directory()
         _read_log(directory, known)
         loose = sorted(known.by_hash.get(key_hash(key_text), ()))
-        usable = packs.usable_packs(directory, root)  # newest first
-        packed = [(pack, _pack_keys(pack, known).get(key_text, ())) for pack in usable]
-        current = {pack.path for pack in usable}
-        for gone in [pack_path for pack_path in known.packs if pack_path not in current]:
-            del known.packs[gone]
     out: list[tuple[Path, dict[str, Any]]] = []
     for eid in loose:
         path = directory / f"{eid}.json"
         entry, _ = _cache.load_json(path, root)
         if entry is not None and entry.get("key") == key_text:
             out.append((path, entry))
+    return out + packs.settled(lambda strict: _packed_with_key(directory, root, key_text, known, strict))
+
+
+def _packed_with_key(directory: Path, root: Path, key_text: str, known: _Directory,
+                     strict: bool) -> list[tuple[Path, dict[str, Any]]]:
+    """The packed part of :func:`entries_with_key` (``packs.Vanished``: a pack was replaced
+    since it was listed, when ``strict``)."""
+    with _lock:
+        usable = packs.usable_packs(directory, root)  # newest first
+        packed = [(pack, _pack_keys(pack, known, strict).get(key_text, ())) for pack in usable]
+        current = {pack.path for pack in usable}
+        for gone in [pack_path for pack_path in known.packs if pack_path not in current]:
+            del known.packs[gone]
+    out: list[tuple[Path, dict[str, Any]]] = []
     seen: set[str] = set()
     for pack, ids in packed:
         for eid in ids:
@@ -136,6 +147,8 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
                 continue
             seen.add(eid)
             found = pack.read(eid)
+            if strict and found is not None and found[1] == packfile.GONE:
+                raise packs.Vanished(pack.path)
             if found is None or found[0] is None:
                 continue
             entry, _ = _cache.parse_entry(found[0])

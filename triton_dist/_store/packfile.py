@@ -24,6 +24,10 @@ inode, size and mtime) and bisects it: microseconds. An entry's bytes are read w
 never a crash and never another entry's config. Reads never map the file (a pack truncated by
 hand under a reader would kill a mapped reader with SIGBUS).
 
+A pack a reader listed can be gone when it opens or reads it: a rewrite replaced it meanwhile
+(:attr:`Pack.gone`, :data:`GONE`). That is no problem of the pack: the reader lists the folder
+again and reads the pack that replaced it (``_store.packs.settled``).
+
 This module knows the format and the order of packs only; which of a loose file and the packs
 serves an id, and writing or rewriting packs, is :mod:`triton_dist._store.packs`.
 """
@@ -42,7 +46,8 @@ from pathlib import Path
 from triton_dist._store.check import OTHER_VERSION
 from triton_dist._store.denied import why_denied
 
-__all__ = ["DIR_NAME", "MAGIC", "NAME_RE", "Pack", "build", "order", "pack_name", "pack_paths"]
+__all__ = ["DIR_NAME", "GONE", "MAGIC", "NAME_RE", "Pack", "build", "order", "pack_name", "pack_paths", "read_all",
+           "vanished"]
 
 MAGIC = b"TDAPACK\n"
 VERSION = 1
@@ -52,6 +57,9 @@ _HEADER = struct.Struct("<8sII")
 _RECORD = struct.Struct("<16sQII")
 #: the most entries one pack may hold (an index of 32 MiB)
 MAX_COUNT = 2**20
+#: why :meth:`Pack.read` read nothing when the pack was removed after it was opened (a rewrite
+#: replaced it: ``cache prune``, seeding); the caller lists the folder again
+GONE = "gone: the pack was removed after it was listed (a prune or a seeding replaced it)"
 
 
 def build(items: Iterable[tuple[str, bytes]]) -> bytes:
@@ -89,11 +97,13 @@ def pack_paths(function_dir: Path | str) -> list[str]:
 
 
 class Pack:
-    """One pack's index (``problem``: why it cannot be read; then it holds nothing)."""
+    """One pack's index (``problem``: why it cannot be read; then it holds nothing; ``gone``: the
+    problem is that no file has its name any more, as when a rewrite replaced it since it was listed)."""
 
-    def __init__(self, path: str, stamp: tuple[int, int, int], index: bytes, count: int, problem: str | None):
+    def __init__(self, path: str, stamp: tuple[int, int, int], index: bytes, count: int, problem: str | None,
+                 gone: bool = False):
         self.path, self.stamp, self.index, self.count, self.problem = path, stamp, index, count, problem
-        self.size = stamp[1]
+        self.size, self.gone = stamp[1], gone
 
     # ------------------------------------------------------------------ opening
 
@@ -105,6 +115,9 @@ class Pack:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except PermissionError as exc:  # its mode or owner, not its bytes
             return cls(path, (0, 0, 0), b"", 0, why_denied(exc))
+        except FileNotFoundError as exc:  # replaced since it was listed (or the listing was made up)
+            return cls(path, (0, 0, 0), b"", 0, f"cannot open it ({exc.strerror or exc}; a link is never read)",
+                       gone=True)
         except OSError as exc:
             return cls(path, (0, 0, 0), b"", 0, f"cannot open it ({exc.strerror or exc}; a link is never read)")
         try:
@@ -202,7 +215,8 @@ class Pack:
         return (None, why) if why else (blob, None)
 
     def read(self, eid: str) -> tuple[bytes | None, str | None] | None:
-        """None: the pack has no ``eid``; else (its bytes, None) or (None, why they are unusable)."""
+        """None: the pack has no ``eid``; else (its bytes, None) or (None, why they are unusable:
+        :data:`GONE` when the pack was removed since it was opened)."""
         if self.problem is not None:
             return None
         found = self.find(eid)
@@ -220,6 +234,8 @@ class Pack:
                 blob = os.pread(fd, length, offset)
             finally:
                 os.close(fd)
+        except FileNotFoundError:
+            return None, GONE
         except OSError as exc:
             return None, f"unreadable ({exc.strerror or exc})"
         why = self.check(blob, offset, length, crc)
@@ -251,6 +267,11 @@ def read_all(path: str) -> bytes | None:
         return None
     finally:
         os.close(fd)
+
+
+def vanished(path: str) -> bool:
+    """Whether no file (nor link) has the name ``path`` now: a pack a rewrite removed."""
+    return not os.path.lexists(path)
 
 
 #: packs read by this process, by path (see :meth:`Pack.open`)

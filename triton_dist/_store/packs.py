@@ -10,11 +10,19 @@ The one lookup every reader goes through (the hit rule ``_store.decide``, ``_sto
    that holds the id serves it. A pack that cannot be read is skipped with a warning (once per
    process and file); an entry of it that is corrupt is a miss with a warning.
 
-Packs never hold what a loose file shadows by design: seeding writes a pack, moves differing
-loose files of its ids to history and takes its ids out of older packs (:func:`install`), so
-an id lives in one place; removing packed entries rewrites their pack without them
-(:func:`remove`). Both under the function's pack lock (``.locks/packs.lock``); readers take no
-lock (packs are replaced, never changed in place).
+Packs never hold what a loose file shadows by design: seeding writes a pack, takes its ids out
+of older packs and moves differing loose files of its ids to history (:func:`install`), so an id
+lives in one place; removing packed entries rewrites their pack without them (:func:`remove`).
+Both under the function's pack lock (``.locks/packs.lock``); readers take no lock (packs are
+replaced, never changed in place). At every step some pack (or loose file) serves each id: a
+rewrite writes the new pack before it removes the old one, and seeding writes its pack before
+older packs lose its ids.
+
+So a reader can find a pack it listed gone when it opens or reads it: a prune or a seeding
+replaced it meanwhile. That is no problem of the cache, and the pack that replaced it holds the
+entries: the reader lists the folder again and reads that one (:func:`settled`, at most
+:data:`LISTINGS` listings). Only a pack that cannot be read for another reason (corrupt,
+foreign, its permissions) is warned about or reported.
 
 A packed entry's *path*, for the tools that list and show entries, is
 ``<root>/<function>/packs/<pack>/<id>.json`` (no such file exists): :func:`is_packed`,
@@ -28,9 +36,9 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from triton_dist._store import files as _cache
 from triton_dist._store import packfile
@@ -38,10 +46,56 @@ from triton_dist._store.packfile import DIR_NAME, Pack
 from triton_dist._store.stopped import held
 from triton_dist._warn import warn_user
 
-__all__ = ["Served", "bad_packs", "canonical", "install", "is_packed", "load_entry", "packed_entries", "packed_ids",
-           "read_path", "remove", "usable_packs"]
+__all__ = ["LISTINGS", "Served", "Vanished", "bad_packs", "canonical", "install", "is_packed", "load_entry",
+           "packed_entries", "packed_ids", "read_path", "remove", "settled", "usable_packs", "whole"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+
+#: how many times a reader lists a function's packs when one it listed is gone when it opens or
+#: reads it (a rewrite replaced it): each rewrite under the pack lock takes milliseconds, so a
+#: pack vanishes under one reader's listing again and again only while many rewrites follow
+#: one another; the last listing is read as it is (a pack gone then is said as before)
+LISTINGS = 5
+
+
+class Vanished(Exception):
+    """A pack a reader listed was removed before it was read (a rewrite replaced it): list again."""
+
+
+def settled(read: Callable[[bool], _T]) -> _T:
+    """``read(strict)`` on a new listing of the packs while a pack it listed vanishes before it
+    is read (``read`` raises :class:`Vanished`, only when ``strict``), :data:`LISTINGS` times at
+    most: the last time not ``strict`` (what it then finds gone is said as a pack that cannot be read)."""
+    for _ in range(LISTINGS - 1):
+        try:
+            return read(True)
+        except Vanished:
+            continue
+    return read(False)
+
+
+def whole(pack: Pack, strict: bool) -> bytes | None:
+    """The whole file of the opened ``pack`` (None: unreadable); :class:`Vanished` when it was
+    removed since it was opened and ``strict``."""
+    data = packfile.read_all(pack.path)
+    if data is None and strict and packfile.vanished(pack.path):
+        raise Vanished(pack.path)
+    return data
+
+
+def _opened(directory: Path, strict: bool, root: Path | None = None) -> list[Pack]:
+    """The packs of ``directory`` opened, newest first, from one listing (none when ``root`` is
+    given and the packs directory leads out of it); :class:`Vanished` when one of them was gone
+    when opened and ``strict``."""
+    paths = packfile.pack_paths(directory)
+    if not paths or (root is not None and not _cache._inside(directory / DIR_NAME, root)):
+        return []
+    out = [Pack.open(path) for path in paths]
+    if strict and any(pack.gone for pack in out):
+        raise Vanished(next(pack.path for pack in out if pack.gone))
+    return out
+
 
 #: what :meth:`Served.digest` answers for an id whose bytes no reader would take as they are
 NEVER = b""
@@ -73,12 +127,12 @@ def usable_packs(directory: Path, root: Path, outside: bool = False, warn: bool 
     """The readable packs of a function directory, newest first; the others are warned about
     (``warn``: the tuner's lookup; the tools report them, :func:`bad_packs`). None of a directory
     that leads out of the root (a link; verify reports it) unless ``outside``."""
-    paths = packfile.pack_paths(directory)
-    if not paths or (not outside and not _cache._inside(directory / DIR_NAME, root)):
-        return []
+    return _readable(settled(lambda strict: _opened(directory, strict, None if outside else root)), warn)
+
+
+def _readable(opened: list[Pack], warn: bool) -> list[Pack]:
     out = []
-    for path in paths:
-        pack = Pack.open(path)
+    for pack in opened:
         if pack.problem is None:
             out.append(pack)
         elif warn:
@@ -87,13 +141,10 @@ def usable_packs(directory: Path, root: Path, outside: bool = False, warn: bool 
 
 
 def bad_packs(directory: Path) -> list[tuple[Path, str]]:
-    """(path, why) of the packs of the function ``directory`` that cannot be read."""
-    out = []
-    for path in packfile.pack_paths(directory):
-        pack = Pack.open(path)
-        if pack.problem is not None:
-            out.append((Path(path), pack.problem))
-    return out
+    """(path, why) of the packs of the function ``directory`` that cannot be read (not one that
+    was replaced since it was listed: the pack that replaced it is looked at instead)."""
+    opened = settled(lambda strict: _opened(directory, strict))
+    return [(Path(pack.path), pack.problem) for pack in opened if pack.problem is not None]
 
 
 def load_entry(root: Path | str, function: str, eid: str
@@ -111,12 +162,22 @@ def load_entry(root: Path | str, function: str, eid: str
         entry, why = _cache.load_json(path, root)
         if why != "missing":
             return entry, path, why
-    for pack in usable_packs(path.parent, root, outside=True, warn=True):
+    return settled(lambda strict: _from_packs(path.parent, eid, strict, root))
+
+
+def _from_packs(directory: Path, eid: str, strict: bool, root: Path | None = None
+                ) -> tuple[dict[str, Any] | None, Path | None, str | None]:
+    """(entry, where, why) of ``eid`` in the newest pack of ``directory`` that holds it (the
+    tuner's lookup, with ``root``: warned about packs that cannot be read, none read through a
+    link out of it); :class:`Vanished` when one was removed since it was listed and ``strict``."""
+    for pack in _readable(settled(lambda again: _opened(directory, again)), warn=root is not None):
         found = pack.read(eid)
         if found is None:
             continue
+        if strict and found[1] == packfile.GONE:  # replaced since it was opened: read the new one
+            raise Vanished(pack.path)
         where = Path(pack.path) / f"{eid}.json"
-        if not _cache._inside(path.parent / DIR_NAME, root):  # as for a loose file: never through a link out
+        if root is not None and not _cache._inside(directory / DIR_NAME, root):  # as for a loose file
             return None, where, "it resolves outside the cache root (symlink); ignored"
         blob, why = found
         if blob is None:
@@ -129,14 +190,19 @@ def load_entry(root: Path | str, function: str, eid: str
 
 
 def read_path(path: Path | str, root: Path | str | None = None) -> tuple[dict[str, Any] | None, str | None]:
-    """(entry, None) or (None, why) for an entry's path as the tools list it (loose or packed)."""
+    """(entry, None) or (None, why) for an entry's path as the tools list it (loose or packed).
+    A packed entry whose pack was replaced since it was listed (a prune, a seeding) is read from
+    the newest pack that holds its id now ("missing" when none does: it was removed)."""
     path = Path(path)
     if not is_packed(path):
         return _cache.load_json(path, None if root is None else Path(root))
     found = Pack.open(path.parent)
+    read = found.read(path.stem) if found.problem is None else None
+    if found.gone or (read is not None and read[1] == packfile.GONE):
+        entry, where, why = settled(lambda strict: _from_packs(path.parent.parent.parent, path.stem, strict))
+        return (entry, why) if where is not None else (None, "missing")
     if found.problem is not None:
         return None, f"its pack is unusable: {found.problem}"
-    read = found.read(path.stem)
     if read is None:
         return None, "missing"
     return _cache.parse_entry(read[0]) if read[0] is not None else (None, read[1])
@@ -159,15 +225,19 @@ def packed_ids(directory: Path, root: Path) -> list[tuple[Pack, str]]:
 
 
 def packed_entries(directory: Path, root: Path) -> list[tuple[Path, bytes | None, str | None]]:
-    """(path, bytes or None, why) of every packed entry :func:`packed_ids` lists (one read per pack)."""
-    data: dict[str, bytes | None] = {}
-    out = []
-    for pack, eid in packed_ids(directory, root):
-        if pack.path not in data:
-            data[pack.path] = packfile.read_all(pack.path)
-        blob, why = pack.slice(data[pack.path], eid)
-        out.append((Path(pack.path) / f"{eid}.json", blob, why))
-    return out
+    """(path, bytes or None, why) of every packed entry :func:`packed_ids` lists (one read per
+    pack; listed again when one was replaced before it was read)."""
+    def read(strict: bool) -> list[tuple[Path, bytes | None, str | None]]:
+        data: dict[str, bytes | None] = {}
+        out = []
+        for pack, eid in packed_ids(directory, root):
+            if pack.path not in data:
+                data[pack.path] = whole(pack, strict)
+            blob, why = pack.slice(data[pack.path], eid)
+            out.append((Path(pack.path) / f"{eid}.json", blob, why))
+        return out
+
+    return settled(read)
 
 
 class Served:
@@ -181,11 +251,15 @@ class Served:
         except OSError:
             self.loose = set()
         self.outside = DIR_NAME in self.loose and not _cache._inside(directory / DIR_NAME, root)
-        self.packed: dict[str, tuple[Pack, bytes | None, tuple[int, int, int]]] = {}
-        for pack in usable_packs(directory, root, outside=True) if DIR_NAME in self.loose else []:
-            data = packfile.read_all(pack.path)
+        self.packed = settled(lambda strict: self._read_packs(root, strict)) if DIR_NAME in self.loose else {}
+
+    def _read_packs(self, root: Path, strict: bool) -> dict[str, tuple[Pack, bytes | None, tuple[int, int, int]]]:
+        packed: dict[str, tuple[Pack, bytes | None, tuple[int, int, int]]] = {}
+        for pack in usable_packs(self.directory, root, outside=True):
+            data = whole(pack, strict)  # one replaced since it was listed: list again
             for eid, record in zip(pack.ids(), pack.records(), strict=True):
-                self.packed.setdefault(eid, (pack, data, record))  # newest first: the first serves it
+                packed.setdefault(eid, (pack, data, record))  # newest first: the first serves it
+        return packed
 
     def raw(self, eid: str) -> bytes | None:
         """The bytes served for ``eid`` (None: nothing; :data:`NEVER`: not taken as they are)."""
@@ -263,8 +337,10 @@ def install(root: Path, folder: str, data: bytes) -> tuple[str, int, int, list[s
     served with other bytes before, or not at all; errors).
 
     Under the function's pack lock: a byte-identical pack already there is left alone (renamed to
-    be the newest when it is not), else ``data`` becomes the newest pack; older packs lose the ids
-    (the bytes they served, when they differ, go to history, as a replaced entry does). A loose
+    be the newest when it is not), else ``data`` becomes the newest pack; then the other packs
+    lose the ids (the bytes they served, when they differ, go to history, as a replaced entry
+    does): in this order a reader finds every id at every moment, in the pack that served it
+    before, then in this one, and a seeding stopped in between leaves both. A loose
     file of one of the ids that differs goes to history too (a link is removed); an identical one
     is left, as it serves the same bytes. So the node serves the pack's bytes for every id, and
     seeding the same entries again changes nothing and adds no history."""
@@ -273,8 +349,8 @@ def install(root: Path, folder: str, data: bytes) -> tuple[str, int, int, list[s
     new = _Incoming(data)
     errors: list[str] = []
     with _cache.locked(directory / DIR_NAME):
-        before, same = _take_ids(directory, new)
         paths = packfile.pack_paths(directory)
+        same = next((p for p in paths if p.endswith(f"-{new.sha[:16]}.pack") and packfile.read_all(p) == data), None)
         top = max((int(Path(p).name[:8]) for p in paths), default=0)
         name = Path(same).name if same is not None else f"{top + 1:08d}-{new.sha[:16]}.pack"
         if same is None:
@@ -282,6 +358,7 @@ def install(root: Path, folder: str, data: bytes) -> tuple[str, int, int, list[s
         elif paths[0] != same:
             name = f"{top + 1:08d}-{new.sha[:16]}.pack"
             os.replace(same, directory / DIR_NAME / name)
+        before = _take_ids(paths, new, same)
     loose = _loose_shadows(root, directory, new, errors)
     for eid, blob in before.items():
         if eid not in loose and blob != new.blob(eid):
@@ -323,25 +400,23 @@ class _Incoming:
         return self.data[offset: offset + length]
 
 
-def _take_ids(directory: Path, new: _Incoming) -> tuple[dict[str, bytes], str | None]:
-    """Take ``new``'s ids out of the packs of ``directory`` but a byte-identical one: (the bytes
-    they served for them, the identical pack's path or None). Newest first: the first copy of an
-    id is the one it served."""
+def _take_ids(paths: list[str], new: _Incoming, same: str | None) -> dict[str, bytes]:
+    """Take ``new``'s ids out of the packs ``paths`` (newest first, as they were before ``new``
+    was written) but the byte-identical one ``same``: the bytes they served for them (the first
+    copy of an id is the one it served; none of what ``same`` served, the same bytes)."""
     before: dict[str, bytes] = {}
-    same = None
-    paths = packfile.pack_paths(directory)
     ids = set(new.ids) if paths else set()
+    older = False  # than ``same``
     for path in paths:
-        if same is None and path.endswith(f"-{new.sha[:16]}.pack") and packfile.read_all(path) == new.data:
-            same = path
-            ids = ids - before.keys()
+        if path == same:
+            ids, older = ids - before.keys(), True
             continue
         pack = Pack.open(path)
         hit = ids.intersection(pack.ids()) if pack.problem is None else set()
         for eid, blob in (_rewrite_without(pack, hit) if hit else {}).items():
-            if same is None:
+            if not older:
                 before.setdefault(eid, blob)
-    return before, same
+    return before
 
 
 def _read_plain(path: Path) -> bytes | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
-from triton_dist._store import packfile, packs
+from triton_dist._store import packs
 
 __all__ = ["scan_function_dir"]
 
@@ -72,12 +72,17 @@ _packs_parsed: dict[str, tuple[tuple[int, int, int], dict[str, tuple[dict[str, A
 
 
 def _packed(directory: Path, root: Path) -> list[tuple[Path, dict[str, Any] | None, str | None]]:
-    """The packed entries of ``directory`` (``_store.packs.packed_ids``), each pack parsed once."""
+    """The packed entries of ``directory`` (``_store.packs.packed_ids``), each pack parsed once;
+    listed again when a pack was replaced (a prune, a seeding) before it was read."""
+    return packs.settled(lambda strict: _packed_once(directory, root, strict))
+
+
+def _packed_once(directory: Path, root: Path, strict: bool) -> list[tuple[Path, dict[str, Any] | None, str | None]]:
     out = []
     for pack, eid in packs.packed_ids(directory, root):
         cached = _packs_parsed.get(pack.path)
         if cached is None or cached[0] != pack.stamp:
-            data = packfile.read_all(pack.path)
+            data = packs.whole(pack, strict)
             parsed: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
             for entry_id in pack.ids():
                 blob, why = pack.slice(data, entry_id)

@@ -142,7 +142,13 @@ def verify(root: Path) -> list[Finding]:
 
 
 def _walk_packs(folder: Path, root: Path) -> Iterator[Finding]:
-    """Findings for a function's ``packs`` directory: each pack and each of its entries."""
+    """Findings for a function's ``packs`` directory: each pack and each of its entries. A pack
+    replaced (a prune, a seeding) between the listing and its reading is no finding: the folder
+    is listed again (``_store.packs.settled``)."""
+    yield from _packs.settled(lambda strict: list(_pack_findings(folder, root, strict)))
+
+
+def _pack_findings(folder: Path, root: Path, strict: bool) -> Iterator[Finding]:
     try:
         children = sorted(folder.iterdir())
     except OSError as exc:
@@ -159,11 +165,13 @@ def _walk_packs(folder: Path, root: Path) -> Iterator[Finding]:
         elif path.is_symlink() or not packfile.NAME_RE.match(name):
             yield Finding(str(path), "foreign", "not a pack the cache writes (<seq>-<digest16>.pack, no link)")
         else:
-            yield from _classify_pack(path, served)
+            yield from _classify_pack(path, served, strict)
 
 
-def _classify_pack(path: Path, served: set[tuple[str, str]]) -> Iterator[Finding]:
+def _classify_pack(path: Path, served: set[tuple[str, str]], strict: bool) -> Iterator[Finding]:
     pack = packfile.Pack.open(path)
+    if strict and pack.gone:
+        raise _packs.Vanished(str(path))
     if denied(pack.problem):
         yield Finding(str(path), "unreadable", f"{pack.problem}; the tuner ignores every entry of it")
         return
@@ -171,7 +179,7 @@ def _classify_pack(path: Path, served: set[tuple[str, str]]) -> Iterator[Finding
         kind = "foreign" if "not a triton_dist pack" in pack.problem or other_version(pack.problem) else "corrupt"
         yield Finding(str(path), kind, f"{pack.problem}; the tuner ignores every entry of it")
         return
-    data = packfile.read_all(str(path))
+    data = _packs.whole(pack, strict)
     for eid in pack.ids():
         where = path / f"{eid}.json"
         blob, why = pack.slice(data, eid)
