@@ -1,7 +1,8 @@
 """A shared cache root across a triton_dist upgrade (an operator, 2026-12-05).
 
-``old_entries/`` holds two entries as triton_dist f392a35 (2026-12-05 03:34, before the kernel
-dependencies and kernels-in-configs changes) wrote them for :data:`MODULE` on a CPU under Triton's
+``old_entries/`` holds entries as triton_dist f392a35 (2026-12-05 03:34, before the kernel
+dependencies and kernels-in-configs changes) and e1436ab (2026-12-04 01:52, before keys Python
+holds equal were written alike) wrote them for :data:`MODULE` on a CPU under Triton's
 interpreter: ``git worktree add /tmp/old f392a35``, then ``PYTHONPATH=/tmp/old:. python upgmod.py``
 with ``TRITON_DIST_AUTOTUNE_DIR`` set. Only their hardware (and hence their id and file name) is
 this machine's, as that version would write them here.
@@ -76,9 +77,24 @@ MODULE = textwrap.dedent('''
         return y
 
 
+    @triton.jit
+    def add_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)
+
+
+    @autotune(config_space=[{"BLOCK": 32}, {"BLOCK": 64}], key_fn=lambda x, alpha: (x.numel(), alpha), n_warmup=1,
+              n_repeat=2)
+    def shifted(x, alpha, *, BLOCK):
+        y = torch.empty_like(x)
+        add_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, x.numel(), BLOCK=BLOCK)
+        return y * alpha
+
+
     if __name__ == "__main__":
         x = torch.arange(64, dtype=torch.float32)
         assert torch.equal(scaled(x), x * 3) and torch.equal(doubled(x), x * 2)
+        assert torch.equal(shifted(x, 2.0), (x + 1) * 2)
 ''').lstrip()
 
 CALL = '''
@@ -94,8 +110,8 @@ CALL = '''
 
 
 def _old_root(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
-    """A project with MODULE and a cache root holding the old version's two entries, as it
-    would have written them on this machine."""
+    """A project with MODULE and a cache root holding the old versions' entries, as they would
+    have written them on this machine."""
     project, root = tmp_path / "project", tmp_path / "cache"
     project.mkdir()
     (project / "upgmod.py").write_text(MODULE)
@@ -105,8 +121,8 @@ def _old_root(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     assert here.returncode == 0, here.stderr
     hardware = json.loads(here.stdout.splitlines()[-1])
     written = {}
-    for name in ("scaled", "doubled"):
-        entry = json.loads((OLD / f"f392a35-{name}.json").read_text())
+    for name, version in (("scaled", "f392a35"), ("doubled", "f392a35"), ("shifted", "e1436ab")):
+        entry = json.loads((OLD / f"{version}-{name}.json").read_text())
         assert "rules" not in entry  # as the old version wrote it
         entry["hardware"] = hardware
         entry["id"] = _cache.entry_id(entry["source_hash"], hardware["digest"], entry["key"])
@@ -146,11 +162,25 @@ def test_a_miss_on_an_older_versions_entry_names_the_upgrade_not_only_an_edit(tm
     tuned = run_python("import runpy; runpy.run_module('upgmod', run_name='__main__')", root, project)
     assert tuned.returncode == 0, tuned.stderr
     new = [p for p in root.glob("*/*.json") if json.loads(p.read_text()).get("rules") == RULES]
-    assert sorted(p.parent.name for p in new) == ["doubled", "scaled"]
-    assert old["scaled"].read_bytes() == before["scaled"]  # another id: left where it was
+    assert sorted(p.parent.name for p in new) == ["doubled", "scaled", "shifted"]
+    for name in ("scaled", "shifted"):  # another id: left where it was
+        assert old[name].read_bytes() == before[name]
     # the same id (a kernel that uses nothing): the old entry is replaced and kept in history
     history = list((root / "doubled" / "history").glob("*.json"))
     assert [p.read_bytes() for p in history] == [before["doubled"]]
+
+
+def test_a_key_an_older_version_wrote_otherwise_is_named_with_the_text_this_one_writes(tmp_path: Path) -> None:
+    """e1436ab (2026-12-04 01:52) wrote ``alpha=2.0`` as ``(64, 2.0)``, this version as ``(64, 2)``:
+    ``why upgmod:shifted "(64, 2.0)"`` said "the entry is for key (64, 2.0)", the key asked for."""
+    project, root, old = _old_root(tmp_path)
+    why = run_cli("why", "upgmod:shifted", "(64, 2.0)", root=root, modules=project)
+    assert why.returncode == 1, why.stdout + why.stderr
+    reason = next(line for line in why.stdout.splitlines() if line.startswith("reason"))
+    assert str(old["shifted"]) in reason and "differs in key, source" in reason, reason
+    assert "the entry is for key (64, 2.0), which this triton_dist writes as (64, 2): the entry records no rules " \
+           "date" in reason and "2.0 as 2" in reason
+    assert reason.count("the entry records no rules date") == 1 and "(see above)" in reason  # said once
 
 
 def test_an_entry_of_this_versions_rules_is_told_as_an_edit_alone(tmp_path: Path) -> None:

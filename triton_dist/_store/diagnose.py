@@ -13,6 +13,7 @@ is), or the entry is unusable, or it is usable but its best config is no longer 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import json
@@ -22,6 +23,7 @@ from typing import Any
 
 from triton_dist._store import files as _cache
 from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
+from triton_dist._store.keytext import stable_key_text
 from triton_dist._store.packs import canonical
 from triton_dist._store.rules import note as rules_note
 from triton_dist._store.scan import scan_function_dir
@@ -82,13 +84,34 @@ class Diagnosis:
         return out
 
 
+def _written_now(text: str) -> str | None:
+    """How this version writes the key an entry's key text holds (literals only: never runs
+    code; a text of at most 10,000 characters), or None when it cannot tell."""
+    if len(text) > 10_000:
+        return None
+    try:
+        return stable_key_text(ast.literal_eval(text))
+    except Exception:  # noqa: BLE001 - not a literal, or not a key this version writes: cannot tell
+        return None
+
+
+def _rules_once(entry: dict[str, Any], diffs: Sequence[Difference]) -> str:
+    """``": <why other rules may explain it>"``, or ``" (see above)"`` where an earlier
+    component of the same entry said it already."""
+    other = rules_note(entry)
+    return " (see above)" if any(other in d.detail for d in diffs) else ": " + other
+
+
 def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body: str | None,
              hardware_digest: str | None, hardware: dict[str, Any] | None,
              versions: dict[str, str] | None, space: Sequence[Any] | None, version_check: bool,
              cache_only: bool, world: int | None) -> list[Difference]:
     diffs: list[Difference] = []
     if entry["key"] != key_text:
-        diffs.append(Difference("key", key_text, entry["key"], f"the entry is for key {_short(entry['key'])}"))
+        detail = f"the entry is for key {_short(entry['key'])}"
+        if rules_note(entry) and _written_now(entry["key"]) == key_text:  # 2.0 written as 2 since 2026-12-04
+            detail += f", which this triton_dist writes as {_short(key_text)}: " + rules_note(entry)
+        diffs.append(Difference("key", key_text, entry["key"], detail))
     if world is not None and entry_world(entry) != world:
         diffs.append(Difference("world", str(world), str(entry_world(entry)),
                                 f"measured over {entry_world(entry)} rank(s); the caller tunes over {world}"))
@@ -98,7 +121,7 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
         if body is not None and entry.get("body_hash") == body:
             detail += "; only its decorators differ (e.g. the config space), so its timings can be reused"
         elif rules_note(entry):  # an upgrade changes the hash of unchanged code (a tester, 2026-12-05)
-            detail += ", or this triton_dist computes it otherwise: " + rules_note(entry)
+            detail += ", or this triton_dist computes it otherwise" + _rules_once(entry, diffs)
         diffs.append(Difference("source", source_hash, entry["source_hash"], detail))
     entry_digest = entry["hardware"].get("digest")
     if hardware_digest is not None and entry_digest != hardware_digest:
@@ -124,10 +147,9 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
         seen = {config_key(c.get("config")) for c in entry["candidates"] if isinstance(c, dict)}
         new = [i for i, k in enumerate(keys) if k not in seen]
         if config_key(best) not in keys:
-            other = rules_note(entry)
+            other = ", or this triton_dist writes it otherwise" + _rules_once(entry, diffs) if rules_note(entry) else ""
             diffs.append(Difference("config_space", f"{len(keys)} configs", _short(best),
-                                    f"the entry's best config {_short(best)} is no longer in config_space"
-                                    + (f", or this triton_dist writes it otherwise: {other}" if other else "")))
+                                    f"the entry's best config {_short(best)} is no longer in config_space{other}"))
         elif new:
             note = ("; in cache-only mode the entry's best is used and they stay untried" if cache_only
                     else "; they would be measured, with the entry's best, reusing the other timings "
