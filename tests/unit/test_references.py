@@ -139,3 +139,54 @@ def test_a_failing_config_under_the_candidate_time_limit_lets_the_arguments_go(
         assert scale.best_config(x, 2.0) == {"BLOCK": 32}
         del x
         assert not _alive(x_ref)  # before: the failed config's error, kept in the thread's box
+
+
+def test_a_module_whose_method_is_tuned_goes_when_dropped_and_its_calls_arguments_with_the_call() -> None:
+    class Scale(torch.nn.Module):
+        def __init__(self, alpha: float) -> None:
+            super().__init__()
+            self.alpha = alpha
+            self.weight = torch.nn.Parameter(torch.randn(64))
+
+        @autotune(config_space=SPACE, key_fn=lambda self, x, *a, **k: (tuple(x.shape), self.alpha),
+                  n_warmup=1, n_repeat=2)
+        def forward(self, x: torch.Tensor, BLOCK: int) -> torch.Tensor:
+            return _launch(x, self.alpha, BLOCK)
+
+    with collector_off():
+        for alpha, mode in ((2.0, torch.no_grad), (3.0, torch.inference_mode), (2.0, torch.enable_grad)):
+            module = Scale(alpha)  # an evaluation copy, a LoRA swap: made, called, dropped
+            x = torch.randn(40, device=kernel_device())
+            with mode():
+                assert torch.allclose(module(x), x * alpha)
+            refs = [weakref.ref(module), weakref.ref(module.weight), weakref.ref(x)]
+            del module, x
+            assert not any(_alive(r) for r in refs)  # reference counting alone: no cycle through the tuner
+
+
+def test_contextual_autotune_keeps_no_argument_of_the_outer_function(tmp_path, monkeypatch) -> None:
+    from triton_dist.autotuner import contextual_autotune
+
+    monkeypatch.chdir(tmp_path)  # its log: ./.autotune_logs/
+
+    @triton.autotune(configs=[triton.Config({"BLOCK": 16}), triton.Config({"BLOCK": 32})], key=["n"])
+    @triton.jit
+    def kernel(x_ptr, y_ptr, n, alpha, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * alpha, mask=mask)
+
+    @contextual_autotune(n_repeat=2, n_warmup=1)
+    def outer(x: torch.Tensor, alpha: float) -> torch.Tensor:
+        y = torch.empty_like(x)
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, y, x.numel(), alpha)
+        return y
+
+    with collector_off():
+        for n in (40, 40, 50):  # tuning, tuned, a new key
+            x = torch.randn(n, device=kernel_device())
+            y = outer(x, 2.0)
+            assert torch.allclose(y, x * 2)
+            refs = [weakref.ref(x), weakref.ref(y)]
+            del x, y
+            assert not any(_alive(r) for r in refs)
