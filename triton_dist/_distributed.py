@@ -334,9 +334,10 @@ def agree(view: GroupView, backend: Backend, fields: dict[str, str], timeout_s: 
     spaces = ("\nThe config spaces differ between ranks (other configs, or the same ones in another order): "
               "build config_space identically on every rank, so that an index names one config everywhere."
               if any(line.lstrip().startswith("space:") for line in lines) else "")
-    source = ("\nThe source hashes differ: the function, the Triton kernels it calls or what its closure "
-              "captures differ between ranks (a function made per rank, closing over the rank): pass "
-              "such values as arguments, so that every rank tunes the same function."
+    source = ("\nThe source hashes differ: the function, the Triton kernels it calls, what its closure "
+              "captures or the module constants it reads differ between ranks (a function made per rank, "
+              "closing over the rank; a module edited on one node): pass such values as arguments, "
+              "so that every rank tunes the same function."
               if any(line.lstrip().startswith("source:") for line in lines) else "")
     from triton_dist.settings import get_settings
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -356,7 +357,8 @@ def test_prune_other_hardware_keeps_this_machine_entries(seeded, capsys):
 
 
 def test_prune_history_and_invalid_files(seeded, capsys, import_module):
-    import_module("lmod_grown", LIST_MODULE.format(space=[{"c": 0}, {"c": 1}, {"c": 2}, {"c": 3}])).work(20)
+    sys.modules.pop("lmod")  # the module edited (another module's function of one name is said)
+    import_module("lmod", LIST_MODULE.format(space=[{"c": 0}, {"c": 1}, {"c": 2}, {"c": 3}])).work(20)
     history = list((seeded / "work" / "history").glob("*.json"))
     assert len(history) == 1  # the grown space re-tuned the same entry
     (seeded / "scale" / "junk.json").write_text("not json")

@@ -153,6 +153,8 @@ class Verdict:
     """A file is there but cannot serve this call (inline tuning warns about it)."""
     source: Path | None = None
     """Where the entry was read: ``path``, or a packed entry's path (``_store.packs``)."""
+    shared: bool = False
+    """A miss on an entry another function wrote (``_other_function``): inline tuning says so."""
 
     @property
     def hit(self) -> bool:
@@ -219,6 +221,8 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         # issue 6 item 4: the space grew (e.g. a module-level list; the source hash is the same):
         # a tuning caller measures the new configs, reusing this entry's timings (see _reuse)
         verdict.why = f"config_space has {len(new)} config(s) the entry never measured ({new[:10]})"
+        shared = _other_function(entry, call)  # re-tuned over another function's entry: said (lookup)
+        verdict.why, verdict.shared = verdict.why + shared, bool(shared)
         return verdict
     verdict.index = index
     return verdict
@@ -261,6 +265,10 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
         message = (f"ignoring cache file {verdict.source or verdict.path}: {verdict.why}. "
                    "It is treated as a miss and re-tuned.")
         warn_user(message, log=log)
+    elif verdict.shared:  # a grown space: re-tuned silently, the other function's entry replaced
+        warn_user(f"{call.qualname}: re-tuning over cache file {verdict.source or verdict.path}: {verdict.why}. "
+                  f"If the function moved here from {str((verdict.entry or {}).get('qualname')).rpartition('.')[0]} "
+                  "(and its space grew), this is said once.", log=log)
     for note in verdict.notes:
         warn_user(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).")
     if not verdict.hit:

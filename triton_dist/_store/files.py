@@ -92,11 +92,12 @@ def encode_value(value: Any) -> Any:
                 sorted((encode_value(v) for v in value), key=config_text)}
     cls = type(value)
     if cls.__name__ == "Config" and hasattr(value, "kwargs") and hasattr(value, "num_warps"):
-        # triton.Config (and triton-ascend's): every plain attribute, hooks by name only
+        # triton.Config (and triton-ascend's): every plain attribute, a hook by its name and (a
+        # function) a digest of its source: by its name alone, an edited pre_hook was a hit
         fields = {}
         for name, attr in sorted(vars(value).items()):
             if callable(attr):
-                attr = getattr(attr, "__qualname__", type(attr).__name__)
+                attr = _function_identity(attr) or getattr(attr, "__qualname__", type(attr).__name__)
             fields[name] = encode_value(attr)
         return {"triton.Config": fields}
     return {"repr": f"{cls.__module__}.{cls.__qualname__}:{_value_text(value)}"}
@@ -122,6 +123,15 @@ def told_by_content(value: Any) -> bool:
     return " at 0x" not in repr(value)
 
 
+def _function_identity(value: Any) -> str | None:
+    """``fingerprint.function_identity`` for a Python function (imported only for one), else None."""
+    if not inspect.isfunction(value):
+        return None
+    from triton_dist._store.fingerprint import function_identity
+
+    return function_identity(value)
+
+
 def _kernel_identity(value: Any) -> str | None:
     """``fingerprint.kernel_identity`` for a Triton kernel (imported only for one), else None."""
     if not any(c.__name__ == "KernelInterface" for c in type(value).__mro__):
@@ -144,7 +154,9 @@ def _value_text(value: Any) -> str:
         owner = getattr(value, "__self__", None)
         if owner is not None and not inspect.ismodule(owner) and not inspect.isclass(owner):
             return f"{_value_text(owner)}.{getattr(value, '__name__', '?')}"  # a bound method
-        name = str(getattr(value, "__qualname__", None) or getattr(value, "__name__", "?"))
+        # a function by its name and a digest of its source (with what it uses): an edited one is
+        # another config (2026-12-06); a class or a builtin by its name
+        name = _function_identity(value) or str(getattr(value, "__qualname__", None) or getattr(value, "__name__", "?"))
         module = getattr(value, "__module__", None)  # as a campaign imports it (not __main__: a tester)
         return f"{module_text(module)}.{name}" if module else name
     content = _content_digest(value)

@@ -26,10 +26,11 @@ from importlib import metadata
 from typing import Any
 
 from triton_dist._backends import Backend
+from triton_dist._store.constants import constants_read
 from triton_dist._store.modname import module_text
 
-__all__ = ["HARDWARE_OVERRIDE", "body_hash", "digest", "hardware_info", "kernel_identity", "software_versions",
-           "source_hash"]
+__all__ = ["HARDWARE_OVERRIDE", "body_hash", "digest", "function_identity", "hardware_info", "kernel_identity",
+           "software_versions", "source_hash"]
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +81,8 @@ def _own_kernel_sources(fn: Callable[..., Any]) -> list[str]:
         text = _kernel_source(namespace.get(name))
         if text is not None:
             sources.append(f"{name}:{text}")
-    return sources + _closure_texts(fn, 0) + _attribute_kernels(fn, _method_class(fn))
+    # the module constants it reads (``_store.constants``): none read, the hash is as before
+    return sources + _closure_texts(fn, 0) + _attribute_kernels(fn, _method_class(fn)) + constants_read(fn)
 
 
 def _global_names(code: Any) -> set[str]:
@@ -130,6 +132,29 @@ def kernel_identity(obj: Any) -> str | None:
     text = _kernel_source(obj) or ""
     name = f"{module_text(getattr(fn, '__module__', '') or '')}.{fn.__qualname__}"
     return f"triton kernel {name} source sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def function_identity(obj: Any) -> str | None:
+    """How a plain Python function held in a config is written (``files.encode_value``: a config's
+    value, a ``triton.Config``'s ``pre_hook``/``post_hook``): its qualified name and a digest of
+    its source with what it uses, as the host function's hash counts it (the kernels it calls,
+    its closure, the module constants it reads), so that an edited function makes the configs
+    that hold it new ones (measured, never taken from the disk); None for anything but a
+    function. Written by its name alone, an edit of a ``pre_hook`` was a hit (2026-12-06)."""
+    if not inspect.isfunction(obj):
+        return None
+    text: str = _once(_function_texts, _compute_function_text, obj)
+    return f"{obj.__qualname__} source sha256:{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+_function_texts: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _compute_function_text(fn: Any) -> str:
+    raw = _raw_source(fn)
+    code = fn.__code__
+    source = raw if raw is not None else repr((code.co_code, code.co_consts, code.co_names))
+    return "\n".join([source, *_kernel_sources(fn)])
 
 
 def _compute_kernel_text(fn: Any, depth: int = 0) -> str:

@@ -17,10 +17,13 @@ from typing import Any
 __all__ = ["CHANGES", "RULES", "note"]
 
 #: the date of this version's rules (an entry's ``rules`` field)
-RULES = "2026-12-05"
+RULES = "2026-12-06"
 
 #: the changes of the rules, newest first: (date, what changed since the rules before)
 CHANGES = (
+    ("2026-12-06", "the module constants a host function reads count in its source hash, and a Python "
+                   "function in a config (a value, a triton.Config's pre_hook) is written by its name and a "
+                   "digest of its source"),
     ("2026-12-05", "a kernel counts with the @triton.jit helpers it calls and the constants it reads, "
                    "kernels reached as attributes count, and a Triton kernel in a config is written by its "
                    "name and a digest of its source"),

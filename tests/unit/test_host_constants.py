@@ -1,0 +1,152 @@
+"""The module constants a host function reads, and the functions its configs hold, in the hashes
+(``triton_dist/_store/constants.py``, ``fingerprint.function_identity``; the cross-process case:
+tests/reliability/test_host_dependencies.py).
+
+A constant counts by its value where its module writes it as a literal (or imports it), by its
+statement where the module computes it (a rank read from the environment: every rank hashes
+alike), and not at all where some function sets it (state); a function that reads no constant
+hashes as before, so its entries stay valid.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+
+import pytest
+import torch
+import triton
+
+from triton_dist._store import fingerprint
+from triton_dist._store.files import encode_value
+
+MODULE = textwrap.dedent('''
+    import os
+
+    import torch
+
+    from hc_consts import IMPORTED
+
+    BLOCK = 128  # literal
+    SHAPE = (
+        4,
+        8,  # (
+    )
+    RANK = int(os.environ.get("HC_RANK", "0"))
+    _calls = 0
+    TABLE = [1, 2]
+
+
+    def count():
+        global _calls
+        _calls += 1
+
+
+    class Ops:
+        pass
+
+
+    def host(x, b):
+        return x * b + BLOCK + SHAPE[0] + RANK + _calls + IMPORTED
+
+
+    def plain(x, b):
+        return torch.relu(x) * b + TABLE[0] + len(Ops.__name__) + len(x.__class__.__name__)
+''')
+
+
+def _load(tmp_path, name, text=MODULE, consts="IMPORTED = 1\n", module_name=None):
+    """``text`` as a module of its own file ``name``.py (named ``module_name``, else ``name``)."""
+    (tmp_path / f"{name}.py").write_text(text)
+    (tmp_path / "hc_consts.py").write_text(consts)
+    sys.modules.pop("hc_consts", None)
+    spec = importlib.util.spec_from_file_location(module_name or name, tmp_path / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(autouse=True)
+def _path(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(tmp_path))  # for hc_consts
+    yield
+    sys.modules.pop("hc_consts", None)
+
+
+def test_what_the_host_reads_counts_by_value_statement_or_not_at_all(tmp_path, monkeypatch):
+    module = _load(tmp_path, "hc_a")
+    assert fingerprint.constants_read(module.host) == [
+        "global BLOCK=128", "global IMPORTED=1", 'global RANK = int(os.environ.get("HC_RANK", "0"))',
+        "global SHAPE=(4, 8)"]  # _calls: set by count(), state
+
+
+def test_a_function_reading_no_constant_hashes_as_before(tmp_path, monkeypatch):
+    """Modules, classes, lists, a module's ``__name__`` read as an attribute: nothing counted,
+    and the hashes are those computed without constants (the entries written before stay valid)."""
+    module = _load(tmp_path, "hc_plain")
+    assert fingerprint.constants_read(module.plain) == []
+    hashes = fingerprint.source_hash(module.plain), fingerprint.body_hash(module.plain)
+    monkeypatch.setattr(fingerprint, "constants_read", lambda fn: [])
+    again = _load(tmp_path, "hc_plain_b").plain
+    assert (fingerprint.source_hash(again), fingerprint.body_hash(again)) == hashes
+
+
+def _hash(tmp_path, name, text=MODULE, consts="IMPORTED = 1\n"):
+    return fingerprint.source_hash(_load(tmp_path, name, text, consts).host)
+
+
+def test_an_edited_constant_changes_the_hash_a_reformatted_one_not(tmp_path):
+    base = _hash(tmp_path, "hc_base")
+    assert _hash(tmp_path, "hc_edit", MODULE.replace("BLOCK = 128", "BLOCK = 256")) != base
+    assert _hash(tmp_path, "hc_tuple", MODULE.replace("    8,  # (", "    16,")) != base
+    assert _hash(tmp_path, "hc_imported", consts="IMPORTED = 2\n") != base
+    assert _hash(tmp_path, "hc_stmt", MODULE.replace('"HC_RANK", "0"', '"HC_RANK", "1"')) != base
+    assert _hash(tmp_path, "hc_format", MODULE.replace("BLOCK = 128  # literal", "BLOCK = 0x80")) == base
+    # the body hash (timing reuse) moves with it: timings of the code before are not reused
+    edited = _load(tmp_path, "hc_body", MODULE.replace("BLOCK = 128", "BLOCK = 256")).host
+    assert fingerprint.body_hash(edited) != fingerprint.body_hash(_load(tmp_path, "hc_body_b").host)
+
+
+def test_a_rank_read_from_the_environment_and_state_a_function_sets_hash_alike(tmp_path, monkeypatch):
+    """A value each rank computes for itself would make the ranks of a group hash differently and
+    refuse to tune together; a flag or counter differs with what the process did before."""
+    monkeypatch.setenv("HC_RANK", "0")
+    rank0 = _load(tmp_path, "hc_rank0")
+    monkeypatch.setenv("HC_RANK", "3")
+    rank3 = _load(tmp_path, "hc_rank3")
+    rank3.count()
+    assert (rank0.RANK, rank0._calls, rank3.RANK, rank3._calls) == (0, 0, 3, 1)
+    assert fingerprint.source_hash(rank3.host) == fingerprint.source_hash(rank0.host)
+
+
+HOOKS = textwrap.dedent('''
+    SCALE = 1
+
+
+    def zero(nargs):
+        nargs["x"].zero_()
+
+
+    def make(k):
+        def act(x):
+            return x * k
+        return act
+''')
+
+
+def test_a_hook_or_a_function_in_a_config_is_written_with_its_source(tmp_path):
+    """Written by its name alone, an edited ``pre_hook`` (or a function that is a config's value)
+    was the same config on disk: the entry of the code before hit."""
+    def written(module):
+        return encode_value(triton.Config({"B": 1}, pre_hook=module.zero)), encode_value(module.zero)
+
+    base = _load(tmp_path, "hc_hooks", HOOKS, module_name="hooks")
+    edited = _load(tmp_path, "hc_hooks_b", HOOKS.replace(".zero_()", ".fill_(1)"), module_name="hooks")
+    same = _load(tmp_path, "hc_hooks_c", HOOKS, module_name="hooks")
+    assert written(base) == written(same)
+    assert written(edited)[0] != written(base)[0] and written(edited)[1] != written(base)[1]
+    assert "zero source sha256:" in str(written(base)[0])
+    # closures of one factory capturing other numbers are other configs; a builtin, a class: by name
+    assert encode_value(base.make(2)) != encode_value(base.make(3)) == encode_value(same.make(3))
+    assert "sha256" not in str(encode_value(torch.relu)) and "sha256" not in str(encode_value(torch.nn.ReLU))
