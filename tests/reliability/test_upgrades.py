@@ -155,6 +155,11 @@ def test_a_miss_on_an_older_versions_entry_names_the_upgrade_not_only_an_edit(tm
         assert why.returncode == 1, why.stdout + why.stderr
         assert "MISS" in why.stdout and f"a triton_dist older than {RULES} may have written it" in why.stdout
 
+    # `show` says which rules an entry was written under (every version says triton_dist=0.1.0)
+    shown = run_cli("show", str(old["scaled"]), root=root, modules=project)
+    assert shown.returncode == 0, shown.stderr
+    assert f"rules     none recorded (this triton_dist's are of {RULES}: an older version wrote it" in shown.stdout
+
     # nothing served, nothing of the old version's removed or changed by looking
     assert {name: path.read_bytes() for name, path in old.items()} == before
 
@@ -163,6 +168,8 @@ def test_a_miss_on_an_older_versions_entry_names_the_upgrade_not_only_an_edit(tm
     assert tuned.returncode == 0, tuned.stderr
     new = [p for p in root.glob("*/*.json") if json.loads(p.read_text()).get("rules") == RULES]
     assert sorted(p.parent.name for p in new) == ["doubled", "scaled", "shifted"]
+    shown = run_cli("show", str(new[0]), root=root, modules=project)
+    assert f"rules     {RULES} (this triton_dist's)" in shown.stdout, shown.stdout + shown.stderr
     for name in ("scaled", "shifted"):  # another id: left where it was
         assert old[name].read_bytes() == before[name]
     # the same id (a kernel that uses nothing): the old entry is replaced and kept in history

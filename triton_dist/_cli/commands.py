@@ -28,6 +28,7 @@ from triton_dist._store import packs as _packs
 from triton_dist._store import verify as _cache_verify
 from triton_dist._store.check import other_version
 from triton_dist._store.denied import MODE, denied
+from triton_dist._store.rules import RULES
 from triton_dist.errors import CacheAdminError, TritonDistError
 
 __all__ = ["COMMANDS", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "EXIT_UNKNOWN", "emit"]
@@ -111,6 +112,18 @@ def _is_file(spec: str) -> bool:
         return False
 
 
+def _rules_line(entry: dict[str, Any]) -> str:
+    """The date of the rules the entry was named under (``_store.rules``): every triton_dist says
+    0.1.0 in ``versions``, so this is what tells an older version's entry (an operator, 2026-12-05)."""
+    theirs = entry.get("rules")
+    if theirs == RULES:
+        return f"{RULES} (this triton_dist's)"
+    said = str(theirs)[:20] if isinstance(theirs, str) else "none recorded"
+    which = "a newer" if isinstance(theirs, str) and theirs > RULES else "an older"
+    return (f"{said} (this triton_dist's are of {RULES}: {which} version wrote it, and its id, key text or "
+            "configs may be written otherwise; `why` compares them)")
+
+
 def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     if not root.is_dir() and not _is_file(args.entry):
         raise no_cache(root)
@@ -142,6 +155,7 @@ def cmd_show(args: argparse.Namespace, root: Path, as_json: bool) -> int:
         ("source", f"hash {entry['source_hash']}, body hash {entry.get('body_hash')}"),
         ("hardware", f"{hw.get('digest')}: " + ", ".join(f"{k}={v}" for k, v in sorted(hw.items()) if k != "digest")),
         ("versions", ", ".join(f"{k}={v}" for k, v in sorted(entry["versions"].items()))),
+        ("rules", _rules_line(entry)),
         ("measured", f"{measurement.get('n_warmup', '?')} warm-up + {measurement.get('n_repeat', '?')} timed "
                      f"runs, timer {measurement.get('timer', '?')}, {render_mode(measurement)}; "
                      f"world size {entry.get('world_size', '?')}"),
