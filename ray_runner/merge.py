@@ -19,7 +19,7 @@ __all__ = ["merge_entries"]
 
 _SAME = ("schema", "id", "function", "qualname", "key", "source_hash")
 _GENERIC_ERROR = "failed on another rank of the group"  # what a rank said before it named the rank
-_ELSEWHERE = ("failed on rank ", "failed on ranks ")  # _tuning._failed_elsewhere: no reason of its own
+_ELSEWHERE = ("failed on rank ", "failed on ranks ")  # _failure_notes.failed_elsewhere: no reason of its own
 
 
 def _elsewhere(error: Any) -> bool:

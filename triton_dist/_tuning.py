@@ -1,9 +1,9 @@
 """One tuning decision for one key, as named steps:
 
-1. :func:`_decide_locally` — hit? this rank's lookup of the disk cache (the hit rule,
+1. ``_decision.decide_locally`` — hit? this rank's lookup of the disk cache (the hit rule,
    ``_store.decide``), and on a miss the kept configs (``prune_fn``) and the timings it may reuse;
-2. :func:`_agree` — the group agrees on key, decision, kept configs and reuse (no-op alone);
-   a hit returns (:func:`_cached`), a cache-only miss takes the default (``_cache_only.untuned``);
+2. ``_decision.agree_plan`` — the group agrees on key, decision, kept configs and reuse (no-op alone);
+   a hit returns (``_decision.cached``), a cache-only miss takes the default (``_cache_only.untuned``);
 3. :func:`_measure` — time the configs, under the run guard (``_measure``);
 4. :func:`_reduce` — MAX over the group of every config's time (alone: this rank's);
 5. :func:`_pick` — the deterministic pick (``pick_best``), or ``NoValidConfigError``;
@@ -17,11 +17,9 @@ and writes). Keeping it in one place keeps the two byte-compatible.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import logging
 import math
 import os
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,74 +27,29 @@ from typing import Any
 
 from triton_dist._backends import Backend, get_backend
 from triton_dist._cache_only import untuned
-from triton_dist._distributed import (
-    GroupView,
-    agree,
-    host_id,
-    max_reduce,
-    resolve_group,
-    warn_if_ungrouped,
-    writers,
-)
+from triton_dist._decision import Plan, agree_plan, cached, decide_locally
+from triton_dist._distributed import GroupView, max_reduce, resolve_group, warn_if_ungrouped, writers
+from triton_dist._failure_notes import all_failed_advice, failed_elsewhere, note_bug
 from triton_dist._logging import TuningLog, job_rank_fields, job_rank_prefix, record_fields
-from triton_dist._logging import log as _tune_log
 from triton_dist._measure import guard as _safety
 from triton_dist._measure.adaptive import measure_adaptive
 from triton_dist._measure.bench import measure_candidates
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_target
 from triton_dist._measure.pick import pick_best, pick_note
-from triton_dist._measure.result import BUG_TYPES, CandidateResult, MeasuredMode, describe
+from triton_dist._measure.result import BUG_TYPES, CandidateResult, MeasuredMode
 from triton_dist._measure.spare import Spare
-from triton_dist._prune import kept_configs, kept_for_lookup
-from triton_dist._store import decide as _decide
 from triton_dist._store import files as _cache
-from triton_dist._store import packs as _packs
 from triton_dist._store import reuse as _reuse
-from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, measurement_info, replays_graphs
-from triton_dist._store.fingerprint import body_hash
+from triton_dist._store.entry import EntryAhead, build_entry, graph_mode, in_rounds, replays_graphs
 from triton_dist._target import Outcome, TuneTarget, show_config
 from triton_dist._warn import warn_user
-from triton_dist.errors import (
-    KeyFunctionError,
-    NoValidConfigError,
-    PruneError,
-    RankDisagreementError,
-    RankFailureError,
-    TritonDistError,
-)
+from triton_dist.errors import NoValidConfigError, RankFailureError, TritonDistError
 from triton_dist.settings import Settings, get_settings
 
 __all__ = ["Outcome", "TuneTarget", "pick_best", "resolve"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass
-class _Plan:
-    """What this rank decided before the group agrees (step 1), and what the group kept (step 2)."""
-
-    key_text: str = ""
-    decision: str = "error"
-    """``hit:<index>``, ``cache-only-miss``, ``tune``, or ``error`` (then ``error`` is set)"""
-    why: str = ""
-    """why it is not a hit (the lookup's reason, or "forced re-tuning")"""
-    kept: list[int] = dataclasses.field(default_factory=list)
-    path: Path | None = None
-    call: _decide.CallId | None = None
-    reuse: _reuse.Reuse | None = None
-    root: Path | None = None
-    """the cache root this rank reads and writes (writers are elected per host and root)"""
-    error: BaseException | None = None
-    """this rank's own failure (key_fn, prune_fn, the disk): raised after the group has agreed"""
-    entry: dict[str, Any] | None = None
-    """a hit's entry as read (``AutoTuner.tune(force=False)`` returns it; never exchanged)"""
-    source: Path | None = None
-    """where a hit's entry was read: ``path``, or a packed entry's ``<function>/packs/<pack>/<id>.json``"""
-    function: str = ""
-    """the tuned function's qualified name (ranks calling different functions are told which)"""
-    logs: list[str] = dataclasses.field(default_factory=list)
-    """each group rank's log of this tuning, by name (empty when nothing is written)"""
 
 
 def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any = None,
@@ -113,15 +66,15 @@ def resolve(target: TuneTarget, key: Any, args: tuple, kwargs: dict, *, pg: Any 
         warn_if_ungrouped(target.fn, target.qualname)
     root = Path(root) if root is not None else settings.autotune_dir
 
-    def decide() -> _Plan:
-        return _decide_locally(target, key, args, kwargs, view, backend, settings, root, force)
+    def decide() -> Plan:
+        return decide_locally(target, key, args, kwargs, view, backend, settings, root, force)
 
-    plan, hosts = _agree(decide(), decide, view, backend, settings, target.qualname)
+    plan, hosts = agree_plan(decide(), decide, view, backend, settings, target.qualname)
     rank_prefix = f"[rank {view.rank}/{view.size}] " if view is not None else job_rank_prefix()
     fields = (record_fields(view.rank, view.size, target.qualname, plan.key_text) if view is not None
               else job_rank_fields(target.qualname, plan.key_text))
     if plan.decision.startswith("hit:"):
-        return _cached(target, plan, verbose, rank_prefix, fields)
+        return cached(target, plan, verbose, rank_prefix, fields)
     if plan.decision == "cache-only-miss":
         return untuned(target, plan.call, plan.why, plan.key_text, plan.path, root, backend, settings)
 
@@ -150,148 +103,6 @@ def _with_overrides(target: TuneTarget, check_correctness: bool | None,
         check_correctness=target.check_correctness if check_correctness is None else check_correctness)
 
 
-def _decide_locally(target: TuneTarget, key: Any, args: tuple, kwargs: dict, view: GroupView | None,
-                    backend: Backend, settings: Settings, root: Path, force: bool) -> _Plan:
-    """Step 1: this rank's answer to "hit?" (``_store.decide``); on a miss that tunes, the configs
-    ``prune_fn`` keeps and an older entry's timings to reuse. A failure is kept for step 2."""
-    plan = _Plan(root=root, function=target.qualname)
-    try:
-        plan.call = call = _decide.identify(target, key, view.size if view is not None else 1, backend)
-        if view is None:  # alone: in a multi-rank job without a group, its entry may be the group's
-            job = _job_world()
-            if job > 1:
-                plan.call = call = dataclasses.replace(call, job_world=job)
-        plan.key_text, plan.path = call.key, call.path(root)
-        kept = None
-        if not (force or settings.always_tune):
-            # a cached best that prune_fn rejects now (an edited prune_fn) is a miss, not a hit
-            kept = kept_for_lookup(target, args, kwargs, plan.key_text)
-            plan.call = call = dataclasses.replace(call, kept=kept)
-        index, plan.why, plan.entry, plan.source = (None, "forced re-tuning", None, None) \
-            if force or settings.always_tune else _decide.lookup(call, root, settings, stacklevel=6)
-        if index is not None:
-            plan.decision = f"hit:{index}"
-        elif settings.cache_only != "off" and not force:
-            plan.decision = "cache-only-miss"
-        else:
-            plan.decision = "tune"
-            plan.kept = list(kept) if kept is not None else kept_configs(target, args, kwargs, plan.key_text)
-            # checking correctness compares every config with config_space[0]'s result, which a
-            # reused timing never ran: every kept config is measured then (a wrong cached best was
-            # the reference for a grown space, and stayed best; a tester, session 28)
-            if not (force or settings.always_tune or target.check_correctness):
-                plan.reuse = _reuse.find_reusable(
-                    root, target.name, target.encoded, plan.kept, plan.key_text, target.source_hash(),
-                    body_hash(target.fn), call.digest, call.versions,
-                    measurement_info(target, backend, call.world or 1), world=call.world or 1)
-    except (KeyFunctionError, PruneError, OSError) as exc:
-        plan.error = exc
-    return plan
-
-
-def _job_world() -> int:
-    """The ranks of this process's torch.distributed job (1 when it is not initialised)."""
-    dist = sys.modules.get("torch.distributed")  # never imported here for the question
-    try:
-        if dist is not None and dist.is_available() and dist.is_initialized():
-            return int(dist.get_world_size())
-    except Exception:  # noqa: BLE001 - a torn-down group: alone
-        pass
-    return 1
-
-
-def _agree(plan: _Plan, decide: Callable[[], _Plan], view: GroupView | None, backend: Backend,
-           settings: Settings, what: str = "") -> tuple[_Plan, list[Any]]:
-    """Step 2: the ranks exchange their plans (``agree`` raises on a disagreement or on another
-    rank's error); then this rank's own error is raised. Returns the plan and the ranks' hosts.
-    When only the cache decision differs, every rank looks up once more first: another group's
-    entry may have landed between the ranks' lookups (a node's tensor-parallel groups tuning one
-    key at once, sharing the node's cache); a disagreement that remains is the error."""
-    if view is None:
-        if plan.error is not None:
-            raise plan.error
-        return plan, [host_id()]
-    try:
-        rows = agree(view, backend, _fields(plan), settings.agree_timeout_s, what)
-    except RankDisagreementError as exc:  # the same on every rank: every rank looks again
-        differ = set(exc.details.get("values", {}))
-        if "cache" not in differ or not differ <= {"cache", "configs"}:  # a hit keeps no configs
-            raise
-        plan = decide()
-        try:
-            rows = agree(view, backend, _fields(plan), settings.agree_timeout_s, what)
-        except RankDisagreementError as again:
-            together = _fall_back_together(plan, again, view)
-            if together is None:
-                raise
-            rows = together
-    if plan.reuse is not None and len({row["reuse"] for row in rows}) > 1:
-        # the ranks' caches differ: all of them measure everything (never a disagreement error)
-        plan.reuse = None
-    if plan.error is not None:
-        raise plan.error
-    return plan, [row["host"] for row in rows]
-
-
-def _fall_back_together(plan: _Plan, exc: RankDisagreementError, view: GroupView) -> list[dict[str, str]] | None:
-    """In cache-only mode, ranks of which some hit and the others have no entry (a cluster seeded
-    on some nodes) fall back together, as docs/cache.md promises, rather than raise a
-    disagreement (a tester, 2026-12-04): every rank takes the cache-only miss (strict: every rank
-    raises ``CacheMissError``; ``=1``: every rank runs config_space[0]). The same on every rank:
-    decided from the error's values, which every rank holds. None: not that case."""
-    values = exc.details.get("values", {})
-    decisions = values.get("cache", [])
-    if not set(values) <= {"cache", "configs"} or "cache-only-miss" not in decisions or \
-            not all(d == "cache-only-miss" or d.startswith("hit:") for d in decisions):
-        return None
-    missing = [view.ranks[r] for r, d in enumerate(decisions) if d == "cache-only-miss"]
-    if plan.decision.startswith("hit:"):
-        plan.why = f"the group falls back together: ranks {missing} of the {view.describe()} have no entry"
-    else:
-        plan.why += f" (ranks {missing} of the {view.describe()} have none; the others fall back with them)"
-    plan.decision, plan.kept = "cache-only-miss", []
-    return None if plan.error is not None else [{"host": host_id()}] * view.size
-
-
-def _fields(plan: _Plan) -> dict[str, str]:
-    # "source": ranks whose functions differ (a closure over the rank) would name different
-    # entries: the group's entry, written under one rank's, would be a miss for the others;
-    # "host": one writer per node and cache root (ranks of one node may keep their own caches)
-    root = "" if plan.root is None else str(plan.root.resolve())
-    # "space": the configs themselves, not their indices (ranks whose spaces hold other configs, or
-    # the same in another order, would agree on indices and run different configs)
-    return {"function": plan.function, "key": plan.key_text, "cache": plan.decision,
-            "configs": ",".join(map(str, plan.kept)),
-            "space": _space_text(plan.call.space) if plan.call is not None else "",
-            "source": plan.call.source_hash if plan.call is not None else "",
-            "error": describe(plan.error) if plan.error else "", "host": f"{host_id()}:{root}",
-            "reuse": plan.reuse.signature() if plan.reuse is not None else ""}
-
-
-def _space_text(space: list[Any]) -> str:
-    """The encoded config space, as the agreement compares and shows it (a digest after its start)."""
-    text = "[" + ", ".join(_cache.config_text(c) for c in space) + "]"
-    if len(text) <= 120:
-        return text
-    return f"{text[:100]}... ({len(space)} configs, sha256 {hashlib.sha256(text.encode()).hexdigest()[:16]})"
-
-
-def _cached(target: TuneTarget, plan: _Plan, verbose: bool, rank_prefix: str, fields: dict[str, Any]) -> Outcome:
-    """A hit: the entry's best config, and where it was read (a packed entry by its path in the
-    pack, as ``ls`` and ``show`` name it: its loose path names no file on a seeded node)."""
-    index = int(plan.decision[4:])
-    source = plan.source or plan.path
-    # issue 18 item 11: a hit says so, and where it came from; a DEBUG record of triton_dist.tune
-    # without autotune_verbose too, as the tuning's lines are (README; a tester found it missing)
-    if verbose or _tune_log.isEnabledFor(logging.DEBUG):
-        packed = " (a packed entry; `triton-dist-cache show` takes this path)" \
-            if source is not None and _packs.is_packed(source) else ""
-        TuningLog(None, verbose, rank_prefix, fields=fields).info(
-            "%s: cache hit for key %s: config %d %s, from %s%s", target.qualname, plan.key_text, index,
-            show_config(target.config_space[index]), source, packed)
-    return Outcome(index, "cache", entry=plan.entry, path=source)
-
-
 def _log_path(path: Path | None, rank: int | None, write: bool, writer: bool) -> Path | None:
     """The tuning's log next to its entry (group rank ``rank`` that does not write: its own), or None."""
     if not write or path is None:
@@ -299,7 +110,7 @@ def _log_path(path: Path | None, rank: int | None, write: bool, writer: bool) ->
     return path.with_suffix(".log") if writer else path.with_name(f"{path.stem}.rank{rank}.log")
 
 
-def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: GroupView | None,
+def _tune(target: TuneTarget, plan: Plan, args: tuple, kwargs: dict, view: GroupView | None,
           backend: Backend, settings: Settings, tlog: TuningLog, overwrite: bool,
           write_path: Path | None, root: Path, spare: Spare) -> Outcome:
     """Steps 3 to 6 of a miss: measure, reduce, pick, write. ``spare`` holds the host work done
@@ -335,7 +146,7 @@ def _tune(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: Grou
     return Outcome(best, "tuned", entry, path)
 
 
-def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: GroupView | None,
+def _measure(target: TuneTarget, plan: Plan, args: tuple, kwargs: dict, view: GroupView | None,
              backend: Backend, settings: Settings, tlog: TuningLog, overwrite: bool,
              spare: Spare, mode: MeasuredMode) -> tuple[list[CandidateResult], BaseException | None]:
     """Step 3: time the kept configs (those without reused timings) under the run guard, which
@@ -370,7 +181,7 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
                 # a classic bug stops tuning: say which config ran (a project error, e.g. a nested
                 # tuner's, or a RecursionError is not the user's bug: its own message says why)
                 if isinstance(exc, BUG_TYPES) and not isinstance(exc, TritonDistError):
-                    _note_bug(exc, target, i, plan.key_text)
+                    note_bug(exc, target, i, plan.key_text)
                 raise
         return guard.wrap(i, call, defer=defer)
 
@@ -388,7 +199,7 @@ def _measure(target: TuneTarget, plan: _Plan, args: tuple, kwargs: dict, view: G
         )
 
 
-def _measure_reused(target: TuneTarget, plan: _Plan, reuse: _reuse.Reuse, results: list[CandidateResult],
+def _measure_reused(target: TuneTarget, plan: Plan, reuse: _reuse.Reuse, results: list[CandidateResult],
                     args: tuple, kwargs: dict, view: GroupView | None, backend: Backend, settings: Settings,
                     tlog: TuningLog, overwrite: bool, spare: Spare, mode: MeasuredMode) -> list[CandidateResult]:
     """Graph mode fell back to eager runs (the host function cannot be captured) in a tuning that
@@ -418,18 +229,6 @@ def _say_mode(target: TuneTarget, backend: Backend, mode: MeasuredMode, tlog: Tu
         tlog.info("configs timed by graph replays%s", " in 2 memory placements" if mode.placements > 1 else "")
     else:
         tlog.info("configs timed by eager runs, not graph replays: %s", mode.fallback or "no graph was replayed")
-
-
-def _note_bug(exc: Exception, target: TuneTarget, index: int, key_text: str) -> None:
-    """Which config raised the error that stopped tuning, and why it stopped: the seed records a
-    config that raises as ``inf``, but a classic bug (``KeyError``, ``TypeError``, ...) propagates,
-    and it came back bare, naming neither the config nor the key (a tester, 2026-12-04)."""
-    if not hasattr(exc, "add_note") or any(n.startswith("stopped tuning") for n in getattr(exc, "__notes__", ())):
-        return
-    exc.add_note(
-        f"stopped tuning {target.qualname}: config_space[{index}] = {show_config(target.config_space[index]):.200} "
-        f"raised it for key {key_text:.200}; a {type(exc).__name__} is taken for a bug, not for the config's "
-        "failure (to reject a config raise ValueError/RuntimeError, or prune it with prune_fn)")
 
 
 def _measurer(target: TuneTarget, view: GroupView | None, backend: Backend, settings: Settings,
@@ -464,7 +263,7 @@ def _report(target: TuneTarget, tlog: TuningLog, result: CandidateResult) -> Non
         tlog.info("config %d %s: failed: %s", result.index, show_config(config), result.error)
 
 
-def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug: BaseException | None,
+def _reduce(target: TuneTarget, plan: Plan, results: list[CandidateResult], bug: BaseException | None,
             view: GroupView | None, backend: Backend, settings: Settings,
             tlog: TuningLog) -> list[CandidateResult]:
     """Step 4: every config's slowest time over the group (MAX-reduce), so that every rank picks
@@ -507,7 +306,7 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
         mine = local.get(i)
         error = mine.error if mine is not None and mine.error else None
         if math.isinf(reduced[j]) and error is None:
-            error = _failed_elsewhere(view, view.size - int(reduced[3 * n + j]), int(reduced[2 * n + j]) - 1,
+            error = failed_elsewhere(view, view.size - int(reduced[3 * n + j]), int(reduced[2 * n + j]) - 1,
                                       plan.logs)
             tlog.info("config %d %s: %s", i, show_config(target.config_space[i]), error)  # in this log too
         result = CandidateResult(i, reduced[j], reduced[n + j], mine.times_ms if mine else [], error)
@@ -516,51 +315,6 @@ def _reduce(target: TuneTarget, plan: _Plan, results: list[CandidateResult], bug
         merged.append(result)
     tlog.info("MAX over %s: %s", view.describe(), ", ".join(f"{r.index}={r.time_ms:.4f}" for r in merged))
     return merged
-
-
-def _failed_elsewhere(view: GroupView, low: int, high: int, logs: list[str]) -> str:
-    """A config that failed on other ranks only: which (the lowest and highest group ranks that
-    failed it), and where their reasons are, their logs on their nodes (none: nothing written, a
-    campaign's gang, whose driver merges the ranks' reasons: ``ray_runner.merge``)."""
-    if not 0 <= low <= high < view.size:  # (a reduction that did not carry them: cannot happen)
-        return "failed on another rank of the group"
-    where = f"the {view.describe()}"
-    if low == high:
-        see = f" (see its log {logs[low]} on its node)" if logs else ""
-        return f"failed on rank {view.ranks[low]} of {where}{see}"
-    notes = ["maybe on ranks between them too"] if high - low > 1 else []
-    if logs:
-        notes.append(f"see their logs {logs[low]} and {logs[high]} on their nodes")
-    tail = f" ({'; '.join(notes)})" if notes else ""
-    return f"failed on ranks {view.ranks[low]} and {view.ranks[high]} of {where}{tail}"
-
-
-def _all_failed_advice(results: list[CandidateResult], do_bench: Any = None) -> str:
-    """What to do when no candidate ran: configs that failed alike point at the host function or
-    its environment, not at the configs (a tester's host launching a stock ``@triton.autotune``
-    kernel was told to fix or prune configs that had nothing to do with it, session 28), or at
-    the decorator's ``do_bench``, which runs every config (``triton.testing.do_bench`` on the CPU
-    was blamed on the host function, 2026-12-04)."""
-    errors = {str(r.error) for r in results}
-    # Triton's own "this config cannot run here" (a static_assert on BLOCK, out of resources, a
-    # compile error): failing alike, the configs are the cause (a tester was told otherwise)
-    triton_own = ("InterpreterError", "CompilationError", "CompileTimeAssertionFailure", "OutOfResources",
-                  "MLIRCompilationError", "PTXASError")
-    if len(results) < 2 or len(errors) > 1 or next(iter(errors)).startswith(triton_own):
-        return "Fix the failing configs or prune them with prune_fn."
-    advice = ("Every config failed with the same error, so the configs are likely not the cause: check "
-              "the host function and its environment by calling it with config_space[0] directly")
-    if do_bench is not None:
-        timer = getattr(do_bench, "timer", do_bench)
-        advice += f", and the decorator's do_bench={timer!r:.80}, which times every config"
-    if "active drivers" in next(iter(errors)):  # no device driver: Triton's timers, or a stock kernel inside
-        if do_bench is not None:
-            advice += ("; a timer of Triton's (triton.testing.do_bench) needs a device driver: off a "
-                       "GPU/NPU leave do_bench out (the project's own timer runs on the CPU)")
-        advice += ("; a kernel that needs a device driver is launched, e.g. an inner @triton.autotune "
-                   "kernel that benchmarks itself: tune that kernel with "
-                   "triton_dist.autotuner.contextual_autotune around the caller, or give it one config")
-    return advice + "."
 
 
 def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlog: TuningLog) -> tuple[int, float]:
@@ -573,7 +327,7 @@ def _pick(target: TuneTarget, key_text: str, results: list[CandidateResult], tlo
                   level=logging.INFO)
         raise NoValidConfigError(
             f"every candidate of {target.qualname} failed for key {key_text}:\n{lines}\n"
-            + _all_failed_advice(results, target.do_bench),
+            + all_failed_advice(results, target.do_bench),
             key=key_text, errors=[r.error for r in results],
         )
     best, margin = pick_best(results)

@@ -25,7 +25,7 @@ from triton_dist._measure import guard, rounds, runs
 
 CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (4096, 8192)}
 LABELS = [(_tuning, "precompile_target"), (_tuning, "measure_candidates"), (_tuning, "_pick"),
-          (_tuning, "build_entry"), (_tuning, "_write"), (_tuning, "_decide_locally"),
+          (_tuning, "build_entry"), (_tuning, "_write"), (_tuning, "decide_locally"),
           (rounds._Rounds, "warm_up"), (rounds._Rounds, "set_up_graphs"), (rounds._Rounds, "_rebuild"),
           (rounds._Rounds, "next_capture"), (rounds._Rounds, "_capture_settled"), (rounds._Rounds, "_first_k"),
           (rounds._Rounds, "_finish_recomposed"), (rounds._Rounds, "_build"), (rounds._Rounds, "_warm_rest"),

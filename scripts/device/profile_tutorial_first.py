@@ -74,7 +74,7 @@ class Phases:
                                    (_tuning, "_write", "write entry"),
                                    (guard.RunGuard, "__enter__", "guard set-up"),
                                    (guard.RunGuard, "__exit__", "guard exit"),
-                                   (_tuning, "_decide_locally", "lookup (_decide_locally)")]:
+                                   (_tuning, "decide_locally", "lookup (decide_locally)")]:
             self._wrap(owner, name, label)
 
     def _wrap(self, owner: object, name: str, label: str) -> None:

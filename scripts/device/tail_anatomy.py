@@ -31,7 +31,7 @@ from triton_dist._measure import guard, rounds, runs
 from triton_dist._store import decide, files, reuse
 
 CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": (4096, 8192)}
-WRAPPED = [(tune.AutoTuner, "_miss"), (_tuning, "resolve"), (_tuning, "_decide_locally"), (_tuning, "_agree"),
+WRAPPED = [(tune.AutoTuner, "_miss"), (_tuning, "resolve"), (_tuning, "decide_locally"), (_tuning, "agree_plan"),
            (_tuning, "precompile_target"), (_tuning, "measure_candidates"), (_tuning, "_tune"),
            (_tuning, "_reduce"), (_tuning, "_pick"), (_tuning, "build_entry"), (_tuning, "_write"),
            (_tuning, "_on_result"), (_logging.TuningLog, "close"), (_logging.TuningLog, "__init__"),
