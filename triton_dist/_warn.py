@@ -71,7 +71,7 @@ def held_until_decided() -> Iterator[None]:
 @contextlib.contextmanager
 def collected() -> Iterator[list[Said]]:
     """Warnings of :func:`warn_user` in this thread go into the yielded list, for the thread that
-    waits for this one to say (``_measure.guard.run_limited``'s measuring thread: said there,
+    waits for this one to say (``_measure.time_limit.run_limited``'s measuring thread: said there,
     they were located in ``threading.py``, escaped the caller's :func:`held_until_decided`, and
     under ``-W error`` became the candidate's failure; a reviewer, 2026-12-04); that thread says
     them with :func:`say_collected`."""

@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 from torch.overrides import TorchFunctionMode
 
-from triton_dist._measure import guard
+from triton_dist._measure import time_limit
 from triton_dist._measure.interrupts import interrupts_held
 from triton_dist.errors import TritonDistWarning
 from triton_dist.settings import override
@@ -83,7 +83,7 @@ def test_an_interrupted_limited_candidate_runs_no_further_run_after_the_interrup
 
 
 def test_a_run_that_outlasts_the_wait_is_said(monkeypatch):
-    monkeypatch.setattr(guard, "STOP_WAIT_S", 0.1)
+    monkeypatch.setattr(time_limit, "STOP_WAIT_S", 0.1)  # the wait of run_limited (_measure/time_limit.py)
     calls = []
 
     @autotune([{"c": 1}, {"c": 2}], lambda x: x.numel(), n_warmup=0, n_repeat=1)

@@ -24,7 +24,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from triton_dist._backends import Backend
-from triton_dist._measure.guard import run_limited
 from triton_dist._measure.result import (
     CandidateResult,
     DoBench,
@@ -35,6 +34,7 @@ from triton_dist._measure.result import (
     synchronize_after_failure,
 )
 from triton_dist._measure.rounds import measure_rounds
+from triton_dist._measure.time_limit import run_limited
 
 __all__ = ["MillisecondTimer", "as_do_bench", "measure", "measure_candidates"]
 
@@ -103,7 +103,7 @@ def measure_candidates(
     (a bug), that exception: measuring stops there so that the caller can tell the other ranks
     before raising it. A candidate after which the device cannot even synchronise stops measuring
     the same way, with a :class:`DeviceStateError` (every later timing would be garbage).
-    ``timeout_s`` bounds each candidate (see ``guard.run_limited``); ``known_failures`` maps
+    ``timeout_s`` bounds each candidate (see ``time_limit.run_limited``); ``known_failures`` maps
     candidates to a reason and records them as failed without running them.
 
     Device backends (``backend.interleaved``: CUDA, NPU) measure in rounds, see
