@@ -22,6 +22,7 @@ screened by :mod:`ray_runner._values` (issue 17: a value over 10,000 nodes or 32
 plain data, is replaced by a marker every field rejects) and its case count is bounded from the
 grids' sizes, so pydantic only ever sees bounded values; messages are built by
 :mod:`ray_runner._spec_errors` (``path: message`` lines, did-you-mean hints), all at once.
+The field types and their checks are :mod:`ray_runner.spec_fields`'s.
 """
 
 from __future__ import annotations
@@ -31,42 +32,51 @@ import functools
 import itertools
 import json
 import math
-import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn
+from typing import Annotated, Any
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
-    Strict,
-    StringConstraints,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
     model_validator,
 )
-from pydantic_core import PydanticCustomError
 
 from triton_dist.errors import CampaignError
-from triton_dist.settings import DEVICE_KINDS
 
-from ._spec_errors import CAMPAIGN_ERROR, error_lines
-from ._values import MAX_VALUE_DEPTH, MAX_VALUE_NODES, Screen, Unchecked, glimpse, non_finite, plain
-from .hardware import parse_hardware
+from ._spec_errors import error_lines
+from ._values import MAX_VALUE_DEPTH, Screen, glimpse
+from .spec_fields import (
+    DEVICES,
+    ENV_NAME,
+    MODEL,
+    NAME,
+    Case,
+    Device,
+    EnvName,
+    EnvValue,
+    GridValues,
+    ImportPath,
+    Name,
+    ParamName,
+    ReportDir,
+    ResourceName,
+    Strategy,
+    fail,
+    hardware_kinds,
+    null_is,
+    project_settings,
+    seconds,
+    targets_list,
+)
 
 __all__ = ["DEVICES", "MAX_CASES", "MAX_CASES_CEILING", "Campaign", "CaseSpec", "TargetSpec", "campaign_schema",
            "load_campaign", "parse_campaign"]
-
-DEVICES = ("auto", *DEVICE_KINDS)
-STRATEGIES = ("STRICT_PACK", "PACK", "SPREAD", "STRICT_SPREAD")
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 #: default bound of a campaign's cases (explicit cases plus every grid's product), counted before
 #: any is built: an 8 x 10 grid is 10^8 cases from a 300-byte file (issue 17). ``max_cases:`` in
@@ -79,132 +89,6 @@ MAX_CASES_CEILING = 2_000_000
 _SHOWN = 100  # error lines in a CampaignError's message (its details keep all)
 
 
-# ---------------------------------------------------------------------------- field types
-
-def _fail(message: str) -> NoReturn:
-    # the message goes in as context: a glimpse of a mapping has braces a template would read
-    raise PydanticCustomError(CAMPAIGN_ERROR, "{message}", {"message": message})
-
-
-def _text(pattern: re.Pattern[str], what: str, *, strip: bool = False) -> Any:
-    """A string matching ``pattern``; anything else fails with "must be <what>"."""
-    def check(value: Any) -> str:
-        if isinstance(value, str) and pattern.match(value.strip() if strip else value):
-            return value.strip() if strip else value
-        _fail(f"must be {what}, got {glimpse(value)}")
-    return Annotated[str, StringConstraints(pattern=pattern.pattern), BeforeValidator(check)]
-
-
-def _nonblank(what: str) -> Any:
-    def check(value: Any) -> str:
-        if isinstance(value, str) and value.strip():
-            return value
-        _fail(f"must be {what}, got {glimpse(value)}")
-    return Annotated[str, StringConstraints(min_length=1), BeforeValidator(check)]
-
-
-def _screened(info: ValidationInfo) -> bool:
-    """parse_campaign has bounded every value already (see _screen): no second walk per reference."""
-    return isinstance(info.context, dict) and info.context.get("screened") is True
-
-
-def _plain_value(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
-        _fail(f"must be a plain value (number, string, bool, null or a list/mapping of them, at most "
-              f"{MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep), got {glimpse(value)}")
-    _finite(value)
-    return value
-
-
-def _finite(value: Any) -> None:
-    if non_finite(value):
-        _fail(f"holds NaN or infinity ({glimpse(value)}), which JSON cannot hold (the reports and cache keys "
-              "are JSON): write it as a string, e.g. 'inf', and convert it in the argument builder")
-
-
-def _grid_values(value: Any, info: ValidationInfo) -> Any:
-    if not isinstance(value, (list, Unchecked)):
-        _fail(f"must be a non-empty list of values, got {glimpse(value)}")
-    if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
-        _fail(f"values must be plain (numbers, strings, bools, null), at most {MAX_VALUE_NODES} of them, "
-              f"got {glimpse(value)}")
-    _finite(value)
-    return value
-
-
-def _env_value(value: Any) -> str:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        _fail(f"must be a string (quote it), got {glimpse(value)}")
-    return str(value)
-
-
-def _targets(value: Any) -> Any:
-    # here, not as min_length: pydantic counts a list's valid items, so a list of bad targets
-    # would also be reported as empty
-    if value is None or (isinstance(value, list) and not value):
-        _fail(f"must be a non-empty list of targets, got {glimpse(value)}")
-    return value
-
-
-def _hardware(value: Any) -> tuple[str, ...] | None:
-    """``auto`` (None) or the list of accelerator kinds (:func:`ray_runner.hardware.parse_hardware`)."""
-    problems: list[str] = []
-    # the field's own path is already the error line's ("hardware: ..."), an item's is not
-    kinds = parse_hardware(lambda path, message: problems.append(
-        message if path == "hardware" else f"{path}: {message}"), value)
-    if problems:
-        _fail("; ".join(problems))
-    return kinds
-
-
-def _project_settings(env: dict[str, str]) -> dict[str, str]:
-    """The project's own variables among ``env`` are read as every actor would read them: a value
-    it would refuse (``TRITON_DIST_DEVICE: gpu``) fails the file, not every case on the cluster;
-    so does a name that looks like a setting but is none (``TRITON_DIST_AUTOTUNE_CACHE_DIR``)."""
-    from triton_dist.errors import SettingsError
-    from triton_dist.settings import _parse, unknown_names
-
-    problems = unknown_names(env)  # a misspelt name would be ignored on every node (an operator)
-    for name, value in env.items():
-        if name.startswith("TRITON_DIST_"):
-            try:
-                _parse({name: value})
-            except SettingsError as exc:
-                problems.append(str(exc))
-    if problems:
-        raise PydanticCustomError("settings", "{problems}", {"problems": " ".join(problems)})
-    return env
-
-
-def _null_is(empty: Any) -> BeforeValidator:
-    """``field:`` with nothing after it (YAML null) reads as the empty default."""
-    return BeforeValidator(lambda value: empty if value is None else value)
-
-
-ImportPath = _text(_IMPORT_PATH, "an import path 'package.module:attribute'", strip=True)
-PlainValue = Annotated[Any, BeforeValidator(_plain_value), WithJsonSchema(
-    {"description": "a number, string, bool, null, or a list/mapping of them "
-                    f"(at most {MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep)"})]
-ParamName = Annotated[str, Strict()]
-Case = dict[ParamName, PlainValue]
-GridValues = Annotated[tuple[PlainValue, ...], Field(min_length=1, max_length=MAX_VALUE_NODES),
-                       BeforeValidator(_grid_values)]
-EnvName = _text(_ENV_NAME, "an environment variable name (letters, digits, '_', not starting with a digit)")
-EnvValue = Annotated[str, BeforeValidator(_env_value)]
-Name = _text(_NAME, "a file-name-safe string (letters, digits, '.', '_', '-')")
-ReportDir = _nonblank("a directory path")
-ResourceName = _nonblank("a Ray resource name")
-Device = Literal[DEVICES]  # type: ignore[valid-type]
-Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
-
-
-def _seconds(description: str, default: float) -> Any:
-    return Field(default, gt=0, allow_inf_nan=False, strict=True, description=description)
-
-
-_MODEL = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True, validate_default=False)
-
-
 # ---------------------------------------------------------------------------- the models
 
 #: the largest gang a case may ask for (a world larger than any job's; Ray refuses resource
@@ -215,7 +99,7 @@ MAX_WORLD_SIZE = 65536
 class TargetSpec(BaseModel):
     """One tuned function and the cases to tune it for (``targets[i]``)."""
 
-    model_config = _MODEL
+    model_config = MODEL
 
     function: ImportPath = Field(description="`module:attr` of a function decorated with "
                                  "`triton_dist.tune.autotune`, importable on the device actors.")
@@ -223,7 +107,7 @@ class TargetSpec(BaseModel):
                              "`builder(case: dict, ctx) -> (args: tuple, kwargs: dict)`.")
     world_size: int = Field(1, ge=1, le=MAX_WORLD_SIZE, strict=True, description="Ranks per case: each case runs "
                             "on a gang of this many device actors, in a world of exactly that size (at most 65536).")
-    cases: Annotated[tuple[Case, ...], _null_is(())] = Field(
+    cases: Annotated[tuple[Case, ...], null_is(())] = Field(
         (), description="The explicit cases: mappings of parameter names to plain values, handed to the builder.")
     grid: Annotated[dict[ParamName, GridValues], Field(min_length=1)] | None = Field(
         None, description="Parameter -> non-empty list of plain values; the cartesian product is added "
@@ -232,7 +116,7 @@ class TargetSpec(BaseModel):
     @model_validator(mode="after")
     def _has_cases(self) -> TargetSpec:
         if not self.cases and self.grid is None:
-            _fail("has no cases: give 'cases' (a list of mappings) and/or 'grid'")
+            fail("has no cases: give 'cases' (a list of mappings) and/or 'grid'")
         return self
 
     def all_cases(self) -> list[dict[str, Any]]:
@@ -252,7 +136,7 @@ class TargetSpec(BaseModel):
 class Campaign(BaseModel):
     """A validated campaign file."""
 
-    model_config = _MODEL
+    model_config = MODEL
 
     name: Name = Field(
         "campaign", description="Names the report files `<report_dir>/<name>.json`, `.md`, `.png`; "
@@ -263,16 +147,16 @@ class Campaign(BaseModel):
                             "or `cpu`: what the device actors tune on.")
     retries: int = Field(2, ge=0, strict=True, description="Extra attempts per case after a failure, each on "
                          "a fresh gang; then the case is recorded as failed.")
-    case_timeout_s: float = _seconds("Seconds one attempt of one case may take (argument building and "
+    case_timeout_s: float = seconds("Seconds one attempt of one case may take (argument building and "
                                      "tuning).", 600.0)
-    placement_timeout_s: float = _seconds("Seconds a gang may wait for its placement group (its "
+    placement_timeout_s: float = seconds("Seconds a gang may wait for its placement group (its "
                                           "`world_size` devices) before the attempt fails.", 120.0)
     report_dir: ReportDir = Field(
         "reports", description="Where the report JSON, Markdown and plot go (relative to the driver's "
                                "working directory).")
-    env: Annotated[dict[EnvName, EnvValue], _null_is({}), AfterValidator(_project_settings),
+    env: Annotated[dict[EnvName, EnvValue], null_is({}), AfterValidator(project_settings),
                    WithJsonSchema(  # pydantic writes patternProperties,
-        {"type": "object", "propertyNames": {"pattern": _ENV_NAME.pattern},  # which let other names pass
+        {"type": "object", "propertyNames": {"pattern": ENV_NAME.pattern},  # which let other names pass
          "additionalProperties": {"type": ["string", "number"]}})] = Field(
         default_factory=dict, description="Extra environment variables of the device actors, names to "
                                           "string values (e.g. `TRITON_INTERPRET: \"1\"`).")
@@ -287,14 +171,14 @@ class Campaign(BaseModel):
                            "counted from `cases` and the grids' sizes before any case is built; raised above "
                            f"{MAX_CASES_CEILING}, that many still bound it (every case is built in the driver's "
                            "memory).")
-    hardware: Annotated[tuple[str, ...] | None, BeforeValidator(_hardware), WithJsonSchema(
+    hardware: Annotated[tuple[str, ...] | None, BeforeValidator(hardware_kinds), WithJsonSchema(
         {"anyOf": [{"const": "auto"}, {"type": "null"}, {"type": "array", "items": {"type": "string"},
                                                          "minItems": 1}]})] = Field(
         None, json_schema_extra={"default": "auto"},
         description="The accelerator kinds every case is tuned on, once per kind: `auto` (every kind the "
                     "cluster's device nodes declare as Ray's `accelerator_type:<KIND>`; also when empty) or a "
                     "list; a listed kind the cluster lacks fails its cases (ray_runner/hardware.py).")
-    targets: Annotated[tuple[TargetSpec, ...], BeforeValidator(_targets)] = Field(
+    targets: Annotated[tuple[TargetSpec, ...], BeforeValidator(targets_list)] = Field(
         description="The functions to tune and their cases (a non-empty list).", json_schema_extra={"minItems": 1})
 
     _source: str | None = PrivateAttr(default=None)
@@ -442,7 +326,7 @@ def load_campaign(path: str | Path) -> Campaign:
         lines = "\n".join(f"  {d}" for d in loader.duplicates[:_SHOWN])
         raise CampaignError(f"campaign file {path} repeats keys in a mapping (YAML would keep the last value "
                             f"silently):\n{lines}\nKeep one of each.", errors=list(loader.duplicates))
-    return parse_campaign(data, default_name=path.stem if _NAME.match(path.stem) else "campaign",
+    return parse_campaign(data, default_name=path.stem if NAME.match(path.stem) else "campaign",
                           source=str(path))
 
 
