@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import p7_tutorials as p7
 import tutorial_kernels as tk
 
-from triton_dist import _logging, _tuning, tune
+from triton_dist import _decision, _logging, _tuning, tune
 from triton_dist._backends import get_backend
 from triton_dist._measure import guard, rounds, runs
 from triton_dist._store import decide, files, reuse
@@ -39,7 +39,7 @@ WRAPPED = [(tune.AutoTuner, "_miss"), (_tuning, "resolve"), (_tuning, "decide_lo
            (rounds, "_report"), (runs.CandidateRuns, "drop_graphs"), (runs.CandidateRuns, "start"),
            (guard.RunGuard, "__enter__"), (guard.RunGuard, "__exit__"), (rounds._Rounds, "timed_rounds"),
            # finer steps of both ends
-           (decide, "identify"), (decide, "lookup"), (_tuning, "_prune"), (reuse, "find_reusable"),
+           (decide, "identify"), (decide, "lookup"), (_decision, "kept_configs"), (reuse, "find_reusable"),
            (_tuning, "_log_path"), (_tuning, "_measurer"), (guard.RunGuard, "__init__"),
            (files, "ensure_private_dir"), (files, "dumps_entry"), (files, "_packed_bytes"),
            (files, "create_entry_text"), (files, "sync_later"), (rounds._Rounds, "first_run")]
