@@ -1,7 +1,7 @@
 """A shared cache root across a triton_dist upgrade (an operator, 2026-12-05).
 
 ``old_entries/`` holds entries as triton_dist f392a35 (2026-12-05 03:34, before the kernel
-dependencies and kernels-in-configs changes) and e1436ab (2026-12-04 01:52, before keys Python
+dependencies, kernels-in-configs and functions-in-configs changes) and e1436ab (2026-12-04 01:52, before keys Python
 holds equal were written alike) wrote them for :data:`MODULE` on a CPU under Triton's
 interpreter: ``git worktree add /tmp/old f392a35``, then ``PYTHONPATH=/tmp/old:. python upgmod.py``
 with ``TRITON_DIST_AUTOTUNE_DIR`` set. Only their hardware (and hence their id and file name) is
@@ -91,10 +91,26 @@ MODULE = textwrap.dedent('''
         return y * alpha
 
 
+    def twice(y):
+        return y * 2
+
+
+    def thrice(y):
+        return y * 3
+
+
+    @autotune(config_space=[{"op": twice}, {"op": thrice}], key_fn=lambda x: (x.numel(),), n_warmup=1, n_repeat=2)
+    def applied(x, *, op):
+        y = torch.empty_like(x)
+        add_kernel[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+        return op(y) - op(y) + y
+
+
     if __name__ == "__main__":
         x = torch.arange(64, dtype=torch.float32)
         assert torch.equal(scaled(x), x * 3) and torch.equal(doubled(x), x * 2)
         assert torch.equal(shifted(x, 2.0), (x + 1) * 2)
+        assert torch.equal(applied(x), x + 1)
 ''').lstrip()
 
 CALL = '''
@@ -121,7 +137,8 @@ def _old_root(tmp_path: Path) -> tuple[Path, Path, dict[str, Path]]:
     assert here.returncode == 0, here.stderr
     hardware = json.loads(here.stdout.splitlines()[-1])
     written = {}
-    for name, version in (("scaled", "f392a35"), ("doubled", "f392a35"), ("shifted", "e1436ab")):
+    for name, version in (("scaled", "f392a35"), ("doubled", "f392a35"), ("shifted", "e1436ab"),
+                          ("applied", "f392a35")):
         entry = json.loads((OLD / f"{version}-{name}.json").read_text())
         assert "rules" not in entry  # as the old version wrote it
         entry["hardware"] = hardware
@@ -167,7 +184,7 @@ def test_a_miss_on_an_older_versions_entry_names_the_upgrade_not_only_an_edit(tm
     tuned = run_python("import runpy; runpy.run_module('upgmod', run_name='__main__')", root, project)
     assert tuned.returncode == 0, tuned.stderr
     new = [p for p in root.glob("*/*.json") if json.loads(p.read_text()).get("rules") == RULES]
-    assert sorted(p.parent.name for p in new) == ["doubled", "scaled", "shifted"]
+    assert sorted(p.parent.name for p in new) == ["applied", "doubled", "scaled", "shifted"]
     shown = run_cli("show", str(new[0]), root=root, modules=project)
     assert f"rules     {RULES} (this triton_dist's)" in shown.stdout, shown.stdout + shown.stderr
     for name in ("scaled", "shifted"):  # another id: left where it was
@@ -188,6 +205,21 @@ def test_a_key_an_older_version_wrote_otherwise_is_named_with_the_text_this_one_
     assert "the entry is for key (64, 2.0), which this triton_dist writes as (64, 2): the entry records no rules " \
            "date" in reason and "2.0 as 2" in reason
     assert reason.count("the entry records no rules date") == 1 and "(see above)" in reason  # said once
+
+
+def test_a_tuning_over_an_older_versions_config_names_the_upgrade(tmp_path: Path) -> None:
+    """f392a35 wrote a Python function in a config by its name; this version adds a digest of its
+    source, so the old entry (at the id this version looks for) no longer matches: the tuner's
+    warning said "the cached best config is no longer in config_space", as after an edit."""
+    project, root, old = _old_root(tmp_path)
+    tuned = run_python("import runpy, warnings; warnings.simplefilter('always'); "
+                       "runpy.run_module('upgmod', run_name='__main__')", root, project)
+    assert tuned.returncode == 0, tuned.stderr
+    said = [line for line in tuned.stderr.splitlines() if "ignoring cache file" in line]
+    assert len(said) == 1 and str(old["applied"]) in said[0], tuned.stderr
+    assert "the cached best config is no longer in config_space (or this triton_dist writes it otherwise: the " \
+           f"entry records no rules date, so a triton_dist older than {RULES} may have written it" in said[0]
+    assert "a Python function in a config" in said[0] and "seed the cache with a campaign" in said[0]
 
 
 def test_an_entry_of_this_versions_rules_is_told_as_an_edit_alone(tmp_path: Path) -> None:

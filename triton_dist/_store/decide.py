@@ -32,6 +32,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import packs as _packs
 from triton_dist._store.keytext import stable_key_text
+from triton_dist._store.rules import note as _rules_note
 from triton_dist._warn import warn_user
 
 __all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "identify_text", "lookup",
@@ -209,11 +210,12 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     best = entry["best"]["config"]
     if isinstance(best, dict) and _cache.SAME_ON_DISK in best:
         verdict.why = ("the cached best config is written alike another config of config_space "
-                       "that differs (values known to the disk by their type alone): re-tuned")
+                       "that differs (values known to the disk by their type alone): re-tuned" + _rules(entry))
         return verdict
     index = _cache.find_config(best, call.space, entry["best"].get("index"))
     if index is None:
-        return unusable("the cached best config is no longer in config_space" + _other_function(entry, call))
+        return unusable("the cached best config is no longer in config_space" + (_other_function(entry, call)
+                                                                                 or _rules(entry)))
     if call.kept is not None and index not in call.kept:
         return unusable(f"prune_fn prunes the cached best config (config_space[{index}]) for this call")
     new = unmeasured(entry, call.space, call.kept)
@@ -226,6 +228,13 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         return verdict
     verdict.index = index
     return verdict
+
+
+def _rules(entry: dict[str, Any]) -> str:
+    """An upgrade's (or a rollback's) part in a miss: the entry's configs may be written under
+    other rules than this version's (``_store.rules``), e.g. a Triton kernel by its type alone."""
+    other = _rules_note(entry)
+    return f" (or this triton_dist writes it otherwise: {other})" if other else ""
 
 
 def _other_function(entry: dict[str, Any], call: CallId) -> str:
