@@ -7,7 +7,9 @@
   caller's tensors as they were and the final call with the best config mutates them once. With
   ``check_correctness`` it also compares each candidate's first output (return value and mutated
   tensors) with the default config's (``compare.compare``) and raises :class:`WrongResultError`
-  on a mismatch. It adds no call of the host function.
+  on a mismatch. It adds no call of the host function. It also puts torch's random-number state
+  back before every run once a run has moved it, and when it is left (``rng.RngState``): every
+  run draws what the first drew, and the final call what an untuned call would.
 - ``time_limit.run_limited`` bounds one candidate's measurement (``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``);
   re-exported here.
 """
@@ -23,6 +25,7 @@ from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
 from triton_dist._measure.flag_reads import FlagBlock as _FlagBlock
 from triton_dist._measure.interrupts import interrupts_held
+from triton_dist._measure.rng import RngState
 from triton_dist._measure.time_limit import run_limited
 from triton_dist._warn import warn_user
 from triton_dist.errors import WrongResultError
@@ -94,8 +97,11 @@ class RunGuard:
     def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
                  name: str = "the tuned function", queue: str | None = None,
                  capture: Callable[[Callable[[], None]], Any] | None = None,
-                 idle: Callable[[Callable[[], bool]], None] | None = None) -> None:
+                 idle: Callable[[Callable[[], bool]], None] | None = None,
+                 device_type: str | None = None) -> None:
         self.check = check
+        self._rng = RngState(device_type)  # the generators as the caller left them
+        self._rng_moved = False  # a run (or the compile pass) drew from them: put back before each run
         self._said_blind = False  # check_correctness with nothing to compare, said once
         self.name = name
         self.queue = queue
@@ -143,10 +149,6 @@ class RunGuard:
                        "to silence this.")
             warn_user(message, log=log)
 
-    @property
-    def active(self) -> bool:
-        return bool(self._tensors) or self.check
-
     def wrap(self, index: int, call: Callable[[], Any], *, defer: bool = False) -> Callable[[], Any]:
         """``call`` with restore-before and (first run only) detect/check-after.
 
@@ -154,8 +156,8 @@ class RunGuard:
         wait for :meth:`check_first`, so that a measurement can close the first run's event
         pair before them; any later run of any wrapped call performs checks still pending
         first, so that no run ever starts from an argument another run mutated unnoticed."""
-        if not self.active:
-            return call
+        if not (self._tensors or self.check):  # torch's random-number state is watched all the same
+            return self._rng_only(call)
         first = True
 
         def run() -> Any:
@@ -166,10 +168,14 @@ class RunGuard:
                 self.settle()
             self._restore()
             if not first:
+                if self._rng_moved:
+                    self._rng.restore()
                 return call()
             self._undetected.add(index)
+            self._rng_drawn()
             result = call()
             first = False
+            self._rng_drawn()
             if defer:
                 self._unchecked[index] = result
             else:
@@ -178,6 +184,31 @@ class RunGuard:
             return result
 
         return run
+
+    def _rng_only(self, call: Callable[[], Any]) -> Callable[[], Any]:
+        first = True
+
+        def run() -> Any:
+            nonlocal first
+            if not first:
+                if self._rng_moved:
+                    self._rng.restore()
+                return call()
+            self._rng_drawn()
+            result = call()
+            first = False
+            self._rng_drawn()
+            return result
+
+        return run
+
+    def _rng_drawn(self) -> None:
+        """Around each candidate's first run: once torch's generators have moved (a run drew from
+        them), every run starts from the state the caller left them in."""
+        if not self._rng_moved and self._rng.moved():
+            self._rng_moved = True
+        if self._rng_moved:
+            self._rng.restore()
 
     def check_first(self, index: int) -> None:
         """The deferred checks of candidate ``index``'s first run, if still pending
@@ -365,5 +396,6 @@ class RunGuard:
 
     def __exit__(self, *exc: object) -> None:
         self.restore_all()
+        self._rng.restore()  # what follows the tuning draws what it would have drawn without it
         self._snapshots, self._tensors, self._reference = [], [], None
         self._flags, self._blocks, self._reads = {}, {}, []

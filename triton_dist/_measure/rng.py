@@ -1,0 +1,75 @@
+"""torch's random-number state, taken before a tuning's runs and put back after them.
+
+A tuning runs the host function (``tune.autotune``) or the outer function
+(``contextual_autotune``) many times and keeps one result. A function that draws from torch's
+generators — a dropout kernel's seed (``torch.randint(...).item()``), ``nn.Dropout``,
+``torch.randn`` — drew once per run, so after a tuning the caller's generator stood elsewhere than
+after one untuned call: the same seeded job gave other numbers on a miss than on a hit, and with
+``check_correctness=True`` every config but the first drew another seed and was rejected as a
+wrong result. :class:`RngState` takes the state of the CPU generator and, where the device's
+module is initialised, of the device's generators, and puts them back: every run draws what the
+first drew, and what follows the tuning draws what it would have drawn without it.
+
+A device generator is put back only where its module can say that no graph capture is under way
+(``is_current_stream_capturing``): setting it during a capture is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["RngState"]
+
+
+def _device_module(device_type: str | None) -> Any:
+    """``torch.cuda`` / ``torch.npu`` when it has been initialised and keeps generator states."""
+    if device_type in (None, "cpu"):
+        return None
+    import torch
+
+    module = getattr(torch, device_type, None)
+    if module is None or not all(hasattr(module, n) for n in ("get_rng_state_all", "set_rng_state_all")):
+        return None
+    initialised = getattr(module, "is_initialized", None)
+    if initialised is None or not initialised():  # reading the state would initialise the device
+        return None
+    return module
+
+
+class RngState:
+    """The generators' state when it was made; :meth:`restore` puts it back."""
+
+    def __init__(self, device_type: str | None = None) -> None:
+        import torch
+
+        self._cpu = torch.get_rng_state()
+        self._module = _device_module(device_type)
+        self._device = self._module.get_rng_state_all() if self._module is not None else None
+
+    def moved(self) -> bool:
+        """True when a generator no longer stands where it stood when this was made."""
+        import torch
+
+        if not torch.equal(torch.get_rng_state(), self._cpu):
+            return True
+        if self._module is None:
+            return False
+        now = self._module.get_rng_state_all()
+        return len(now) != len(self._device) or any(  # type: ignore[arg-type]
+            not torch.equal(a, b) for a, b in zip(now, self._device, strict=False))  # type: ignore[arg-type]
+
+    def restore(self) -> None:
+        import torch
+
+        torch.set_rng_state(self._cpu)
+        if self._module is not None and not self._capturing():
+            self._module.set_rng_state_all(self._device)
+
+    def _capturing(self) -> bool:
+        capturing = getattr(self._module, "is_current_stream_capturing", None)
+        if capturing is None:  # cannot tell: leave the device's generator alone
+            return True
+        try:
+            return bool(capturing())
+        except Exception:  # noqa: BLE001 - a device that cannot answer: leave it alone
+            return True
