@@ -27,10 +27,12 @@ from triton_dist._contextual import triton_compat as compat
 from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.measuring import NO_VALID_CONFIG, say_cache_only_does_not_apply, step
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples
+from triton_dist._contextual.side_effects import StateWatch
 from triton_dist._distributed import GroupView, agree, resolve_group
 from triton_dist._logging import TuningLog, announce_once, job_rank_fields, job_rank_prefix
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
+from triton_dist._measure.rng import RngState
 from triton_dist._warn import warn_user
 from triton_dist.dist import world_generation
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
@@ -80,10 +82,16 @@ class Session:
         self._log: TuningLog | None = None
         self.samples = Samples(self.backend)  # how timed slots are timed (schedule.py)
         self._paused: contextlib.ExitStack | None = None  # the collector, once a kernel tunes
+        # every run draws what the first drew (dropout, a seed): the kept run draws what one
+        # untuned call draws, and what follows the call what it would have drawn (_measure.rng)
+        self.rng = RngState(self.backend.device().type)
+        self.watch = StateWatch()  # training state the runs thrown away change (side_effects.py)
 
     # -- runs of the outer function --------------------------------------------------------
 
     def begin_run(self) -> None:
+        if self.run_index:  # the run before was thrown away
+            self.rng.restore()
         self.run_index += 1
         # a run with kernels still measuring is thrown away; the run after the last one is kept
         self.run_tunes = any(not s.done for s in self.states.values())
@@ -121,6 +129,7 @@ class Session:
         if self._paused is not None:
             self._paused.close()
             self._paused = None
+        self.watch.stop()
         for state in self.states.values():
             if not state.done:
                 self.info("func: %s | key: %s | tuning abandoned after %d of %d launches",
@@ -230,11 +239,32 @@ class Session:
         another collective (its kernel's registration): the fields differ and every rank raises
         the same RankDisagreementError at once, where they would otherwise time out in different
         phases (a registration against a MAX reduction) with a message naming neither."""
+        if self.run_tunes and self.watch.watching:
+            self._say_side_effects()
         if self.view is None or not self.run_tunes:
             return
         kernels = ", ".join(f"{s.name} {s.key_text}" for s in self.states.values())
         self.agree_at({"kernel": f"(the end of run {self.run_index} of the outer function)",
                         "key": f"kernels tuning: {kernels}", "configs": ""}, f"the end of run {self.run_index}")
+
+    def _say_side_effects(self) -> None:
+        """A run thrown away that stepped an optimizer or updated a module's parameters, buffers or
+        ``.grad`` in place: the next run (and the kept one) builds on it. Said once per call."""
+        changes = self.watch.changes()
+        if not changes:
+            return
+        self.watch.stop()
+        message = (f"contextual tuning of {self.qualname}: run {self.run_index} of the outer function was "
+                   "thrown away (inner kernels were still measuring), but it changed training state that "
+                   f"the next run builds on: {'; '.join(changes)}. contextual_autotune runs the outer "
+                   "function several times in a call that tunes and keeps the last run, so these updates "
+                   "happen once per run: the parameters, optimizer state and statistics come out as after "
+                   "several steps. Decorate the forward only and call loss.backward() and optimizer.step() "
+                   "outside it, or tune first with a call on a copy of the model and optimizer "
+                   "(copy.deepcopy): later calls whose kernels are cached run once. An update that writes "
+                   "the same values in every run is harmless: filter this TritonDistWarning.")
+        self.info("%s", message)
+        warn_user(message, log=log)
 
     def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
                         kwargs: dict, key: tuple | None) -> Any:
@@ -286,6 +316,8 @@ class Session:
         if not self.run_tunes:
             self._became_tuning(name, key_text)
         self.run_tunes = True
+        if self.run_index == 1 or self.watch.watching:  # (said once per call: then no longer watched)
+            self.watch.start()
         self.info("func: %s | key: %s | tuning %d of %d configs, %d warm-up + %d timed launches "
                   "each, on %s%s", name, key_text, len(candidates),
                   len(getattr(at, "configs", configs)), self.n_warmup, self.n_repeat,

@@ -1,0 +1,95 @@
+"""Training state that a run of the outer function changed and a later run builds on, found and named.
+
+``contextual_autotune`` re-runs the outer function and keeps the last run: its side effects outside
+the inner kernels happen once per run (README, "The outer function runs several times"). Decorate
+a whole training step and the optimizer steps once per run, ``loss.backward()`` accumulates
+``.grad`` once per run, a ``BatchNorm`` in training mode updates its running statistics once per
+run: the parameters, the optimizer's moments and step count and the statistics come out as after
+N steps, and the loss returned is the Nth step's, without a word (a tester, 2026-12-06).
+
+:class:`StateWatch` looks while a call's runs are thrown away, and only then (a call whose kernels
+are all cached runs without it): a global ``torch.optim`` step hook names every optimizer that
+steps, and a global module forward pre-hook notes, at each module's first call in a run, the
+version counters of its own parameters and buffers and of their ``.grad``; at the end of the run
+those that moved are named, in one warning per call. What no module holds (a bare tensor the
+outer function updates in place) is not seen. An update that writes the same values in every run
+is harmless and is named all the same: version counters cannot tell.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["StateWatch"]
+
+#: at most this many changed tensors are named (then "and N more")
+NAMED = 6
+
+
+def _mark(t: Any) -> tuple[int, int | None, int | None]:
+    grad = getattr(t, "grad", None) if t.requires_grad else None
+    return t._version, (id(grad) if grad is not None else None), (grad._version if grad is not None else None)
+
+
+class StateWatch:
+    """Hooks installed by :meth:`start`, removed by :meth:`stop`; :meth:`changes` ends a run."""
+
+    def __init__(self) -> None:
+        self._handles: list[Any] = []
+        self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None]]]]] = {}
+        self._stepped: list[str] = []
+
+    @property
+    def watching(self) -> bool:
+        return bool(self._handles)
+
+    def start(self) -> None:
+        if self._handles:
+            return
+        from torch.nn.modules.module import register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._handles = [register_module_forward_pre_hook(self._called),
+                         register_optimizer_step_post_hook(self._step)]
+
+    def stop(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        self._modules.clear()
+        self._stepped.clear()
+
+    def _called(self, module: Any, args: Any) -> None:
+        if id(module) in self._modules:
+            return
+        try:
+            own = {f"{type(module).__name__}.{name}": (t, _mark(t))
+                   for name, t in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
+                   if t is not None and not t.is_inference()}
+        except Exception:  # noqa: BLE001 - a module that cannot list its tensors is not watched
+            return
+        self._modules[id(module)] = (module, own)
+
+    def _step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        name = type(optimizer).__name__
+        if name not in self._stepped:
+            self._stepped.append(name)
+
+    def changes(self) -> list[str]:
+        """What moved since each module's first call in this run (and the optimizers that stepped);
+        the watch then starts over for the next run."""
+        found = [f"{name}.step() ran" for name in self._stepped]
+        tensors: list[str] = []
+        for _module, own in self._modules.values():
+            for name, (t, before) in own.items():
+                now = _mark(t)
+                if now[1:] != before[1:]:
+                    tensors.append(f"{name}.grad")
+                elif now[0] != before[0]:
+                    tensors.append(name)
+        if tensors:
+            more = f" and {len(tensors) - NAMED} more" if len(tensors) > NAMED else ""
+            found.append("updated in place: " + ", ".join(tensors[:NAMED]) + more)
+        self._modules.clear()
+        self._stepped.clear()
+        return found
