@@ -11,7 +11,8 @@ Layout::
 Loading never executes code: entries are JSON, and configs are matched back against the current
 ``config_space`` by their JSON encoding. Writes are atomic (temporary file, fsync, ``os.replace``)
 inside a ``FileLock``. Corrupt, truncated or foreign files are a miss with a warning. Which of a
-loose file and the packs serves an id: ``_store.packs.load_entry``.
+loose file and the packs serves an id: ``_store.packs.load_entry``. How a config is written:
+``_store.encoding``; an entry's id, folder and path: ``_store.paths`` (their names importable here).
 """
 
 from __future__ import annotations
@@ -20,17 +21,14 @@ import contextlib
 import dataclasses
 import datetime as _dt
 import errno
-import functools
 import hashlib
-import inspect
 import json
 import logging
 import math
 import os
 import stat
-import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +39,11 @@ from triton_dist._store.background_sync import sync_later
 from triton_dist._store.check import SCHEMA_NAME, check_entry
 from triton_dist._store.create import create_entry_text
 from triton_dist._store.denied import why_denied
+from triton_dist._store.encoding import SAME_ON_DISK, config_text, encode_config, encode_value, find_config
+from triton_dist._store.encoding import told_by_content as told_by_content  # importable here, as before
 from triton_dist._store.keytext import MAX_KEY_BYTES, key_repr
-from triton_dist._store.modname import module_text
+from triton_dist._store.paths import _inside, ensure_private_dir, entry_id, entry_path
+from triton_dist._store.paths import safe_name as safe_name  # importable here, as before
 from triton_dist._warn import warn_user
 
 __all__ = [
@@ -72,210 +73,6 @@ LOCK_TIMEOUT_S = 60.0
 #: a wait for an entry's lock longer than this is said (a writer takes milliseconds): the lock file
 #: named, so that a stopped or hung process holding it (Ctrl-Z, SIGSTOP, a debugger) can be found
 LOCK_SAY_AFTER_S = 5.0
-
-
-# ---------------------------------------------------------------------------- encoding
-
-def encode_value(value: Any) -> Any:
-    """A JSON form of a config value that is equal for equal configs across processes."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else {"float": repr(value)}
-    if isinstance(value, (list, tuple)):
-        items = [encode_value(v) for v in value]
-        return items if isinstance(value, list) else {"tuple": items}
-    if isinstance(value, dict):
-        return {"dict": [[encode_value(k), encode_value(v)] for k, v in value.items()]}
-    if isinstance(value, (set, frozenset)):  # items sorted: their order follows PYTHONHASHSEED
-        return {"frozenset" if isinstance(value, frozenset) else "set":
-                sorted((encode_value(v) for v in value), key=config_text)}
-    cls = type(value)
-    if cls.__name__ == "Config" and hasattr(value, "kwargs") and hasattr(value, "num_warps"):
-        # triton.Config (and triton-ascend's): every plain attribute, a hook by its name and (a
-        # function) a digest of its source: by its name alone, an edited pre_hook was a hit
-        fields = {}
-        for name, attr in sorted(vars(value).items()):
-            if callable(attr):
-                attr = _function_identity(attr) or getattr(attr, "__qualname__", type(attr).__name__)
-            fields[name] = encode_value(attr)
-        return {"triton.Config": fields}
-    return {"repr": f"{cls.__module__}.{cls.__qualname__}:{_value_text(value)}"}
-
-
-def told_by_content(value: Any) -> bool:
-    """Whether ``encode_value`` writes ``value`` by what it holds, so that two values written
-    alike are equal; False for a function or class (its name: two closures of one factory, two
-    lambdas share one), a partial of one, a config holding one (a hook), and an object written
-    by its type alone."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return True
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return all(told_by_content(v) for v in value)
-    if isinstance(value, dict):
-        return all(told_by_content(k) and told_by_content(v) for k, v in value.items())
-    if isinstance(value, functools.partial) or inspect.isroutine(value) or inspect.isclass(value):
-        return False
-    if type(value).__name__ == "Config" and hasattr(value, "kwargs") and hasattr(value, "num_warps"):
-        return all(told_by_content(v) for v in vars(value).values())
-    if _content_digest(value) is not None or _kernel_identity(value) is not None:
-        return True
-    return " at 0x" not in repr(value)
-
-
-def _function_identity(value: Any) -> str | None:
-    """``fingerprint.function_identity`` for a Python function (imported only for one), else None."""
-    if not inspect.isfunction(value):
-        return None
-    from triton_dist._store.fingerprint import function_identity
-
-    return function_identity(value)
-
-
-def _kernel_identity(value: Any) -> str | None:
-    """``fingerprint.kernel_identity`` for a Triton kernel (imported only for one), else None."""
-    if not any(c.__name__ == "KernelInterface" for c in type(value).__mro__):
-        return None
-    from triton_dist._store.fingerprint import kernel_identity
-
-    return kernel_identity(value)
-
-
-def _value_text(value: Any) -> str:
-    """The text that stands for a value outside the JSON types: what it is, not where it is (a
-    function by its qualified name, a partial by its parts, a tensor or array by its content's
-    digest: their reprs are an address, or cut short with ``...``); a plain object, whose repr is
-    its address, by its class alone (configs it cannot tell apart: ``TuneTarget``)."""
-    if isinstance(value, functools.partial):
-        parts = [_value_text(value.func), *(json.dumps(encode_value(a)) for a in value.args),
-                 *(f"{k}={json.dumps(encode_value(v))}" for k, v in sorted(value.keywords.items()))]
-        return f"partial({', '.join(parts)})"
-    if inspect.isroutine(value) or inspect.isclass(value):
-        owner = getattr(value, "__self__", None)
-        if owner is not None and not inspect.ismodule(owner) and not inspect.isclass(owner):
-            return f"{_value_text(owner)}.{getattr(value, '__name__', '?')}"  # a bound method
-        # a function by its name and a digest of its source (with what it uses): an edited one is
-        # another config (2026-12-06); a class or a builtin by its name
-        name = _function_identity(value) or str(getattr(value, "__qualname__", None) or getattr(value, "__name__", "?"))
-        module = getattr(value, "__module__", None)  # as a campaign imports it (not __main__: a tester)
-        return f"{module_text(module)}.{name}" if module else name
-    content = _content_digest(value)
-    if content is not None:
-        return content
-    kernel = _kernel_identity(value)
-    if kernel is not None:  # a Triton kernel: its name and its source's digest
-        return kernel
-    text = repr(value)
-    if " at 0x" in text:  # default object repr: identity, not content
-        cls = type(value)
-        return f"{cls.__module__}.{cls.__qualname__}"
-    return text
-
-
-def _content_digest(value: Any) -> str | None:
-    """``tensor(float16, [64, 64], sha256:…)`` for a torch tensor or numpy array, else None."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(value, torch.Tensor):
-        flat = value.detach().cpu().contiguous().reshape(-1)
-        data = flat.view(torch.uint8).numpy().tobytes() if flat.numel() else b""
-        return f"tensor({str(value.dtype).removeprefix('torch.')}, {list(value.shape)}, " \
-               f"sha256:{hashlib.sha256(data).hexdigest()[:32]})"
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(value, numpy.ndarray):
-        data = numpy.ascontiguousarray(value).tobytes()
-        return f"ndarray({value.dtype}, {list(value.shape)}, sha256:{hashlib.sha256(data).hexdigest()[:32]})"
-    return None
-
-
-def encode_config(config: dict[str, Any]) -> dict[str, Any]:
-    return {str(k): encode_value(v) for k, v in config.items()}
-
-
-#: the field that marks a config written alike another that differs (``_target.told_apart``)
-SAME_ON_DISK = "#same-on-disk-as-another"
-
-
-def config_text(encoded: Any) -> str:
-    """A hashable text for an encoded config."""
-    return json.dumps(encoded, sort_keys=True, separators=(",", ":"))
-
-
-def find_config(encoded: Any, encoded_space: Sequence[dict[str, Any]], index: Any = None) -> int | None:
-    """Index of the config whose encoding (taken at decoration time: ``TuneTarget.encoded``) is
-    written as ``encoded`` is (compared as JSON text: ``True``, ``1`` and ``1.0`` are equal in
-    Python and three configs on disk); of several, ``index`` (the entry's own) where it is one."""
-    text = config_text(encoded)
-    found = [i for i, config in enumerate(encoded_space) if config_text(config) == text]
-    if type(index) is int and index in found:
-        return index
-    return found[0] if found else None
-
-
-# ---------------------------------------------------------------------------- paths
-
-def entry_id(source_hash: str, hardware_digest: str, key_text: str) -> str:
-    blob = json.dumps([source_hash, hardware_digest, key_text], separators=(",", ":"))
-    return hashlib.sha256(blob.encode()).hexdigest()[:32]
-
-
-#: a function's folder name, in bytes: a file name may take 255 on most file systems
-MAX_NAME_BYTES = 255
-
-
-def safe_name(name: str) -> str:
-    """The folder of ``name``'s entries: letters, digits and ``._-`` (the rest as ``_``); a name
-    longer than a file name may be (e.g. a generated kernel's) is cut and ends with a digest of
-    the whole, so that two long names still name two folders. ``safe_name(safe_name(n)) ==
-    safe_name(n)``."""
-    cleaned = "".join(c if c.isalnum() or c in "._-" else "_" for c in name).strip(".") or "_"
-    data = cleaned.encode()
-    if len(data) <= MAX_NAME_BYTES:
-        return cleaned
-    head = data[:MAX_NAME_BYTES - 64].decode(errors="ignore")
-    return f"{head}-{hashlib.sha256(name.encode(errors='surrogatepass')).hexdigest()[:32]}"
-
-
-def entry_path(root: Path, function_name: str, eid: str) -> Path:
-    return Path(root) / safe_name(function_name) / f"{eid}.json"
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        Path(os.path.realpath(path)).relative_to(os.path.realpath(root))
-    except ValueError:
-        return False
-    return True
-
-
-#: directories found inside their root: (path, root) -> (device, inode) of both when checked.
-#: A later check is one stat of each: a component replaced by a link elsewhere resolves to
-#: another directory, whose inode differs, and is checked in full again
-_private: dict[tuple[str, str], tuple[int, int, int, int]] = {}
-
-
-def ensure_private_dir(path: Path, root: Path) -> None:
-    """Create ``path`` (0700 for what we create) and refuse a location outside ``root``."""
-    name = (str(path), str(root))
-    known = _private.get(name)
-    if known is not None:
-        try:
-            st, rt = os.stat(name[0]), os.stat(name[1])
-        except OSError:
-            pass
-        else:
-            if (st.st_dev, st.st_ino, rt.st_dev, rt.st_ino) == known:
-                return
-    # mkdir(parents=True) gives the parents the umask's mode (often 0755): create each level
-    missing = [p for p in (path, *path.parents) if not p.exists()]
-    for level in reversed(missing):
-        level.mkdir(mode=0o700, exist_ok=True)
-    if not _inside(path, root):
-        raise PermissionError(f"{path} resolves outside the cache root {root} (a symlink?); refusing to write there")
-    with contextlib.suppress(OSError):
-        st, rt = os.stat(name[0]), os.stat(name[1])
-        if len(_private) >= 4096:
-            _private.clear()
-        _private[name] = (st.st_dev, st.st_ino, rt.st_dev, rt.st_ino)
 
 
 # ---------------------------------------------------------------------------- reading
