@@ -93,3 +93,25 @@ def test_a_name_replaced_by_a_fifo_before_its_sync_does_not_stall_the_thread(tmp
     assert background_sync.wait_idle(timeout_s=30)
     synced = [target for _, target in seen]
     assert str(good) in synced and str(fifo) not in synced
+
+
+def test_a_path_is_synced_here_when_no_thread_can_start(tmp_path, monkeypatch):
+    """A first tuning inside an ``atexit`` handler: Python 3.12 refuses new threads at shutdown
+    (RuntimeError), which failed the call after its entry was written; the path is synced inline."""
+    seen: list[tuple[str, str]] = []
+    real = os.fsync
+    monkeypatch.setattr(background_sync.os, "fsync",
+                        lambda fd: (seen.append((threading.current_thread().name,
+                                                 os.readlink(f"/proc/self/fd/{fd}"))), real(fd)))
+    monkeypatch.setattr(background_sync, "_syncer", background_sync._Syncer())  # no thread yet
+
+    def refused(self) -> None:
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+
+    monkeypatch.setattr(background_sync.threading.Thread, "start", refused)
+    entry = tmp_path / "entry.json"
+    entry.write_text("{}")
+    background_sync.start()  # what a tuning calls first: nothing to start, nothing raised
+    background_sync.sync_later(entry)
+    assert seen == [(threading.current_thread().name, str(entry.resolve()))]
+    assert background_sync.wait_idle(timeout_s=0)  # nothing left queued for a thread that never ran

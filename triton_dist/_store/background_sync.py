@@ -56,25 +56,39 @@ def start() -> None:
 
 
 def sync_later(path: Path) -> None:
-    """fsync ``path`` on the background thread (started on first use)."""
+    """fsync ``path`` on the background thread (started on first use), or here when no thread
+    can start (the interpreter is shutting down)."""
     syncer = _syncer
     with syncer.cond:
-        syncer.paths.append(path)
-        syncer.pending += 1
-        _ensure_thread(syncer)
-        syncer.cond.notify_all()
+        if _ensure_thread(syncer):
+            syncer.paths.append(path)
+            syncer.pending += 1
+            syncer.cond.notify_all()
+            return
+    try:
+        _sync(path)
+    except OSError as exc:
+        log.warning("could not fsync the cache entry %s: %s", path, exc)
 
 
-def _ensure_thread(syncer: _Syncer) -> None:
-    """Under ``syncer.cond``: the draining thread, started if it is not running."""
+def _ensure_thread(syncer: _Syncer) -> bool:
+    """Under ``syncer.cond``: the draining thread, started if it is not running; False when no
+    thread can start: a first tuning inside an ``atexit`` handler (Python 3.12 refuses new threads
+    at shutdown with RuntimeError, which failed the call after its entry was written)."""
     if syncer.thread is None or not syncer.thread.is_alive():
         if not _hooks:
             if hasattr(os, "register_at_fork"):
                 os.register_at_fork(after_in_child=_after_fork_in_child)
             atexit.register(_wait_at_exit)
             _hooks.append(True)
-        syncer.thread = threading.Thread(target=_worker, args=(syncer,), name="triton-dist-fsync", daemon=True)
-        syncer.thread.start()
+        thread = threading.Thread(target=_worker, args=(syncer,), name="triton-dist-fsync", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # "can't create new thread at interpreter shutdown"
+            syncer.thread = None
+            return False
+        syncer.thread = thread
+    return True
 
 
 def wait_idle(timeout_s: float | None = None) -> bool:
