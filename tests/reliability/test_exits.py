@@ -54,6 +54,9 @@ CHILD = textwrap.dedent('''
 
     how = sys.argv[1]
     x = torch.randn(40)
+    if how == "atexit-tunes":  # registered before the first tuning: runs after the tuner's exit wait
+        import atexit
+        atexit.register(lambda: print("tuned at exit", scale(torch.randn(24), 2.0).shape, flush=True))
     if how == "daemon-mid-tuning":  # the main thread ends while a daemon thread tunes
         threading.Thread(target=scale, args=(x, 2.0), daemon=True).start()
         time.sleep(1.0)
@@ -127,3 +130,14 @@ def test_an_fsync_that_hangs_holds_the_exit_up_only_so_long_and_says_so(tmp_path
     assert out.returncode == 0, out.stderr[-2000:]
     assert synced == [] and len(_entries(root)) == 1
     assert "exiting with 1 cache entries not yet synced to disk after 1s" in out.stderr
+
+
+def test_a_tuning_in_an_atexit_handler_after_the_exit_wait_is_synced(tmp_path: Path) -> None:
+    """atexit runs handlers last-registered first: a user's handler registered before the first
+    tuning runs after the tuner's exit wait, and the entry it tuned was left to the daemon thread."""
+    out, root, synced = _run(tmp_path, "atexit-tunes", FSYNC_S="0.5")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "tuned at exit" in out.stdout
+    entries = _entries(root)
+    assert len(entries) == 2
+    assert all(str(e.resolve()) in synced for e in entries), (synced, out.stderr[-1000:])

@@ -11,8 +11,10 @@ The interpreter's exit waits for the queue too, at most :data:`EXIT_WAIT_S` (an 
 handler, registered with the thread): the thread is a daemon, and a process that tuned and then
 exited (a pre-tuning script, a job's last step) left its entries unsynced in 4 of 5 exits without
 it, every time when an fsync took 0.3 s, so a crash of the machine in the writeback's next ~30 s
-could lose them. ``os._exit`` and a killed process skip it; their entries are complete under their
-names all the same (the data is in the page cache).
+could lose them. A path queued after that wait (an ``atexit`` handler that tunes and runs after
+ours) or when no thread can start (Python 3.12 at shutdown) is synced inline. ``os._exit`` and a
+killed process skip it; their entries are complete under their names all the same (the data is in
+the page cache).
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ class _Syncer:
 
 _syncer = _Syncer()
 _hooks: list[bool] = []  # the child-after-fork reset and the exit's wait, registered on first use
+#: the exit's wait has run: a path queued after it (an ``atexit`` handler registered before the
+#: first tuning runs after ours, LIFO, and may tune) would never be waited for, so it is synced inline
+_exit_waited = False
 
 #: how long the interpreter's exit waits for the fsyncs still queued (a hung file system: it goes on)
 EXIT_WAIT_S = 10.0
@@ -60,7 +65,7 @@ def sync_later(path: Path) -> None:
     can start (the interpreter is shutting down)."""
     syncer = _syncer
     with syncer.cond:
-        if _ensure_thread(syncer):
+        if not _exit_waited and _ensure_thread(syncer):
             syncer.paths.append(path)
             syncer.pending += 1
             syncer.cond.notify_all()
@@ -100,6 +105,8 @@ def wait_idle(timeout_s: float | None = None) -> bool:
 
 def _wait_at_exit() -> None:
     """At the interpreter's exit: the fsyncs still queued, at most :data:`EXIT_WAIT_S`."""
+    global _exit_waited
+    _exit_waited = True
     syncer = _syncer
     with syncer.cond:
         if syncer.pending == 0 or syncer.thread is None or not syncer.thread.is_alive():
