@@ -169,7 +169,7 @@ def _measure(target: TuneTarget, plan: Plan, args: tuple, kwargs: dict, view: Gr
     capture = (lambda fn: backend.capture(fn, 1, backend.graph_pool())) if queue and backend.compiles else None
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace, check=target.check_correctness,
                              name=target.qualname, queue=queue, capture=capture, idle=spare.run,
-                             device_type=backend.device().type)
+                             device_type=backend.kind)
     measure, options = _measurer(target, view, backend, settings, tlog, guard, defer, queue)
     if defer:
         options["spare"] = spare.run

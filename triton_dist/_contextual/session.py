@@ -84,7 +84,7 @@ class Session:
         self._paused: contextlib.ExitStack | None = None  # the collector, once a kernel tunes
         # every run draws what the first drew (dropout, a seed): the kept run draws what one
         # untuned call draws, and what follows the call what it would have drawn (_measure.rng)
-        self.rng = RngState(self.backend.device().type)
+        self.rng = RngState(self.backend.kind)  # its kind: device() of a stand-in NPU is no torch device
         self.watch = StateWatch()  # training state the runs thrown away change (side_effects.py)
 
     # -- runs of the outer function --------------------------------------------------------
