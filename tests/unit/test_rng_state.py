@@ -67,3 +67,59 @@ def test_check_correctness_compares_runs_that_draw_the_same_numbers() -> None:
     errors = {c["index"]: c["error"] for c in entry["candidates"]}
     assert errors == {0: None, 1: None}, errors  # was: config 1 rejected as a wrong result
     assert all(math.isfinite(c["time_ms"]) for c in entry["candidates"])
+
+
+class _CapturingCuda:
+    """A stand-in for torch.cuda's generator functions (no CUDA GPU here), as CUDAGeneratorImpl
+    behaves: reading or setting a generator's state while a graph capture is under way is refused
+    ('Cannot call CUDAGeneratorImpl::current_seed during CUDA graph capture')."""
+
+    def __init__(self) -> None:
+        self.capturing = False
+        self.states = [torch.tensor([1, 2], dtype=torch.uint8), torch.tensor([3, 4], dtype=torch.uint8)]
+
+    def _refused(self, what: str) -> None:
+        if self.capturing:
+            raise RuntimeError(f"Cannot call CUDAGeneratorImpl::{what} during CUDA graph capture")
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+        monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: self.capturing)
+        monkeypatch.setattr(torch.cuda, "get_rng_state_all", self.get_rng_state_all)
+        monkeypatch.setattr(torch.cuda, "set_rng_state_all", self.set_rng_state_all)
+
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        self._refused("current_seed")
+        return [s.clone() for s in self.states]
+
+    def set_rng_state_all(self, states: list[torch.Tensor]) -> None:
+        self._refused("set_current_seed")
+        self.states = [s.clone() for s in states]
+
+
+def test_the_device_generator_is_not_read_during_a_graph_capture(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A contextual call whose kernels are all cached captured into a CUDA graph (tune first, then
+    capture the model) made its RngState during the capture, and a guard's first run captured there
+    asked whether the device generator moved: both read the device's state, which CUDA refuses
+    during a capture, so the capture failed with RuntimeError. The device generator is left alone
+    during a capture (as restore already did); the CPU generator is still put back."""
+    from triton_dist._measure.rng import RngState
+
+    cuda = _CapturingCuda()
+    cuda.install(monkeypatch)
+    cuda.capturing = True
+    state = RngState("cuda")  # was: RuntimeError
+    torch.rand(3)
+    assert state.moved()  # the CPU generator moved (the device's is not asked)
+    state.restore()
+    assert not state.moved()
+
+    cuda.capturing = False  # made outside a capture, asked inside one
+    state = RngState("cuda")
+    cuda.states[0] = torch.tensor([9, 9], dtype=torch.uint8)  # the device generator drew
+    cuda.capturing = True
+    assert not state.moved()  # was: RuntimeError (the device's state is not read during a capture)
+    cuda.capturing = False
+    assert state.moved()
+    state.restore()
+    assert torch.equal(cuda.states[0], torch.tensor([1, 2], dtype=torch.uint8))

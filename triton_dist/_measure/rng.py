@@ -10,8 +10,11 @@ wrong result. :class:`RngState` takes the state of the CPU generator and, where 
 module is initialised, of the device's generators, and puts them back: every run draws what the
 first drew, and what follows the tuning draws what it would have drawn without it.
 
-A device generator is put back only where its module can say that no graph capture is under way
-(``is_current_stream_capturing``): setting it during a capture is refused.
+A device generator is read and put back only where its module can say that no graph capture is
+under way (``is_current_stream_capturing``): CUDA refuses both during a capture ("Cannot call
+CUDAGeneratorImpl::current_seed during CUDA graph capture"), so a contextual call captured into a
+graph, whose state is taken when it starts, failed its capture. A state taken during a capture
+keeps the CPU generator's alone.
 """
 
 from __future__ import annotations
@@ -43,7 +46,8 @@ class RngState:
         import torch
 
         self._cpu = torch.get_rng_state()
-        self._module = _device_module(device_type)
+        module = _device_module(device_type)
+        self._module = None if module is None or _capturing(module) else module
         self._device = self._module.get_rng_state_all() if self._module is not None else None
 
     def moved(self) -> bool:
@@ -52,7 +56,7 @@ class RngState:
 
         if not torch.equal(torch.get_rng_state(), self._cpu):
             return True
-        if self._module is None:
+        if self._module is None or _capturing(self._module):
             return False
         now = self._module.get_rng_state_all()
         return len(now) != len(self._device) or any(  # type: ignore[arg-type]
@@ -62,14 +66,17 @@ class RngState:
         import torch
 
         torch.set_rng_state(self._cpu)
-        if self._module is not None and not self._capturing():
+        if self._module is not None and not _capturing(self._module):
             self._module.set_rng_state_all(self._device)
 
-    def _capturing(self) -> bool:
-        capturing = getattr(self._module, "is_current_stream_capturing", None)
-        if capturing is None:  # cannot tell: leave the device's generator alone
-            return True
-        try:
-            return bool(capturing())
-        except Exception:  # noqa: BLE001 - a device that cannot answer: leave it alone
-            return True
+
+def _capturing(module: Any) -> bool:
+    """Whether a graph capture is under way on the device's current stream (True when its module
+    cannot tell: its generator is then left alone)."""
+    capturing = getattr(module, "is_current_stream_capturing", None)
+    if capturing is None:
+        return True
+    try:
+        return bool(capturing())
+    except Exception:  # noqa: BLE001 - a device that cannot answer: leave it alone
+        return True
