@@ -181,3 +181,43 @@ def test_tuning_on_a_copy_first_gives_exactly_one_training_step() -> None:
     assert torch.allclose(loss0, loss1)
     _assert_same_state(state0, _state(m, opt))
     assert torch.equal(rng0, torch.get_rng_state())
+
+
+def test_another_threads_training_during_the_call_is_not_named() -> None:
+    """The watch's hooks are global: a model trained in another thread while a call tuned (an
+    evaluation or EMA thread, a second job's step) was named in the call's warning as state its
+    own run thrown away changed ('SGD.step() ran; updated in place: Linear.weight'), and its
+    module calls filled the watch's table while the tuning thread read it. Only the tuning
+    thread's modules and optimizers are looked at."""
+    import threading
+
+    ScaleRelu.kernels = Kernels()
+    m, opt, x, t = _setup()
+    other = torch.nn.Linear(4, 4)
+    other_opt = torch.optim.SGD(other.parameters(), lr=0.1)
+    go, done = threading.Event(), threading.Event()
+
+    def elsewhere() -> None:  # started before the call, independent of it
+        go.wait(30)
+        other(torch.randn(2, 4)).sum().backward()
+        other_opt.step()
+        done.set()
+
+    def forward(m, opt, x, t):
+        y = m(x)
+        if not go.is_set():  # the first run (thrown away, tuning): the other thread trains meanwhile
+            go.set()
+            assert done.wait(30)
+        return y
+
+    worker = threading.Thread(target=elsewhere)
+    worker.start()
+    tuned = contextual_autotune(n_repeat=1, n_warmup=0)(forward)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", TritonDistWarning)  # was: 'SGD.step() ran; ...'
+            tuned(m, opt, x, t)
+    finally:
+        go.set()
+        worker.join()
+    assert ScaleRelu.kernels.fwd.cache, "the forward kernel was not tuned"

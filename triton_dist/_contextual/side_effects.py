@@ -13,11 +13,14 @@ steps, and a global module forward pre-hook notes, at each module's first call i
 version counters of its own parameters and buffers and of their ``.grad``; at the end of the run
 those that moved are named, in one warning per call. What no module holds (a bare tensor the
 outer function updates in place) is not seen. An update that writes the same values in every run
-is harmless and is named all the same: version counters cannot tell.
+is harmless and is named all the same: version counters cannot tell. The hooks are global: only
+calls from the thread that started the watch (the tuning thread) count; another thread's model
+trained meanwhile was named as the call's own, and its module calls filled the table being read.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 __all__ = ["StateWatch"]
@@ -38,6 +41,7 @@ class StateWatch:
         self._handles: list[Any] = []
         self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None]]]]] = {}
         self._stepped: list[str] = []
+        self._thread: int | None = None  # the thread whose runs are watched
 
     @property
     def watching(self) -> bool:
@@ -49,6 +53,7 @@ class StateWatch:
         from torch.nn.modules.module import register_module_forward_pre_hook
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
+        self._thread = threading.get_ident()
         self._handles = [register_module_forward_pre_hook(self._called),
                          register_optimizer_step_post_hook(self._step)]
 
@@ -60,7 +65,7 @@ class StateWatch:
         self._stepped.clear()
 
     def _called(self, module: Any, args: Any) -> None:
-        if id(module) in self._modules:
+        if threading.get_ident() != self._thread or id(module) in self._modules:
             return
         try:
             own = {f"{type(module).__name__}.{name}": (t, _mark(t))
@@ -71,6 +76,8 @@ class StateWatch:
         self._modules[id(module)] = (module, own)
 
     def _step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if threading.get_ident() != self._thread:
+            return
         name = type(optimizer).__name__
         if name not in self._stepped:
             self._stepped.append(name)
