@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 
 from triton_dist._backends import Backend
-from triton_dist._store.decide import CallId
+from triton_dist._store.decide import CallId, alone_in_job
 from triton_dist._target import Outcome, TuneTarget
 from triton_dist._warn import warn_user
 from triton_dist.errors import CacheMissError
@@ -22,15 +22,14 @@ def untuned(target: TuneTarget, call: CallId | None, lookup_why: str, key_text: 
             backend: Backend, settings: Settings) -> Outcome:
     """A miss in cache-only mode: ``CacheMissError`` (strict), else config_space[0] untuned."""
     why = _explain(target, call, root, backend, lookup_why)  # type: ignore[arg-type]
-    if call is not None and call.job_world:  # alone in a multi-rank job: the likelier fix
-        why += (f" (this process tunes alone in a {call.job_world}-rank job without a tuning group: register "
-                "one with triton_dist.dist.init_distributed() or set_world_group(), or pass autotune_pg=)")
+    if call is not None and call.job_world:  # alone in a multi-rank job: what serves it
+        why += f" (this process tunes alone: {alone_in_job(call.job_world)})"
     if settings.cache_only == "strict":
         raise CacheMissError(
             f"TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict and {target.qualname} has no usable cache "
             f"entry for key {key_text}: {why} (looked for {path}). Seed the cache with a "
-            "campaign (`python -m ray_runner run ...`), check with `python -m triton_dist.cache "
-            f"why {target.name} {key_text!r}{_world_flag(call)}`, or unset the variable to tune.",
+            f"campaign (`python -m ray_runner run ...`), {_check(target, call, key_text, why)}, or unset the "
+            "variable to tune.",
             function=target.qualname, key=key_text, reason=why,
         )
     # once per key: the AutoTuner keeps config_space[0] as the key's config from now on
@@ -38,6 +37,16 @@ def untuned(target: TuneTarget, call: CallId | None, lookup_why: str, key_text: 
                "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.")
     warn_user(message, log=log)
     return Outcome(0, "default", path=path)
+
+
+def _check(target: TuneTarget, call: CallId | None, key_text: str, why: str) -> str:
+    """How to check the fix: ``cache why``, which cannot ask prune_fn (it needs the call's
+    arguments) and calls an entry that prune_fn rejects a hit (a tester)."""
+    command = f"`python -m triton_dist.cache why {target.name} {key_text!r}{_world_flag(call)}`"
+    if why.startswith("prune_fn prunes"):
+        return (f"or make prune_fn keep that config again; {command} does not ask prune_fn (it needs the "
+                "call's arguments) and calls this entry a hit: check with `python -m ray_runner preflight`")
+    return f"check with {command}"
 
 
 def _world_flag(call: CallId | None) -> str:

@@ -133,6 +133,12 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     require_readable(root, [name])  # not "no usable entry": the folder could not be read
     diag = _diagnose.explain_here(root, name, key_text, args.world_size,
                                   tuner.target if tuner is not None else None, digest=args.hardware)
+    if diag.hit and tuner is not None and tuner.target.prune_fn is not None:
+        # prune_fn needs the call's arguments: a cached best it rejects now is a miss this cannot see
+        # (a strict job failed on an edited prune_fn, and the `why` its error named said HIT; a tester)
+        diag.reason += (f", if {name}'s prune_fn keeps the entry's best config for the call: `why` cannot ask "
+                        "prune_fn (it needs the call's arguments); a strict job's CacheMissError or "
+                        "`python -m ray_runner preflight` does")
     status = {"miss": 1, "unknown": EXIT_UNKNOWN}.get(diag.verdict, 0)
     if as_json:
         emit({**diag.to_dict(), "root": str(root), "hardware_digest": args.hardware or this_digest(),

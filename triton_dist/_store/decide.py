@@ -35,8 +35,8 @@ from triton_dist._store.keytext import stable_key_text
 from triton_dist._store.rules import note as _rules_note
 from triton_dist._warn import warn_user
 
-__all__ = ["CallId", "Verdict", "config_key", "decide", "entry_world", "identify", "identify_text", "lookup",
-           "stable_key", "unmeasured", "versions_differ"]
+__all__ = ["CallId", "Verdict", "alone_in_job", "config_key", "decide", "entry_world", "identify", "identify_text",
+           "lookup", "stable_key", "unmeasured", "versions_differ"]
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +191,8 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
     ungrouped = call.world == 1 and call.job_world is not None and world == call.job_world
     if call.world is not None and world != call.world and not ungrouped:
         return unusable(f"cache entry was measured over {world} rank(s), this call tunes over {call.world} "
-                        + ("(no tuning group is registered in this "
-                           f"{call.job_world}-rank job: register it with triton_dist.dist.init_distributed() or "
-                           "set_world_group(), or pass autotune_pg=; or make key_fn include the world size so "
-                           "that each world has its own entry)" if call.job_world else
+                        + (f"({alone_in_job(call.job_world)}; or make key_fn include the world size so that "
+                           "each world has its own entry)" if call.job_world else
                            "(make key_fn include the world size so that each world has its own entry)"))
     verdict = Verdict(None, "", path, entry, source=source)
     if ungrouped:  # (the call's own warning says it tunes alone: warn_if_ungrouped)
@@ -228,6 +226,17 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         return verdict
     verdict.index = index
     return verdict
+
+
+def alone_in_job(job_world: int) -> str:
+    """What serves a process tuning alone in a ``job_world``-rank job without a tuning group, on a
+    miss of the world: registering the group makes it tune over ``job_world`` ranks, which an entry
+    of a third world does not serve either (the miss said "register it" as the fix, and a job
+    seeded over 2 ranks and run over 4 with the group registered missed again; a tester)."""
+    return (f"no tuning group is registered in this {job_world}-rank job: an entry measured over 1 or "
+            f"{job_world} rank(s) serves this process, so seed the cache over {job_world} ranks (a campaign "
+            "case of this job's world); register the group as well (triton_dist.dist.init_distributed() or "
+            "set_world_group(), or pass autotune_pg=) so that the ranks agree on one config")
 
 
 def _rules(entry: dict[str, Any]) -> str:

@@ -111,6 +111,11 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
         detail = f"the entry is for key {_short(entry['key'])}"
         if rules_note(entry) and _written_now(entry["key"]) == key_text:  # 2.0 written as 2 since 2026-12-04
             detail += f", which this triton_dist writes as {_short(key_text)}: " + rules_note(entry)
+        elif _equal_in_python(entry["key"], key_text):
+            detail += (", a key equal to this call's in Python but of other types (True and 1, an IntEnum "
+                       "and its int, a namedtuple and a tuple name different entries): key_fn returns another "
+                       "type than when the entry was tuned; make it return one type (int(...) or bool(...) "
+                       "everywhere), or seed the cache again")
         diffs.append(Difference("key", key_text, entry["key"], detail))
     if world is not None and entry_world(entry) != world:
         diffs.append(Difference("world", str(world), str(entry_world(entry)),
@@ -127,8 +132,11 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
     if hardware_digest is not None and entry_digest != hardware_digest:
         fields = ""
         if hardware:
-            changed = [f"{k}: {entry['hardware'].get(k)!r} -> {v!r}" for k, v in sorted(hardware.items())
-                       if k != "digest" and entry["hardware"].get(k) != v]
+            # the fields of either side: an entry tuned under TRITON_DIST_HARDWARE_OVERRIDE, read
+            # without it, differed in a field this process lacks, and no field was named (a tester)
+            names = sorted(set(hardware) | set(entry["hardware"]))
+            changed = [f"{k}: {entry['hardware'].get(k)!r} -> {hardware.get(k)!r}" for k in names
+                       if k != "digest" and entry["hardware"].get(k) != hardware.get(k)]
             fields = f" ({'; '.join(changed)})" if changed else ""
             fields += _missing_device(entry["hardware"].get("device"), hardware.get("device"))
         diffs.append(Difference("hardware", hardware_digest, str(entry_digest),
@@ -149,11 +157,14 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
         if config_key(best) not in keys:
             other = ", or this triton_dist writes it otherwise" + _rules_once(entry, diffs) if rules_note(entry) else ""
             diffs.append(Difference("config_space", f"{len(keys)} configs", _short(best),
-                                    f"the entry's best config {_short(best)} is no longer in config_space{other}"))
+                                    f"the entry's best config {_short(best)} is no longer in config_space"
+                                    f"{_nearest_config(best, space)}{other}"))
         elif new:
             note = ("; in cache-only mode the entry's best is used and they stay untried" if cache_only
                     else "; they would be measured, with the entry's best, reusing the other timings "
-                         "when the rules of docs/cache.md allow")
+                         "when the rules of docs/cache.md allow; a cache-only job (TRITON_DIST_AUTOTUNE_CACHE_ONLY"
+                         "=1 or strict) uses the entry's best instead, a hit there (set the variable as the job "
+                         "does to ask about it)")
             diffs.append(Difference("config_space", f"{len(keys)} configs", f"{len(seen)} configs",
                                     f"config_space has {len(new)} config(s) the entry never measured "
                                     f"(indices {new[:10]}){note}", blocking=not cache_only))
@@ -187,8 +198,10 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
         if broken is not None:
             diag.reason = f"the entry {expected} is unusable: {broken}"
             diag.differences = [Difference("entry", None, None, diag.reason)]
+        elif not root.is_dir():
+            diag.reason = f"no cache entries for function {function_name!r} under {root}" + _no_root(root)
         elif not directory.is_dir():
-            others = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+            others = sorted(p.name for p in root.iterdir() if p.is_dir())
             close = difflib.get_close_matches(_cache.safe_name(function_name), others, n=3)
             diag.reason = (f"no cache entries for function {function_name!r} under {root}"
                            + (f" (similar names there: {', '.join(close)})" if close else ""))
@@ -283,6 +296,76 @@ def diagnose(tuner: Any, key: Any, root: Path | str | None = None, world: int | 
     key_text = key if isinstance(key, str) else _cache.key_repr(key) or repr(key)
     root = root if root is not None else get_settings().autotune_dir
     return explain_here(root, tuner.target.name, key_text, world, tuner.target)
+
+
+def _no_root(root: Path) -> str:
+    """Why a root holds nothing when it does not exist: a typo in TRITON_DIST_AUTOTUNE_DIR (or
+    ``--dir``) read as "no entries for this function", as after a seeding of other functions, with
+    the seeded root beside it unnamed (a tester)."""
+    parent = root.parent
+    try:
+        siblings = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+    except OSError:
+        siblings = []
+    close = difflib.get_close_matches(root.name, siblings, n=3)
+    return (f": {root} does not exist (a typo in TRITON_DIST_AUTOTUNE_DIR or --dir, or a cache never seeded "
+            "there?" + (f"; similar names beside it: {', '.join(str(parent / c) for c in close)}" if close else "")
+            + ")")
+
+
+def _equal_in_python(entry_key: str, key_text: str) -> bool:
+    """Whether two key texts hold values that Python takes as equal, ``(True, 'f32')`` and
+    ``(1, 'f32')`` (literals only, at most 10,000 characters: never runs code)."""
+    if entry_key == key_text or len(entry_key) > 10_000 or len(key_text) > 10_000:
+        return False
+    try:
+        return bool(ast.literal_eval(entry_key) == ast.literal_eval(key_text))
+    except Exception:  # noqa: BLE001 - not literals: cannot tell
+        return False
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, str]:
+    """An encoded config's leaf values by their path (``cfg.pre_hook``), as JSON text."""
+    if isinstance(value, dict):
+        out: dict[str, str] = {}
+        for name, item in value.items():
+            part = "" if name in ("triton.Config", "dict") else str(name)
+            out.update(_leaves(item, f"{path}.{part}".strip(".") if part else path))
+        return out
+    if isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value):
+        return _leaves(dict(value), path)  # a dict written as its pairs ({"dict": [["BLOCK", 128]]})
+    return {path or "(config)": json.dumps(value, sort_keys=True)}
+
+
+def _nearest_config(best: Any, space: Sequence[Any]) -> str:
+    """``"; the nearest config of the space, config_space[i], differs in FIELD: THEN -> NOW"``: which
+    field of the best config changed, where the best alone showed nothing a user edited (an edited
+    ``pre_hook`` read as a changed space; a tester)."""
+    theirs = _leaves(best)
+    found = []
+    for index, config in enumerate(space):
+        ours = _leaves(config)
+        changed = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
+        found.append((len(changed), index, changed, ours))
+    if not found:
+        return ""
+    _, index, changed, ours = min(found, key=lambda t: (t[0], t[1]))
+    if not changed or len(changed) > max(3, len(theirs) // 2):
+        return ""
+    parts = []
+    for name in changed[:3]:
+        then, now = theirs.get(name, "(none)"), ours.get(name, "(none)")
+        part = f"{name}: {_short(then, 80)} -> {_short(now, 80)}"
+        if _same_name_other_source(then, now):
+            part += " (the same function, its source or what it uses edited since)"
+        parts.append(part)
+    return f"; the nearest config of the space, config_space[{index}], differs in " + "; ".join(parts)
+
+
+def _same_name_other_source(then: str, now: str) -> bool:
+    """Two encoded functions or kernels of one name and other source digests."""
+    a, b = then.partition(" source sha256:"), now.partition(" source sha256:")
+    return bool(a[1] and b[1]) and a[0] == b[0] and a[2] != b[2]
 
 
 def _missing_device(then: Any, now: Any) -> str:
