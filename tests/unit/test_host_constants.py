@@ -120,6 +120,81 @@ def test_a_rank_read_from_the_environment_and_state_a_function_sets_hash_alike(t
     assert fingerprint.source_hash(rank3.host) == fingerprint.source_hash(rank0.host)
 
 
+
+PER_RANK = {  # values a process makes for itself in ways other than one module-level statement
+    "in_a_try_block": """
+        import os
+        try:
+            LOCAL_RANK = int(os.environ["HC_RANK"])
+        except KeyError:
+            LOCAL_RANK = 0
+    """,
+    "a_default_then_the_ranks_own": """
+        import os
+        LOCAL_RANK = 0
+        if "HC_RANK" in os.environ:
+            LOCAL_RANK = int(os.environ["HC_RANK"])
+    """,
+    "by_unpacking": """
+        import os
+        LOCAL_RANK, WORLD = int(os.environ["HC_RANK"]), 2
+    """,
+    "imported": """
+        from hc_consts import LOCAL_RANK
+    """,
+    "imported_twice_over": """
+        from hc_reexport import LOCAL_RANK
+    """,
+}
+
+
+@pytest.mark.parametrize("case", sorted(PER_RANK))
+def test_a_value_each_rank_makes_for_itself_hashes_alike_on_every_rank(tmp_path, monkeypatch, case):
+    """Each of these gave two ranks two hashes (a reviewer, 2026-12-05): the job raised
+    RankDisagreementError, and a campaign's actor and the training job named other entries."""
+    (tmp_path / "hc_reexport.py").write_text("from hc_consts import LOCAL_RANK\n")
+    text = textwrap.dedent(PER_RANK[case]) + "\n\ndef host(x, b):\n    return x * b + LOCAL_RANK\n"
+    consts = "import os\nLOCAL_RANK = int(os.environ['HC_RANK'])\n"
+    hashes = []
+    for rank in ("0", "1"):
+        monkeypatch.setenv("HC_RANK", rank)
+        sys.modules.pop("hc_reexport", None)
+        host = _load(tmp_path, f"hc_{case}_{rank}", text, consts).host
+        assert host(0, 1) == int(rank)
+        hashes.append((fingerprint.source_hash(host), fingerprint.body_hash(host)))
+    sys.modules.pop("hc_reexport", None)
+    assert hashes[0] == hashes[1]
+
+
+def test_a_literal_passed_as_a_keyword_argument_still_counts_by_value(tmp_path):
+    """``kernel[grid](x, BLOCK=BLOCK)`` on lines of its own is no assignment of BLOCK."""
+    text = textwrap.dedent('''
+        BLOCK = 128
+
+
+        def launch(**kw):
+            return kw
+
+
+        def host(x, b):
+            return launch(
+                x=x,
+                BLOCK=BLOCK,
+            )["BLOCK"] * b
+    ''')
+    module = _load(tmp_path, "hc_kwargs", text)
+    assert fingerprint.constants_read(module.host) == ["global BLOCK=128"]
+    edited = _load(tmp_path, "hc_kwargs_b", text.replace("BLOCK = 128", "BLOCK = 64"))
+    assert fingerprint.source_hash(edited.host) != fingerprint.source_hash(module.host)
+
+
+def test_an_imported_literal_counts_by_value_and_a_computed_one_by_its_statement(tmp_path):
+    text = "from hc_consts import IMPORTED\n\n\ndef host(x, b):\n    return x * b + IMPORTED\n"
+    assert fingerprint.constants_read(_load(tmp_path, "hc_imp_a", text).host) == ["global IMPORTED=1"]
+    computed = _load(tmp_path, "hc_imp_b", text, consts="import os\nIMPORTED = len(os.sep)\n").host
+    assert fingerprint.constants_read(computed) == ["global IMPORTED = hc_consts.IMPORTED = len(os.sep)"]
+
+
 HOOKS = textwrap.dedent('''
     SCALE = 1
 

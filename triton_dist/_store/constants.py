@@ -10,11 +10,16 @@ They count the *code* that makes the constant, never a state of the process:
 
 - a name some function of the module declares ``global`` (a flag, a counter, a lazily set value)
   is state, not a constant: not counted (its value at the first call differs between processes);
+- a name whose one module-level assignment is a literal (``BLOCK = 128``) counts by its value, and
+  so does one imported (``from .consts import BLOCK``) from a module where that holds;
 - a name whose module-level assignment is not a literal (``RANK = int(os.environ["RANK"])``,
   ``BLOCK = 2 * BASE``) counts by that statement's text, not its value: ranks reading their own
-  rank would otherwise hash differently and refuse to tune together;
-- a literal one (``BLOCK = 128``), or one defined elsewhere (``from .consts import BLOCK``),
-  counts by its value.
+  rank would otherwise hash differently and refuse to tune together (and a campaign's actor
+  and the training job name other entries);
+- a name made any other way — assigned in a block (``try: RANK = ... except KeyError: RANK = 0``),
+  by unpacking (``RANK, WORLD = ...``), more than once, or imported from where it is made so —
+  counts by its name alone (``global NAME (computed)``): its value may be the process's own (a
+  reviewer, 2026-12-05: each of these gave two ranks two hashes).
 
 A function that reads no such global hashes as before (the entries written before stay valid).
 """
@@ -22,8 +27,10 @@ A function that reads no such global hashes as before (the entries written befor
 from __future__ import annotations
 
 import ast
+import importlib.util
 import linecache
 import re
+import sys
 from typing import Any
 
 __all__ = ["constants_read"]
@@ -57,12 +64,100 @@ def constants_read(fn: Any) -> list[str]:
     for name, value in found.items():
         if name in state:
             continue  # state some function sets: not a constant
-        statement = None if text is None else _assignment(text, name)
-        if statement is not None and not _literal(statement[1]):
-            texts.append(f"global {name} = {statement[0]}")
-        else:
-            texts.append(f"global {name}={_text(value)}")
+        made = _made(name, text, namespace, 0)
+        texts.append(f"global {name}={_text(value)}" if made is _LITERAL
+                     else f"global {name} (computed)" if made is None else f"global {name} = {made}")
     return texts
+
+
+_LITERAL = "literal"  # a marker: the name's one module-level assignment is a literal
+#: how many re-exports (``from a import X`` where a imports X from b) are followed
+MAX_IMPORTS = 3
+
+
+def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) -> str | None:
+    """How the module of ``text`` makes ``name``: :data:`_LITERAL`, the text of its one
+    module-level non-literal assignment, or None (made another way: counted by name only)."""
+    if text is None:
+        return None
+    assignments = [m for m in re.finditer(rf"\n[ \t]*{re.escape(name)}[ \t]*(?::[^=\n]*)?[-+*/%&|^@]?=(?!=)", text)
+                   if not _in_brackets(text, m.start())]  # a keyword argument: kernel[grid](BLOCK=BLOCK)
+    if len(assignments) > 1 or (assignments and not assignments[0].group().startswith(f"\n{name}")):
+        return None  # assigned in a block, or more than once (a default, then a rank's own value)
+    if assignments:
+        statement = _assignment(text, name)
+        if statement is None or statement[1] is None:
+            return None
+        return _LITERAL if _literal(statement[1]) else statement[0]
+    if depth >= MAX_IMPORTS:
+        return None
+    origin = _imported_from(name, text, namespace)  # not assigned here: imported, or unpacked
+    if origin is None:
+        return None
+    module, original = origin
+    source = getattr(module, "__file__", None)
+    if not isinstance(source, str):
+        return None
+    linecache.checkcache(source)  # as inspect does for the function's own file: a stat
+    lines = linecache.getlines(source)
+    made = _made(original, "\n" + "".join(lines), vars(module), depth + 1) if lines else None
+    if made is None or made is _LITERAL:
+        return made
+    return f"{getattr(module, '__name__', '?')}.{original} = {made}"
+
+
+def _in_brackets(text: str, newline: int) -> bool:
+    """Whether the line after ``text[newline]`` continues a bracket the line before it opened or
+    continued (``f(\\n    BLOCK=BLOCK,``): its previous line (blank and comment lines skipped)
+    ends with an opening bracket or a comma. A cheap guess instead of parsing the module (~50 ms
+    for 3,000 lines); it misses a statement only after a line ending in a comma (a tuple)."""
+    end = newline
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        line = text[start:end].split("#", 1)[0].rstrip()
+        if line:
+            return line[-1] in "([{,"
+        end = start - 1
+    return False
+
+
+def _imported_from(name: str, text: str, namespace: dict[str, Any]) -> tuple[Any, str] | None:
+    """(the module, the name there) of a module-level ``from M import X as name``; None else."""
+    for match in re.finditer(r"\nfrom[ \t]+([.\w]+)[ \t]+import[ \t]+", text):
+        if not re.search(rf"\b{re.escape(name)}\b", text[match.end():text.find("\n", match.end()) + 200]):
+            continue
+        statement = _statement(text, match.start() + 1)
+        if statement is None:
+            continue
+        for node in statement.body:
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            for alias in node.names:
+                if (alias.asname or alias.name) != name:
+                    continue
+                try:
+                    resolved = importlib.util.resolve_name("." * node.level + (node.module or ""),
+                                                           namespace.get("__package__") or None)
+                except (ImportError, ValueError):
+                    return None
+                module = sys.modules.get(resolved)
+                return (module, alias.name) if module is not None else None
+    return None
+
+
+def _statement(text: str, start: int) -> Any:
+    """The statement starting at ``start`` of ``text`` (with the lines it continues over, until it
+    parses), parsed; None if it never does within 50 lines."""
+    end = start
+    for _ in range(50):
+        end = text.find("\n", end + 1)
+        end = len(text) if end < 0 else end
+        try:
+            return ast.parse(text[start:end])
+        except (SyntaxError, ValueError):
+            if end >= len(text):
+                return None
+    return None
 
 
 def _names(code: Any) -> set[str]:

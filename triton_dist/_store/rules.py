@@ -21,7 +21,8 @@ RULES = "2026-12-06"
 
 #: the changes of the rules, newest first: (date, what changed since the rules before)
 CHANGES = (
-    ("2026-12-06", "the module constants a host function reads count in its source hash, and a Python "
+    ("2026-12-06", "the module constants a host function reads count in its source hash (by value, statement "
+                   "or name: never a value a process makes for itself), and a Python "
                    "function in a config (a value, a triton.Config's pre_hook) is written by its name and a "
                    "digest of its source"),
     ("2026-12-05", "a kernel counts with the @triton.jit helpers it calls and the constants it reads, "
