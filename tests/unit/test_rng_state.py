@@ -85,16 +85,19 @@ class _CapturingCuda:
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
         monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: self.capturing)
-        monkeypatch.setattr(torch.cuda, "get_rng_state_all", self.get_rng_state_all)
-        monkeypatch.setattr(torch.cuda, "set_rng_state_all", self.set_rng_state_all)
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+        monkeypatch.setattr(torch.cuda, "get_rng_state", self.get_rng_state)
+        monkeypatch.setattr(torch.cuda, "set_rng_state", self.set_rng_state)
+        for name in ("get_rng_state_all", "set_rng_state_all"):  # one read per visible device
+            monkeypatch.setattr(torch.cuda, name, lambda *a, _n=name: pytest.fail(f"{_n}: every device read"))
 
-    def get_rng_state_all(self) -> list[torch.Tensor]:
+    def get_rng_state(self, device: int = 0) -> torch.Tensor:
         self._refused("current_seed")
-        return [s.clone() for s in self.states]
+        return self.states[device].clone()
 
-    def set_rng_state_all(self, states: list[torch.Tensor]) -> None:
+    def set_rng_state(self, state: torch.Tensor, device: int = 0) -> None:
         self._refused("set_current_seed")
-        self.states = [s.clone() for s in states]
+        self.states[device] = state.clone()
 
 
 def test_the_device_generator_is_not_read_during_a_graph_capture(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -123,3 +126,19 @@ def test_the_device_generator_is_not_read_during_a_graph_capture(monkeypatch: py
     assert state.moved()
     state.restore()
     assert torch.equal(cuda.states[0], torch.tensor([1, 2], dtype=torch.uint8))
+
+
+def test_only_the_current_devices_generator_is_taken_and_put_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every call of a contextual function takes the state: it read every visible device's."""
+    from triton_dist._measure.rng import RngState
+
+    cuda = _CapturingCuda()
+    cuda.install(monkeypatch)
+    state = RngState("cuda")
+    cuda.states[1] = torch.tensor([7, 7], dtype=torch.uint8)  # another device's: not this rank's
+    assert not state.moved()
+    cuda.states[0] = torch.tensor([9, 9], dtype=torch.uint8)
+    assert state.moved()
+    state.restore()
+    assert torch.equal(cuda.states[0], torch.tensor([1, 2], dtype=torch.uint8))
+    assert torch.equal(cuda.states[1], torch.tensor([7, 7], dtype=torch.uint8))

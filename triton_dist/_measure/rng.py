@@ -7,7 +7,7 @@ generators — a dropout kernel's seed (``torch.randint(...).item()``), ``nn.Dro
 after one untuned call: the same seeded job gave other numbers on a miss than on a hit, and with
 ``check_correctness=True`` every config but the first drew another seed and was rejected as a
 wrong result. :class:`RngState` takes the state of the CPU generator and, where the device's
-module is initialised, of the device's generators, and puts them back: every run draws what the
+module is initialised, of the current device's generator, and puts them back: every run draws what the
 first drew, and what follows the tuning draws what it would have drawn without it.
 
 A device generator is read and put back only where its module can say that no graph capture is
@@ -31,7 +31,7 @@ def _device_module(device_type: str | None) -> Any:
     import torch
 
     module = getattr(torch, device_type, None)
-    if module is None or not all(hasattr(module, n) for n in ("get_rng_state_all", "set_rng_state_all")):
+    if module is None or not all(hasattr(module, n) for n in ("get_rng_state", "set_rng_state", "current_device")):
         return None
     initialised = getattr(module, "is_initialized", None)
     if initialised is None or not initialised():  # reading the state would initialise the device
@@ -48,7 +48,10 @@ class RngState:
         self._cpu = torch.get_rng_state()
         module = _device_module(device_type)
         self._module = None if module is None or _capturing(module) else module
-        self._device = self._module.get_rng_state_all() if self._module is not None else None
+        # the current device's generator only: a rank drives one device, and reading every visible
+        # device's state cost each call of a contextual function a read per device (8 on a node)
+        self._index = self._module.current_device() if self._module is not None else None
+        self._device = self._module.get_rng_state(self._index) if self._module is not None else None
 
     def moved(self) -> bool:
         """True when a generator no longer stands where it stood when this was made."""
@@ -58,16 +61,14 @@ class RngState:
             return True
         if self._module is None or _capturing(self._module):
             return False
-        now = self._module.get_rng_state_all()
-        return len(now) != len(self._device) or any(  # type: ignore[arg-type]
-            not torch.equal(a, b) for a, b in zip(now, self._device, strict=False))  # type: ignore[arg-type]
+        return not torch.equal(self._module.get_rng_state(self._index), self._device)  # type: ignore[arg-type]
 
     def restore(self) -> None:
         import torch
 
         torch.set_rng_state(self._cpu)
         if self._module is not None and not _capturing(self._module):
-            self._module.set_rng_state_all(self._device)
+            self._module.set_rng_state(self._device, self._index)
 
 
 def _capturing(module: Any) -> bool:
