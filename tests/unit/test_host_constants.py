@@ -225,3 +225,107 @@ def test_a_hook_or_a_function_in_a_config_is_written_with_its_source(tmp_path):
     # closures of one factory capturing other numbers are other configs; a builtin, a class: by name
     assert encode_value(base.make(2)) != encode_value(base.make(3)) == encode_value(same.make(3))
     assert "sha256" not in str(encode_value(torch.relu)) and "sha256" not in str(encode_value(torch.nn.ReLU))
+
+
+EDITED_LITERAL = {  # a module-level literal whose edit must change the hash (each did not after 729b38d)
+    "a_local_of_the_same_name": """
+        BLOCK = 128
+
+
+        def reference(x):
+            BLOCK = 64
+            return x[:BLOCK]
+    """,
+    "a_class_attribute_of_the_same_name": """
+        BLOCK = 128
+
+
+        class Defaults:
+            BLOCK = 64
+    """,
+    "the_name_in_a_docstring": '''
+        """Kernels. Example::
+
+            BLOCK = 64
+        """
+        BLOCK = 128
+    ''',
+    "a_comment_saying_global": """
+        # the host reads the global BLOCK
+        BLOCK = 128
+    """,
+    "a_star_import": """
+        from hc_consts import *
+    """,
+    "a_long_list_of_imported_names": "from hc_consts import (\n"
+        + "".join(f"    NAME_NUMBER_{i},\n" for i in range(30)) + "    BLOCK,\n)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITED_LITERAL))
+def test_an_edited_literal_changes_the_hash_whatever_else_the_module_holds(tmp_path, case):
+    """An edit of ``BLOCK = 128`` (here or in the module it is imported from) must tune again; a
+    local variable, a class attribute or a docstring naming BLOCK, a comment's word "global", a
+    star import or a long import list made it count by its name alone, and the entry of the code
+    before was hit with a config tuned for another BLOCK."""
+    text = textwrap.dedent(EDITED_LITERAL[case]) + "\n\ndef host(x, b):\n    return x * b + BLOCK\n"
+    consts = "".join(f"NAME_NUMBER_{i} = {i}\n" for i in range(30)) + "BLOCK = 128\n"
+    module = _load(tmp_path, f"hc_{case}", text, consts)
+    assert fingerprint.constants_read(module.host) == ["global BLOCK=128"]
+    base = fingerprint.source_hash(module.host)  # before the edit: the hashes read the files
+    edited = _load(tmp_path, f"hc_{case}_b", text.replace("BLOCK = 128", "BLOCK = 64"),
+                   consts.replace("BLOCK = 128", "BLOCK = 64"))  # another size: linecache reads it again
+    assert fingerprint.source_hash(edited.host) != base
+
+
+def test_a_literal_another_module_sets_per_rank_hashes_alike_on_every_rank(tmp_path):
+    """``kernels.RANK = dist.get_rank()`` from the job's script: the module writes ``RANK = 0`` and
+    each rank holds its own; counted by the value held, two ranks hashed two ways (the job raised
+    RankDisagreementError, a campaign's actor that never sets it named another entry)."""
+    text = "RANK = 0\n\n\ndef host(x, b):\n    return x * b + RANK\n"
+    hashes = []
+    for rank in (0, 1, 3):
+        module = _load(tmp_path, f"hc_set_{rank}", text)
+        module.RANK = rank  # as the job's script sets it
+        assert module.host(0, 1) == rank
+        hashes.append((fingerprint.source_hash(module.host), fingerprint.body_hash(module.host)))
+    assert hashes[0] == hashes[1] == hashes[2]
+    assert fingerprint.constants_read(module.host) == ["global RANK=0"]  # the literal as written
+
+
+def test_a_name_assigned_in_a_module_level_block_or_augmented_still_counts_by_name(tmp_path):
+    """What the skipped def/class bodies must not hide: a module-level ``if`` after a function
+    still assigns the module's name; ``BLOCK += n`` is not what its literal says."""
+    text = textwrap.dedent("""
+        import os
+        RANK = 0
+
+
+        def helper():
+            return 1
+
+
+        if "HC_RANK" in os.environ:
+            RANK = int(os.environ["HC_RANK"])
+
+
+        def host(x, b):
+            return x * b + RANK
+    """)
+    assert fingerprint.constants_read(_load(tmp_path, "hc_block_after_def", text).host) == ["global RANK (computed)"]
+    augmented = ("import os\nfrom hc_consts import BLOCK\nBLOCK += len(os.sep)\n\n\n"
+                 "def host(x, b):\n    return x * b + BLOCK\n")
+    assert fingerprint.constants_read(_load(tmp_path, "hc_augmented", augmented, "BLOCK = 1\n").host) == [
+        "global BLOCK (computed)"]
+
+
+def test_a_literal_the_job_replaces_with_an_object_hashes_as_where_it_is_not_replaced(tmp_path):
+    """``GROUP = None`` in the module, ``kernels.GROUP = dist.new_group(...)`` in the job's script:
+    counted where it still held None (a campaign's actor), not where it held the group (the job),
+    the two named other entries and the seeded cache never served the job."""
+    text = "GROUP = None\n\n\ndef host(x, b):\n    return x * b if GROUP is None else x\n"
+    actor = _load(tmp_path, "hc_group_actor", text)
+    job = _load(tmp_path, "hc_group_job", text)
+    job.GROUP = object()  # as the job's script sets it
+    assert fingerprint.constants_read(job.host) == fingerprint.constants_read(actor.host) == ["global GROUP=None"]
+    assert fingerprint.source_hash(job.host) == fingerprint.source_hash(actor.host)

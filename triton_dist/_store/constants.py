@@ -10,8 +10,12 @@ They count the *code* that makes the constant, never a state of the process:
 
 - a name some function of the module declares ``global`` (a flag, a counter, a lazily set value)
   is state, not a constant: not counted (its value at the first call differs between processes);
-- a name whose one module-level assignment is a literal (``BLOCK = 128``) counts by its value, and
-  so does one imported (``from .consts import BLOCK``) from a module where that holds;
+- a name whose one module-level assignment is a literal (``BLOCK = 128``) counts by that literal's
+  value, and so does one imported (``from .consts import BLOCK``, ``from .consts import *``) from a
+  module where that holds; the literal as written, not the value the module holds now (a job that
+  sets ``kernels.RANK = rank`` from elsewhere gave each rank its own hash); a local variable or a
+  class attribute of the same name in a ``def`` or ``class`` body, or the name in a string, is no
+  assignment of it (each made an edit of the literal hit the entry of the code before);
 - a name whose module-level assignment is not a literal (``RANK = int(os.environ["RANK"])``,
   ``BLOCK = 2 * BASE``) counts by that statement's text, not its value: ranks reading their own
   rank would otherwise hash differently and refuse to tune together (and a campaign's actor
@@ -31,6 +35,7 @@ import importlib.util
 import linecache
 import re
 import sys
+import types
 from typing import Any
 
 __all__ = ["constants_read"]
@@ -41,7 +46,9 @@ MAX_ITEMS, MAX_DEPTH, MAX_TEXT = 64, 3, 1000
 # per file, while linecache keeps the same lines: its text (after a newline) and the names its
 # functions declare ``global``
 _files: dict[str, tuple[list[str], str, frozenset[str]]] = {}
-_GLOBAL = re.compile(r"\bglobal[ \t]+([A-Za-z_][\w \t,]*)")
+#: a ``global`` statement: at the start of a line or after ``;`` or ``:`` (not in a comment's words,
+#: "# the global BLOCK", which made BLOCK state: its edit hit the entry of the code before)
+_GLOBAL = re.compile(r"(?:\n[ \t]*|[;:][ \t]*)global[ \t]+([A-Za-z_][\w \t,]*)")
 
 
 def constants_read(fn: Any) -> list[str]:
@@ -56,39 +63,55 @@ def constants_read(fn: Any) -> list[str]:
             continue  # a module's __name__, __file__: where it runs, not what it computes
         value = namespace[name]
         if _constant(value, 0):
-            found[name] = value
+            found[name] = True
+        elif not callable(value) and not isinstance(value, types.ModuleType):
+            found[name] = False  # a value set since (``kernels.GROUP = pg``): counts if written as a literal
     if not found:
         return []
     text, state = _module_text(code.co_filename)
     texts = []
-    for name, value in found.items():
+    for name, held in found.items():  # the value held is the process's: the literal as written counts
         if name in state:
             continue  # state some function sets: not a constant
         made = _made(name, text, namespace, 0)
-        texts.append(f"global {name}={_text(value)}" if made is _LITERAL
+        if not held and not (isinstance(made, _Literal) and _constant(made.value, 0)):
+            continue  # neither held nor written as a constant: not one (a list, a device, a group)
+        texts.append(f"global {name}={_text(made.value)}" if isinstance(made, _Literal)
                      else f"global {name} (computed)" if made is None else f"global {name} = {made}")
     return texts
 
 
-_LITERAL = "literal"  # a marker: the name's one module-level assignment is a literal
+class _Literal:
+    """The name's one module-level assignment is a literal: its value as the source writes it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
 #: how many re-exports (``from a import X`` where a imports X from b) are followed
 MAX_IMPORTS = 3
 
 
-def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) -> str | None:
-    """How the module of ``text`` makes ``name``: :data:`_LITERAL`, the text of its one
+def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) -> _Literal | str | None:
+    """How the module of ``text`` makes ``name``: a :class:`_Literal`, the text of its one
     module-level non-literal assignment, or None (made another way: counted by name only)."""
     if text is None:
         return None
     assignments = [m for m in re.finditer(rf"\n[ \t]*{re.escape(name)}[ \t]*(?::[^=\n]*)?[-+*/%&|^@]?=(?!=)", text)
-                   if not _in_brackets(text, m.start())]  # a keyword argument: kernel[grid](BLOCK=BLOCK)
+                   if not _in_brackets(text, m.start())  # a keyword argument: kernel[grid](BLOCK=BLOCK)
+                   and not _in_string(text, m.start())
+                   and not (m.group()[1] in " \t" and _in_definition(text, m.start()))]  # a local, a class's
     if len(assignments) > 1 or (assignments and not assignments[0].group().startswith(f"\n{name}")):
         return None  # assigned in a block, or more than once (a default, then a rank's own value)
     if assignments:
-        statement = _assignment(text, name)
-        if statement is None or statement[1] is None:
+        if assignments[0].group()[-2] in "-+*/%&|^@":
+            return None  # BLOCK += 1 alone: not what the literal says
+        statement = _assignment(text, assignments[0].end())
+        if statement is None:
             return None
-        return _LITERAL if _literal(statement[1]) else statement[0]
+        value = _literal(statement[1])
+        return statement[0] if value is _NOT_LITERAL else _Literal(value)
     if depth >= MAX_IMPORTS:
         return None
     origin = _imported_from(name, text, namespace)  # not assigned here: imported, or unpacked
@@ -101,7 +124,7 @@ def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) ->
     linecache.checkcache(source)  # as inspect does for the function's own file: a stat
     lines = linecache.getlines(source)
     made = _made(original, "\n" + "".join(lines), vars(module), depth + 1) if lines else None
-    if made is None or made is _LITERAL:
+    if made is None or isinstance(made, _Literal):
         return made
     return f"{getattr(module, '__name__', '?')}.{original} = {made}"
 
@@ -121,10 +144,33 @@ def _in_brackets(text: str, newline: int) -> bool:
     return False
 
 
+def _in_definition(text: str, newline: int) -> bool:
+    """Whether the indented line after ``text[newline]`` lies in a ``def`` or ``class`` body (a
+    local variable, a class attribute: not the module's name): the nearest line before it that
+    starts at column 0 (blank, comment and closing-bracket lines skipped) opens one."""
+    end = newline
+    while end > 0:
+        start = text.rfind("\n", 0, end) + 1
+        if text[start:start + 1] not in ("", " ", "\t", "\n", "#", ")", "]", "}"):
+            return text.startswith(("def ", "async def ", "class ", "@"), start)
+        end = start - 1
+    return False
+
+
+def _in_string(text: str, at: int) -> bool:
+    """Whether ``text[at]`` lies in a triple-quoted string (a docstring's example ``BLOCK = 64``):
+    an odd number of ``\"\"\"`` (or of ``'''``) before it. A cheap guess, as :func:`_in_brackets`."""
+    return text.count('"""', 0, at) % 2 == 1 or text.count("'''", 0, at) % 2 == 1
+
+
 def _imported_from(name: str, text: str, namespace: dict[str, Any]) -> tuple[Any, str] | None:
-    """(the module, the name there) of a module-level ``from M import X as name``; None else."""
+    """(the module, the name there) of a module-level ``from M import X as name`` (or of a
+    ``from M import *`` whose module has ``name``); None else."""
     for match in re.finditer(r"\nfrom[ \t]+([.\w]+)[ \t]+import[ \t]+", text):
-        if not re.search(rf"\b{re.escape(name)}\b", text[match.end():text.find("\n", match.end()) + 200]):
+        # the import's names: to its closing bracket where it opens one (a long list of names)
+        bracket = text.startswith("(", match.end())
+        end = text.find(")" if bracket else "\n", match.end())
+        if not re.search(rf"\b{re.escape(name)}\b|\*", text[match.end():len(text) if end < 0 else end]):
             continue
         statement = _statement(text, match.start() + 1)
         if statement is None:
@@ -133,7 +179,7 @@ def _imported_from(name: str, text: str, namespace: dict[str, Any]) -> tuple[Any
             if not isinstance(node, ast.ImportFrom):
                 continue
             for alias in node.names:
-                if (alias.asname or alias.name) != name:
+                if (alias.asname or alias.name) != name and alias.name != "*":
                     continue
                 try:
                     resolved = importlib.util.resolve_name("." * node.level + (node.module or ""),
@@ -141,8 +187,20 @@ def _imported_from(name: str, text: str, namespace: dict[str, Any]) -> tuple[Any
                 except (ImportError, ValueError):
                     return None
                 module = sys.modules.get(resolved)
+                if alias.name == "*":
+                    if module is not None and name in _star_names(module):
+                        return module, name
+                    continue
                 return (module, alias.name) if module is not None else None
     return None
+
+
+def _star_names(module: Any) -> Any:
+    """The names ``from module import *`` binds."""
+    names = getattr(module, "__all__", None)
+    if isinstance(names, (list, tuple)):
+        return names
+    return [n for n in vars(module) if not n.startswith("_")]
 
 
 def _statement(text: str, start: int) -> Any:
@@ -197,31 +255,31 @@ def _module_text(filename: str) -> tuple[str | None, frozenset[str]]:
     return kept[1], kept[2]
 
 
-def _assignment(text: str, name: str) -> tuple[str, Any] | None:
-    """The right-hand side of the last module-level ``name = ...`` (``name: T = ...``), with the
-    lines it continues over (until it parses), and its parsed expression (None if it never does);
-    None without one (imported, assigned in a block or by unpacking)."""
-    matches = list(re.finditer(rf"\n{re.escape(name)}[ \t]*(?::[^=\n]*)?=(?!=)[ \t]*([^\n]*)", text))
-    if not matches:
-        return None
-    parts, end = [matches[-1].group(1)], matches[-1].end()
+def _assignment(text: str, at: int) -> tuple[str, Any] | None:
+    """The right-hand side of the module-level ``name = ...`` (``name: T = ...``) whose ``=`` ends
+    at ``at``, with the lines it continues over (until it parses), and its parsed expression;
+    None if it never parses (``name = ... = ...``, ``name = 1; other = 2``)."""
+    end = text.find("\n", at)
+    end = len(text) if end < 0 else end
+    parts = [text[at:end]]
     while True:
         statement = "\n".join(parts).strip()
         try:
             return statement, ast.parse(statement, mode="eval")
         except (SyntaxError, ValueError):
             if end >= len(text) or len(parts) >= 50:
-                return statement, None
+                return None
         start, end = end + 1, text.find("\n", end + 1)
         end = len(text) if end < 0 else end
         parts.append(text[start:end])
 
 
-def _literal(tree: Any) -> bool:
-    if tree is None:
-        return False
+_NOT_LITERAL = object()
+
+
+def _literal(tree: Any) -> Any:
+    """The value of the literal ``tree``; :data:`_NOT_LITERAL` where it is not one."""
     try:
-        ast.literal_eval(tree)
+        return ast.literal_eval(tree)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return False
-    return True
+        return _NOT_LITERAL
