@@ -119,6 +119,7 @@ class ContextualAutoTuner(Generic[R]):
         with _activated(self):
             session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat,
                               compile_workers=self.compile_workers)
+            session.take_rng(args, kwargs)
             with _takeover(session):
                 while True:
                     session.begin_run()

@@ -142,3 +142,28 @@ def test_only_the_current_devices_generator_is_taken_and_put_back(monkeypatch: p
     state.restore()
     assert torch.equal(cuda.states[0], torch.tensor([1, 2], dtype=torch.uint8))
     assert torch.equal(cuda.states[1], torch.tensor([7, 7], dtype=torch.uint8))
+
+
+def test_the_generators_of_the_devices_the_call_uses_are_taken_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank that puts its tensors on cuda:{local_rank} without set_device has current device 0
+    and draws from generator local_rank: the tuning moved that one unseen (a reviewer)."""
+    from triton_dist._measure.rng import RngState
+
+    cuda = _CapturingCuda()
+    cuda.states.append(torch.tensor([5, 6], dtype=torch.uint8))
+    cuda.install(monkeypatch)
+    state = RngState("cuda", devices=[1])
+    cuda.states[1] = torch.tensor([9, 9], dtype=torch.uint8)  # a run's dropout on cuda:1 drew
+    assert state.moved()
+    state.restore()
+    assert torch.equal(cuda.states[1], torch.tensor([3, 4], dtype=torch.uint8))
+    cuda.states[2] = torch.tensor([8, 8], dtype=torch.uint8)  # a device the call does not use
+    assert not state.moved()
+
+
+def test_the_devices_a_call_uses_are_read_from_its_tensors() -> None:
+    from triton_dist._measure.rng import tensor_devices
+
+    x = torch.zeros(2)
+    assert tensor_devices((x, [x], {"y": x}), "cpu") == set()  # the CPU generator is always taken
+    assert tensor_devices((x, [x], {"y": x}, 3, "s"), "cuda") == set()  # no tensor on a cuda device

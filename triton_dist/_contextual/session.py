@@ -32,7 +32,7 @@ from triton_dist._distributed import GroupView, agree, resolve_group
 from triton_dist._logging import TuningLog, announce_once, job_rank_fields, job_rank_prefix
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
-from triton_dist._measure.rng import RngState
+from triton_dist._measure.rng import RngState, tensor_devices
 from triton_dist._warn import warn_user
 from triton_dist.dist import world_generation
 from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
@@ -84,13 +84,18 @@ class Session:
         self._paused: contextlib.ExitStack | None = None  # the collector, once a kernel tunes
         # every run draws what the first drew (dropout, a seed): the kept run draws what one
         # untuned call draws, and what follows the call what it would have drawn (_measure.rng)
-        self.rng = RngState(self.backend.kind)  # its kind: device() of a stand-in NPU is no torch device
+        self.rng: RngState | None = None  # taken by take_rng, before the first run
         self.watch = StateWatch()  # training state the runs thrown away change (side_effects.py)
 
     # -- runs of the outer function --------------------------------------------------------
 
+    def take_rng(self, args: tuple, kwargs: dict) -> None:
+        """torch's generators as the caller left them: the current device's and those of the
+        outer call's tensors (by the backend's kind: device() of a stand-in NPU is no torch device)."""
+        self.rng = RngState(self.backend.kind, tensor_devices((*args, *kwargs.values()), self.backend.kind))
+
     def begin_run(self) -> None:
-        if self.run_index:  # the run before was thrown away
+        if self.run_index and self.rng is not None:  # the run before was thrown away
             self.rng.restore()
         self.run_index += 1
         # a run with kernels still measuring is thrown away; the run after the last one is kept

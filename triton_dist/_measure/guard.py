@@ -25,7 +25,7 @@ from triton_dist._measure import restore_kernel as _restore_kernel
 from triton_dist._measure.compare import MAX_DEPTH, capture, compare
 from triton_dist._measure.flag_reads import FlagBlock as _FlagBlock
 from triton_dist._measure.interrupts import interrupts_held
-from triton_dist._measure.rng import RngState
+from triton_dist._measure.rng import RngState, tensor_devices
 from triton_dist._measure.time_limit import run_limited
 from triton_dist._warn import warn_user
 from triton_dist.errors import WrongResultError
@@ -100,7 +100,8 @@ class RunGuard:
                  idle: Callable[[Callable[[], bool]], None] | None = None,
                  device_type: str | None = None) -> None:
         self.check = check
-        self._rng = RngState(device_type)  # the generators as the caller left them
+        # the generators as the caller left them (the current device's and its arguments' devices')
+        self._rng = RngState(device_type, tensor_devices((*args, *kwargs.values()), device_type))
         self._rng_moved = False  # a run (or the compile pass) drew from them: put back before each run
         self._said_blind = False  # check_correctness with nothing to compare, said once
         self.name = name

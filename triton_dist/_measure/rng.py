@@ -19,9 +19,10 @@ keeps the CPU generator's alone.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["RngState"]
+__all__ = ["RngState", "tensor_devices"]
 
 
 def _device_module(device_type: str | None) -> Any:
@@ -42,16 +43,21 @@ def _device_module(device_type: str | None) -> Any:
 class RngState:
     """The generators' state when it was made; :meth:`restore` puts it back."""
 
-    def __init__(self, device_type: str | None = None) -> None:
+    def __init__(self, device_type: str | None = None, devices: Iterable[int] = ()) -> None:
+        """``devices``: the indices of the device's generators the call's tensors are on, besides
+        the current device's: a rank that puts its tensors on ``cuda:{local_rank}`` without
+        ``set_device`` has current device 0 and draws from generator ``local_rank`` (a reviewer)."""
         import torch
 
         self._cpu = torch.get_rng_state()
         module = _device_module(device_type)
         self._module = None if module is None or _capturing(module) else module
-        # the current device's generator only: a rank drives one device, and reading every visible
-        # device's state cost each call of a contextual function a read per device (8 on a node)
-        self._index = self._module.current_device() if self._module is not None else None
-        self._device = self._module.get_rng_state(self._index) if self._module is not None else None
+        # the current device's generator and those of the call's tensors, not every visible
+        # device's: a contextual function takes the state on every call (8 reads on a node)
+        self._devices: dict[int, Any] = {}
+        if self._module is not None:
+            for index in sorted({int(self._module.current_device()), *devices}):
+                self._devices[index] = self._module.get_rng_state(index)
 
     def moved(self) -> bool:
         """True when a generator no longer stands where it stood when this was made."""
@@ -61,14 +67,31 @@ class RngState:
             return True
         if self._module is None or _capturing(self._module):
             return False
-        return not torch.equal(self._module.get_rng_state(self._index), self._device)  # type: ignore[arg-type]
+        return any(not torch.equal(self._module.get_rng_state(i), state) for i, state in self._devices.items())
 
     def restore(self) -> None:
         import torch
 
         torch.set_rng_state(self._cpu)
         if self._module is not None and not _capturing(self._module):
-            self._module.set_rng_state(self._device, self._index)
+            for index, state in self._devices.items():
+                self._module.set_rng_state(state, index)
+
+
+def tensor_devices(values: Iterable[Any], device_type: str | None) -> set[int]:
+    """The indices of the ``device_type`` devices that tensors among ``values`` (and in the lists,
+    tuples and dicts among them, one level down) are on."""
+    if device_type in (None, "cpu"):
+        return set()
+    import torch
+
+    found: set[int] = set()
+    for value in values:
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else (value,)
+        for item in items:
+            if isinstance(item, torch.Tensor) and item.device.type == device_type and item.device.index is not None:
+                found.add(item.device.index)
+    return found
 
 
 def _capturing(module: Any) -> bool:
