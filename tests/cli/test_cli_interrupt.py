@@ -14,7 +14,7 @@ import pytest
 from tests.served import pack_files, served
 from tests.unit.helpers import make_tuner
 from triton_dist import cli
-from triton_dist._store import admin, files, packfile, packs, verify
+from triton_dist._store import admin, files, pack_writes, packfile, packs, verify
 
 
 def fill(n: int) -> None:
@@ -157,7 +157,7 @@ def test_a_prune_stopped_right_after_a_pack_is_rewritten_counts_its_entries(
     node = tmp_path / "node"
     everything = packed_node(cache_dir, node, old=2)
     with monkeypatch.context() as patch:
-        sent = signal_after(patch, packs, "_rewrite_without", 1, sig)
+        sent = signal_after(patch, pack_writes, "_rewrite_without", 1, sig)
         code, _, err = run(capsys, "--dir", str(node), "prune", "--older-than", "1")
     assert sent == [sig] and code in (130, 143)
     assert "removed 2 of 2 file(s) it had planned to" in err  # was "removed 0 of 2": they were gone

@@ -168,7 +168,7 @@ def test_a_prune_terminated_while_it_rewrites_a_pack_leaves_one_pack_and_says_wh
 
     # before: the pack without them not written yet; after: written, the old one gone with it
     # (both under one held stop: a SIGTERM between them left two packs of one sequence)
-    code, _, err = terminated_at(f"triton_dist._store.packs:_write_pack:1:{when}", "prune", "--older-than", "1",
+    code, _, err = terminated_at(f"triton_dist._store.pack_writes:_write_pack:1:{when}", "prune", "--older-than", "1",
                                  root=node)
     assert code == 143
     assert f"removed {0 if when == 'before' else 2} of 2 file(s)" in one_line(err, "prune")

@@ -21,7 +21,7 @@ import pytest
 from tests.served import pack_files, served
 from tests.unit.helpers import make_tuner
 from tests.unit.test_packs import tuned_entries
-from triton_dist._store import admin, decide, keyindex, packfile, packs, verify
+from triton_dist._store import admin, decide, keyindex, pack_writes, packfile, packs, verify
 from triton_dist._store.scan import scan_function_dir
 
 
@@ -182,7 +182,7 @@ def test_every_id_is_served_at_every_step_of_a_seeding(cache_dir: Path, monkeypa
         seen.append({eid for eid in items if packs.load_entry(cache_dir, "host", eid)[0] is not None})
 
     for name in ("_write_pack", "_rewrite_without"):
-        real = getattr(packs, name)
+        real = getattr(pack_writes, name)
 
         def step(*args: Any, _real: Any = real, **kwargs: Any) -> Any:
             look()
@@ -191,7 +191,7 @@ def test_every_id_is_served_at_every_step_of_a_seeding(cache_dir: Path, monkeypa
             finally:
                 look()
 
-        monkeypatch.setattr(packs, name, step)
+        monkeypatch.setattr(pack_writes, name, step)
     packs.install(cache_dir, "host", packfile.build(changed.items()))
     monkeypatch.undo()
     assert len(seen) >= 4 and all(ids == set(items) for ids in seen), seen
