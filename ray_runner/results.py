@@ -8,10 +8,11 @@ right after the case's entry is in the cache: a row therefore always names an en
 and a driver killed at any instant loses no finished case.
 
 Resuming: a case whose last row is ``tuned``/``cached``/``merged`` (and whose entry file is still
-there, readable, and — where the driver can import the target — made by the target's current
-source for every config of its current space, as the hit rule asks: ``serves``) is not dispatched
-again, provided the stream was written for the same campaign (its targets, environment, device,
-correctness check, cache root and the code of its modules: the ``digest``). A different digest,
+there, readable, and made by the target's current source for every config of its current
+space, as the hit rule asks: ``serves``; a target the driver cannot import is not taken on trust:
+its cases go to the actors, which skip what a job would hit) is not dispatched again, provided
+the stream was written for the same campaign (its targets, environment, device, correctness check,
+cache root and the code of its modules: the ``digest``). A different digest,
 or ``--force``, starts a new stream (the old one is kept as ``.results.prev.jsonl``; the log names
 the parts that differ); the cases then go through the usual identification, which still skips
 what the cache holds. One driver at a time appends (``.results.jsonl.lock``, :class:`RunLock`). Deciding what
@@ -35,7 +36,7 @@ from triton_dist._store import files as _cache
 from .run_lock import RunLock
 from .spec import Campaign, CaseSpec, case_text
 
-__all__ = ["ResultStream", "RunLock", "campaign_digest", "case_id", "digest_parts", "case_row",
+__all__ = ["UNCHECKED", "ResultStream", "RunLock", "campaign_digest", "case_id", "digest_parts", "case_row",
            "config_text", "entry_paths", "entry_paths_by_kind", "read_rows", "row_key", "stream_path"]
 
 log = logging.getLogger(__name__)
@@ -255,7 +256,8 @@ class ResultStream:
         if headers and headers[-1].get("digest") == digest and resume:
             self.run = int(headers[-1].get("run", 0)) + 1
             for cid, row in rows.items():
-                if row.get("status") in DONE and (row.get("status") == "merged" or _exists(row, serves)):
+                merged = row.get("status") == "merged"
+                if row.get("status") in DONE and (not _unchecked(row, serves) if merged else _exists(row, serves)):
                     self.done[cid] = row["status"]
                     self.counts[row["status"]] += 1
                     if row.get("digest"):
@@ -341,6 +343,17 @@ def _torn(path: Path) -> bool:
         return False
 
 
+#: what ``serves`` answers for a row whose target the driver cannot import to check (its actors
+#: decide: the case is dispatched again, and skipped there as cached if a job would hit its entry)
+UNCHECKED = "its target cannot be imported here to check it"
+
+
+def _unchecked(row: dict[str, Any], serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None) -> bool:
+    """Whether ``serves`` cannot check ``row``'s target here (asked of a merged row, whose entry is
+    its owner's: with an empty entry, a checkable target answers something else)."""
+    return serves is not None and serves(row, {}) == UNCHECKED
+
+
 def _exists(row: dict[str, Any], serves: Callable[[dict[str, Any], dict[str, Any]], str | None] | None) -> bool:
     """The entry file is there and the reader would take it (an inline call's rule: the driver
     writes entries with the fsync in the background, so a machine crash may leave an empty file
@@ -356,6 +369,8 @@ def _exists(row: dict[str, Any], serves: Callable[[dict[str, Any], dict[str, Any
                         "again", path, why)
         return False
     why = serves(row, entry) if serves is not None else None
+    if why == UNCHECKED:
+        return False  # said once per target (resume.entry_serves)
     if why:
         log.warning("the entry %s of a case an earlier run finished no longer serves %s (%s): the case is "
                     "tuned again", path, row.get("function"), why)

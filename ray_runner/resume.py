@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .fleet import Fleet
 from .hardware import FleetPlan
 from .progress import Progress
-from .results import ResultStream, RunLock, campaign_digest, digest_parts, stream_path
+from .results import UNCHECKED, ResultStream, RunLock, campaign_digest, digest_parts, stream_path
 from .spec import Campaign
 
 if TYPE_CHECKING:
@@ -56,8 +56,11 @@ def entry_serves(campaign: Campaign) -> Callable[[dict[str, Any], dict[str, Any]
     it now: the hit rule's source hash and config space (a space imported from another module, or
     grown in place, leaves the campaign's digest as it was: a resumed run said the cases were
     finished, and the job then tuned at its first call; a tester, session 28). The targets are
-    imported at the first row checked; one the driver cannot import is not checked here (its
-    cases resume on the digest alone, as before), said once at INFO."""
+    imported at the first row checked. One the driver cannot import (importable on the actors
+    only: the campaign's ``env`` PYTHONPATH, a worker image) answers :data:`UNCHECKED`: its cases
+    are dispatched again and the actors skip, as ``cached``, each that a job would still hit. On
+    the digest alone, which holds no file of a module the driver cannot find, an edited target
+    (or a constant it reads) resumed as finished, and the strict job missed every such key."""
     from triton_dist._store import decide as _decide
     from triton_dist._store import files as _files
 
@@ -71,15 +74,16 @@ def entry_serves(campaign: Campaign) -> Callable[[dict[str, Any], dict[str, Any]
                 tuner = load_target(function)
                 current[function] = (tuner.target.source_hash(), list(tuner.target.encoded))
             except Exception as exc:  # noqa: BLE001 - the workers say why, if they ever run it
-                log.info("resumed cases of %s are not checked against its code here (%s: %s); the "
-                         "campaign's digest alone decides", function, type(exc).__name__, str(exc)[:200])
+                log.info("resumed cases of %s cannot be checked against its code here (%s: %s): they are "
+                         "dispatched again, and the actors skip each whose entry a job would still hit",
+                         function, type(exc).__name__, str(exc)[:200])
                 current[function] = None
         return current[function]
 
     def serves(row: dict[str, Any], entry: dict[str, Any]) -> str | None:
         now = target(str(row.get("function")))
         if now is None:
-            return None
+            return UNCHECKED
         source, space = now
         if entry.get("source_hash") != source:
             return "the function's source changed since"
