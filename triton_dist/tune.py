@@ -2,83 +2,33 @@
 
 Flow of one call: ``key_fn`` → in-memory best config → (ranks agree) → disk cache → prune →
 measure every kept config → MAX over the group → deterministic pick → one writer per node →
-call the function with the best config. See docs/architecture.md.
+call the function with the best config. See docs/architecture.md. What a decoration is refused
+for: ``_decoration``; a call: ``_call_checks``; how a tuner pickles: ``_pickling``.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
-import numbers
-import os
 import types
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from triton_dist import _dataless, _hosts, _triton_prewarm, _tuning
+from triton_dist import _call_checks, _dataless, _decoration, _hosts, _pickling, _triton_prewarm, _tuning
 from triton_dist import dist as _dist
 from triton_dist._callers import bind as bind_call
 from triton_dist._distributed import resolve_group
 from triton_dist._face import importable, make_face
 from triton_dist._flights import Flight, positional_names, single_flight
-from triton_dist._keys import key_fn_error, to_hashable
+from triton_dist._keys import to_hashable
 from triton_dist._logging import TuningLog, job_rank_fields, job_rank_prefix
-from triton_dist._measure.bench import MillisecondTimer, as_do_bench
 from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
 from triton_dist._store.keytext import KeyTexts, key_repr
 from triton_dist._warn import held_until_decided
-from triton_dist.errors import (
-    ConfigSpaceError,
-    DuplicateArgumentError,
-    KeyFunctionError,
-    TritonDistWarning,
-)
 
 __all__ = ["AutoTuner", "autotune", "to_hashable"]
-
-def _validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:
-    # not repr(fn) as getattr's default, read eagerly: a method bound to a module that cloudpickle
-    # is still building (its tuner is rebuilt first) cannot print itself
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    if not isinstance(config_space, (list, tuple)):
-        raise ConfigSpaceError(
-            f"config_space of {name} must be a list of dicts, got {type(config_space).__name__}; "
-            'e.g. config_space=[{"cfg": triton.Config({"BLOCK": 256}, num_warps=4)}, ...]'
-        )
-    if not config_space:
-        raise ConfigSpaceError(f"config_space of {name} is empty; give at least one candidate "
-                               "(config_space[0] is the stable default).")
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        params = None
-    var_kw = params is None or any(p.kind is p.VAR_KEYWORD for p in params.values())
-    accepted = set() if params is None else {
-        n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    for index, config in enumerate(config_space):
-        if not isinstance(config, dict):
-            raise ConfigSpaceError(
-                f"config_space[{index}] of {name} is a {type(config).__name__} ({config!r:.100}); "
-                "every candidate must be a dict of keyword arguments."
-            )
-        if not config:
-            raise ConfigSpaceError(f"config_space[{index}] of {name} is an empty dict; every "
-                                   "candidate must name at least one keyword argument.")
-        for field in config:
-            if not isinstance(field, str) or not field.isidentifier():
-                raise ConfigSpaceError(f"config_space[{index}] of {name} has the key {field!r}, "
-                                       "which is not a valid keyword-argument name.")
-            if not var_kw and field not in accepted:
-                raise ConfigSpaceError(
-                    f"config_space[{index}] of {name} has the field {field!r}, but {name}"
-                    f"{inspect.signature(fn)} cannot take it as a keyword argument; add a "
-                    f"parameter {field!r} to the function or remove the field."
-                )
-    return list(config_space)
 
 
 class _TunerType(type):
@@ -117,28 +67,12 @@ class AutoTuner(metaclass=_TunerType):
         flush_l2: bool = False,
         compile_workers: int | None = None,
     ) -> None:
-        if isinstance(fn, (staticmethod, classmethod)):  # autotune() unwraps them, an AutoTuner cannot
-            kind = type(fn).__name__
-            raise TypeError(
-                f"AutoTuner was given a {kind} ({fn.__func__!r:.100}): tune the function and make the "
-                f"{kind} of its face, as @autotune(...) above @{kind} does (or put @{kind} above "
-                "@autotune(...)).")
-        if not callable(fn):
-            raise TypeError(f"autotune decorates a callable, got {type(fn).__name__}")
-        _hosts.refuse_calls_that_run_nothing(fn)
-        if not isinstance(getattr(fn, "__name__", None), str) or not hasattr(fn, "__qualname__"):
-            raise TypeError(
-                f"autotune decorates a function (a def, a lambda, a method), got {type(fn).__name__} "
-                f"{fn!r:.100}, which has no __name__ to name its cache directory. Wrap it in a "
-                "function: def host(*args, **kwargs): return obj(*args, **kwargs)")
-        if not callable(key_fn):
-            raise KeyFunctionError(f"key_fn of {fn.__qualname__} must be callable, got {key_fn!r:.100}")
-        if prune_fn is not None and not callable(prune_fn):
-            raise ConfigSpaceError(f"prune_fn of {fn.__qualname__} must be callable or None, got {prune_fn!r:.100}")
-        _check_options(fn, n_warmup, n_repeat, do_bench, compile_workers, check_correctness=check_correctness,
-                       restore_inplace=restore_inplace, adaptive=adaptive, flush_l2=flush_l2, graphs=graphs)
+        _decoration.check_host(fn, key_fn, prune_fn)
+        _decoration.check_options(fn, n_warmup, n_repeat, do_bench, compile_workers,
+                                  check_correctness=check_correctness, restore_inplace=restore_inplace,
+                                  adaptive=adaptive, flush_l2=flush_l2, graphs=graphs)
         self.fn = fn
-        self.config_space = _validate_space(fn, config_space)
+        self.config_space = _decoration.validate_space(fn, config_space)
         self.key_fn = key_fn
         self.prune_fn = prune_fn
         self._fields = frozenset(f for config in self.config_space for f in config)
@@ -159,16 +93,10 @@ class AutoTuner(metaclass=_TunerType):
         self._told: set[Any] = set()  # keys whose hit autotune_verbose has already reported
         self._told_once: set[str] = set()  # warnings given once per tuner
         self._source_hash: str | None = None
-        self.target = _tuning.TuneTarget(
-            fn=fn, name=fn.__name__, qualname=f"{fn.__module__}.{fn.__qualname__}",
-            config_space=self.config_space, prune_fn=prune_fn, source_hash=self._get_source_hash,
-            n_warmup=int(n_warmup), n_repeat=int(n_repeat),
-            do_bench=None if do_bench is None else as_do_bench(do_bench),
-            check_correctness=bool(check_correctness), restore_inplace=bool(restore_inplace),
-            adaptive=bool(adaptive), graphs=None if graphs is None else bool(graphs),
-            flush_l2=bool(flush_l2),
-            compile_workers=compile_workers,
-        )
+        self.target = _decoration.target(
+            fn, self.config_space, prune_fn, self._get_source_hash, n_warmup=n_warmup, n_repeat=n_repeat,
+            do_bench=do_bench, check_correctness=check_correctness, restore_inplace=restore_inplace,
+            adaptive=adaptive, graphs=graphs, flush_l2=flush_l2, compile_workers=compile_workers)
         # updated=(): fn's __dict__ stays out of the tuner's (an inner tuner's face: its fn, target,
         # config_space would replace the outer's, stacked @autotune)
         functools.update_wrapper(self, fn, updated=())
@@ -176,6 +104,12 @@ class AutoTuner(metaclass=_TunerType):
         _dist.track(self)  # its default group's decisions are forgotten when that group changes
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
+    # a call's checks (_call_checks.py): its functions as the tuner's methods, no call between
+    _binding_failed = _call_checks.binding_failed
+    _key_failed = _call_checks.key_failed
+    _check_overwrite = _call_checks.check_overwrite
+    _check_hashable = _call_checks.check_hashable
+    _check_positional = _call_checks.check_positional
 
     def _get_source_hash(self) -> str:
         if self._source_hash is None:
@@ -192,8 +126,8 @@ class AutoTuner(metaclass=_TunerType):
         overwrite = kwargs.pop("autotune_allow_arg_overwrite", False)
         pg = kwargs.pop("autotune_pg", None)
         if not (autotune is True and verbose is False and overwrite is False):  # (a hit with autotune_pg=: one test)
-            _check_switches(self.target.qualname, autotune=autotune, autotune_verbose=verbose,
-                            autotune_allow_arg_overwrite=overwrite)
+            _call_checks.check_switches(self.target.qualname, autotune=autotune, autotune_verbose=verbose,
+                                        autotune_allow_arg_overwrite=overwrite)
         if not autotune:
             return self._call(self.config_space[0], args, kwargs, overwrite)
         key = self._key(args, kwargs)
@@ -214,16 +148,6 @@ class AutoTuner(metaclass=_TunerType):
             self._binding_failed(exc, args)
             raise
 
-    def _binding_failed(self, exc: TypeError, args: tuple) -> None:
-        """A TypeError of a decided call: where the call's binding raised it (no frame below the
-        caller's) and a positional argument fills a config field's place, the same
-        DuplicateArgumentError as the key's first call; else the caller raises ``exc`` again."""
-        if exc.__traceback__ is not None and exc.__traceback__.tb_next is None:
-            try:
-                self._check_positional(args)
-            except DuplicateArgumentError as error:
-                raise error from None
-
     def _key(self, args: tuple, kwargs: dict) -> Any:
         try:
             return self.key_fn(*args, **kwargs)
@@ -231,33 +155,11 @@ class AutoTuner(metaclass=_TunerType):
             self._key_failed(exc, args, kwargs)
             raise
 
-    def _key_failed(self, exc: TypeError, args: tuple, kwargs: dict) -> None:
-        """Raise a KeyFunctionError if key_fn's signature cannot take the call (issue 18 item 6);
-        return (the caller re-raises ``exc``) when the TypeError came from inside key_fn."""
-        error = key_fn_error(self.key_fn, self.fn, self.target.qualname, args, kwargs)
-        if error is not None:
-            raise error from exc
-
     def _call(self, config: dict[str, Any], args: tuple, kwargs: dict, overwrite: bool) -> Any:
         clash = self._check_overwrite(config, kwargs, overwrite)
         if clash:
             return self.fn(*args, **{**config, **kwargs})
         return self.fn(*args, **kwargs, **config)
-
-    def _check_overwrite(self, config: dict[str, Any], kwargs: dict, overwrite: bool) -> frozenset[str]:
-        clash = frozenset(self._fields.intersection(kwargs))
-        if clash and not overwrite:
-            raise DuplicateArgumentError(
-                f"{self.target.qualname} was called with keyword argument(s) {sorted(clash)} that are "
-                "also config_space fields. Rename the business argument, or pass "
-                "autotune_allow_arg_overwrite=True to let the business value win (those fields are "
-                "then not tuned)."
-            )
-        if clash:  # every call, as the seed does; Python's warning filters dedupe per call site
-            warnings.warn(f"{self.target.qualname}: business argument(s) {sorted(clash)} override the "
-                          "config_space fields of the same name (autotune_allow_arg_overwrite=True).",
-                          TritonDistWarning, stacklevel=4)
-        return clash
 
     def _group_table(self, pg: Any) -> dict[Any, dict[str, Any]]:
         """The decisions of calls with ``autotune_pg=pg`` (a clear error for a bad ``pg``)."""
@@ -319,28 +221,6 @@ class AutoTuner(metaclass=_TunerType):
         self._calls[key] = bind_call(self.fn, best, arity)
         if self._best.get(key) is not best:  # decided again meanwhile (another thread): not this one
             self._calls.pop(key, None)
-
-    def _check_hashable(self, key: Any) -> None:
-        try:
-            hash(key)
-        except TypeError:
-            raise KeyFunctionError(
-                f"key_fn of {self.target.qualname} returned an unhashable {type(key).__name__} "
-                f"({key!r:.200}); return a tuple of hashable plain values, e.g. "
-                "(tuple(x.shape), str(x.dtype))."
-            ) from None
-
-    def _check_positional(self, args: tuple) -> None:
-        """A positional argument in the place of a config field would reach the function twice."""
-        clash = [name for name in self._positional[:len(args)] if name in self._fields]
-        if clash:
-            raise DuplicateArgumentError(
-                f"{self.target.qualname} was called with {len(args)} positional argument(s), which "
-                f"fill its parameter(s) {clash}; those are also config_space fields, so the config "
-                "would pass them a second time. Pass fewer arguments positionally (the config fields "
-                "are filled by the tuner), or rename the parameter or the config field.",
-                fields=clash,
-            )
 
     def _tell_hit(self, key: Any, best: dict[str, Any]) -> None:
         """autotune_verbose: an in-memory hit is said once per key, with where it came from."""
@@ -427,100 +307,24 @@ class AutoTuner(metaclass=_TunerType):
         return f"<AutoTuner {self.target.qualname} ({len(self.config_space)} configs)>"
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # By reference where the face can be imported, as a function is: the module's tuner (a
-        # spawned process, a Ray task), with its own in-memory decisions and disk cache there.
-        # Elsewhere (a script's __main__, a closure: what cloudpickle copies by value) a copy: a
-        # tuner of the same function, configs and options, with the decisions made so far in this
-        # process, kept where the copy is loaded in this process only (another process decides
-        # from its own disk cache or tunes: its hardware, CACHE_ONLY and entries are its own). The
-        # objects its face reads (the decisions' dict, key_fn, the function) are the ones pickled
-        # here, so a copy of the face by value reads the copy's (pickle's memo).
+        # by reference where the face can be imported, else a copy by value (_pickling.py)
         if importable(self.face):
             return getattr, (self.face, "tuner")
-        t = self.target
-        options = {"n_warmup": t.n_warmup, "n_repeat": t.n_repeat, "do_bench": t.do_bench,
-                   "check_correctness": t.check_correctness, "restore_inplace": t.restore_inplace,
-                   "adaptive": t.adaptive, "graphs": t.graphs, "flush_l2": t.flush_l2,
-                   "compile_workers": t.compile_workers}
-        # the callers (generated functions, which pickle cannot take by reference) are emptied,
-        # here too: the face rebinds a key's caller on its next hit (a few µs, once). The same
-        # dict goes into the copy, as its face's closure reads it (pickle's memo); one pickled
-        # with the face before this runs (cloudpickle) holds the callers of the decisions pickled
-        self._calls.clear()
-        return _rebuild, (self.fn, self.config_space, self.key_fn, self.prune_fn, options, self._best, self._calls,
-                          os.getpid())
+        return _rebuild, _pickling.by_value(self)
 
 
 def _rebuild(fn: Callable[..., Any], config_space: list[dict[str, Any]], key_fn: Callable[..., Any],
              prune_fn: Callable[..., Any] | None, options: dict[str, Any],
              decided: dict[Any, dict[str, Any]], calls: dict[Any, Any] | None = None,
              pid: int | None = None) -> AutoTuner:
-    """A copy of a tuner by value (``AutoTuner.__reduce__``), its decisions the dict given (and
-    its callers': the same dict as its face's closure reads, by pickle's memo), emptied in a
-    process other than the one that pickled it (``pid``): decisions made there followed that
-    process's hardware, cache and settings (a driver's copy shipped to device actors would skip
-    their disk caches and ``TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict``: found by a tester, session 28)."""
-    if pid != os.getpid():
-        decided.clear()
-        if calls is not None:
-            calls.clear()
+    """A copy of a tuner by value (:mod:`triton_dist._pickling`; pickles name this function), its
+    decisions and callers the dicts given, emptied in another process than the one that pickled it."""
+    _pickling.forget_elsewhere(decided, calls, pid)
     tuner = AutoTuner(fn, config_space, key_fn, prune_fn, **options)
     tuner._best = decided
     tuner._calls = calls if calls is not None else {}
     tuner.face = make_face(tuner)
     return tuner
-
-
-def _check_switches(qualname: str, **controls: Any) -> None:
-    """The call controls are switches: True/False, 0/1, a NumPy bool (``autotune=(step < warm)``).
-    ``autotune="no"`` was taken as true and tuned (a non-empty string is true; a tester, 2026-12-04)."""
-    for name, value in controls.items():
-        if type(value) is bool or (isinstance(value, int) and value in (0, 1)):
-            continue
-        if type(value).__module__ == "numpy" and type(value).__name__ == "bool":  # numpy.bool (bool_)
-            continue
-        raise TypeError(f"{qualname}: the call control {name}= takes True or False, got {value!r:.100}")
-
-
-def _check_options(fn: Callable[..., Any], n_warmup: Any, n_repeat: Any, do_bench: Any, compile_workers: Any,
-                   **switches: Any) -> None:
-    """The decorator's options, refused at decoration when they are of the wrong kind: counts are
-    ints, switches True/False (0/1 taken; ``graphs`` also None), ``do_bench`` takes (fn, n_warmup,
-    n_repeat). ``n_repeat=1.5`` ran once, ``graphs="no"`` turned graphs on and a ``do_bench`` of
-    another signature was a bare TypeError at the first call (a tester, session 28)."""
-    name = fn.__qualname__
-    for what, count in (("n_warmup", n_warmup), ("n_repeat", n_repeat)):
-        if isinstance(count, bool) or not isinstance(count, numbers.Integral):
-            raise ConfigSpaceError(f"{what} of {name} must be an int, got {count!r:.100}")
-    if n_warmup < 0 or n_repeat < 1:
-        raise ConfigSpaceError(f"n_warmup must be >= 0 and n_repeat >= 1, got {n_warmup}, {n_repeat}")
-    for what, value in switches.items():
-        if value is None and what == "graphs":
-            continue
-        if not (isinstance(value, int) and value in (0, 1)):  # a bool is an int
-            raise ConfigSpaceError(f"{what} of {name} must be True or False"
-                                   + (" (or None: the backend's default)" if what == "graphs" else "")
-                                   + f", got {value!r:.100}")
-    if compile_workers is not None and (isinstance(compile_workers, bool) or not isinstance(compile_workers, int)
-                                        or compile_workers < 1):
-        raise ConfigSpaceError(f"compile_workers of {name} must be an int >= 1 (1: no compile pass) or None "
-                               f"(TRITON_DIST_COMPILE_WORKERS), got {compile_workers!r}")
-    if do_bench is None:
-        return
-    if not callable(do_bench):
-        raise ConfigSpaceError(f"do_bench of {name} must be callable or None, got {do_bench!r:.100}")
-    if isinstance(as_do_bench(do_bench), MillisecondTimer):  # triton.testing.do_bench: called as do_bench(fn)
-        return
-    try:
-        inspect.signature(do_bench).bind(lambda: None, 1, 1)
-    except TypeError as exc:
-        raise ConfigSpaceError(
-            f"do_bench of {name} must take (fn, n_warmup, n_repeat) and return the per-run times in ms "
-            f"(or their mean), or be triton.testing.do_bench (or a functools.partial of it): {exc}. A "
-            "timer of triton.autotune's kind, do_bench(kernel_call, quantiles), is wrapped: "
-            "do_bench=lambda fn, n_warmup, n_repeat: timer(fn, quantiles=None)") from None
-    except ValueError:  # no signature to read (a builtin): its first call says
-        pass
 
 
 def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
