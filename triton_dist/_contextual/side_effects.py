@@ -16,17 +16,35 @@ outer function updates in place) is not seen. An update that writes the same val
 is harmless and is named all the same: version counters cannot tell. The hooks are global: only
 calls from the thread that started the watch (the tuning thread) count; another thread's model
 trained meanwhile was named as the call's own, and its module calls filled the table being read.
+
+The hooks are two module-level functions, the same objects in every call, that hand the call to the
+watch started last, and that ``torch.compile`` leaves alone: TorchDynamo never compiles their frames
+(they run eagerly where a compiled module's ``_call_impl`` calls them), and where it traces a
+module call with them registered they do nothing (``torch.compiler.is_compiling()``). Traced, the
+hook broke the compiled module's graph at every submodule (``threading.get_ident``), was compiled
+again for every module type, and failed the user's call with Dynamo's "already tracked for
+mutation" AssertionError (a compiled ``nn.Sequential`` model called in a run that tuned). Modules
+called inside compiled code are therefore not watched (the optimizer step hook still is). While
+they are registered, torch's own warning at every call of a ``torch.compile(module)`` ("Using
+`torch.compile(module)` when there are global hooks on modules"), which named hooks of ours the
+user cannot remove (an error under ``-W error``), is filtered out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import warnings
 from typing import Any
+
+from triton_dist import _torch_compile
 
 __all__ = ["StateWatch"]
 
 #: at most this many changed tensors are named (then "and N more")
 NAMED = 6
+#: torch's warning at each call of a torch.compile(module) while a global module hook is registered
+_COMPILED_MODULE_WARNING = r"Using `torch\.compile\(module\)` when there are global hooks on modules"
 
 
 def _mark(t: Any) -> tuple[int, int | None, int | None]:
@@ -42,25 +60,33 @@ class StateWatch:
         self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None]]]]] = {}
         self._stepped: list[str] = []
         self._thread: int | None = None  # the thread whose runs are watched
+        self._filter: Any = None  # the warnings filter start() added
 
     @property
     def watching(self) -> bool:
         return bool(self._handles)
 
     def start(self) -> None:
+        global _watch
         if self._handles:
             return
-        from torch.nn.modules.module import register_module_forward_pre_hook
-        from torch.optim.optimizer import register_optimizer_step_post_hook
-
         self._thread = threading.get_ident()
-        self._handles = [register_module_forward_pre_hook(self._called),
-                         register_optimizer_step_post_hook(self._step)]
+        _watch = self
+        self._handles = _install()
+        warnings.filterwarnings("ignore", message=_COMPILED_MODULE_WARNING, category=UserWarning)
+        self._filter = warnings.filters[0]
 
     def stop(self) -> None:
+        global _watch
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if _watch is self:
+            _watch = None
+        if self._filter is not None:
+            with contextlib.suppress(ValueError):  # (the outer function reset the filters)
+                warnings.filters.remove(self._filter)  # type: ignore[attr-defined]
+            self._filter = None
         self._modules.clear()
         self._stepped.clear()
 
@@ -100,3 +126,51 @@ class StateWatch:
         self._modules.clear()
         self._stepped.clear()
         return found
+
+
+#: the watch the hooks hand their calls to (one contextual call tunes at a time)
+_watch: StateWatch | None = None
+#: the hooks' handles, made by the first watch: later watches put the hooks back under the same
+#: ids, the keys of torch's global hook dicts, which Dynamo's guards compare (a new id each call
+#: recompiled a compiled module in every call that tuned, up to Dynamo's recompile limit)
+_handles: list[Any] = []
+
+
+def _install() -> list[Any]:
+    """The two hooks registered (their frames never compiled by Dynamo); their handles."""
+    if not _handles:
+        from torch.nn.modules.module import register_module_forward_pre_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        for hook in (_module_called, _optimizer_stepped):
+            _torch_compile.skip_everything_in(hook.__code__)
+        _handles.extend((register_module_forward_pre_hook(_module_called),
+                         register_optimizer_step_post_hook(_optimizer_stepped)))
+        return list(_handles)
+    for handle, again in zip(_handles, (_module_called, _optimizer_stepped), strict=True):
+        hooks = handle.hooks_dict_ref()
+        if hooks is not None:
+            hooks[handle.id] = again
+    return list(_handles)
+
+
+def _compiling() -> bool:
+    import torch
+
+    return bool(torch.compiler.is_compiling())
+
+
+def _module_called(module: Any, args: Any) -> None:
+    if _compiling():  # traced by Dynamo: nothing, and nothing read that a guard would hold
+        return
+    watch = _watch
+    if watch is not None:
+        watch._called(module, args)
+
+
+def _optimizer_stepped(optimizer: Any, args: Any, kwargs: Any) -> None:
+    if _compiling():
+        return
+    watch = _watch
+    if watch is not None:
+        watch._step(optimizer, args, kwargs)
