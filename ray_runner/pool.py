@@ -13,9 +13,10 @@ and its placement-timeout message names the kept gangs (``gang._kept_gangs_note`
 A pooled gang is reused only by a campaign that would have started the very same gang: same
 device kind, resource, placement strategy, environment, world size and block sizes, and the same
 code: the files of every target's and builder's top-level package (or module), of triton_dist
-and of ray_runner are hashed into the pool key, because the actors keep what they imported.
-Code that a target imports from elsewhere is not covered: ``python -m ray_runner pool stop``
-after changing it. A kept gang that lost an actor is not reused: its rank 0 ends it once idle;
+and of ray_runner are hashed into the pool key, because the actors keep what they imported,
+with the user's own modules those files import (outside the standard library and site-packages).
+An installed package is not covered: ``python -m ray_runner pool stop`` after changing it.
+A kept gang that lost an actor is not reused: its rank 0 ends it once idle;
 one that lost its rank 0 (its node died; Ray may place the group again, empty) is removed by the
 next ``--keep-gangs`` run that looks at its slot, and ``pool ls`` shows how many actors live.
 A gang is claimed by one campaign at a time (its rank 0 holds the claim);
@@ -28,6 +29,8 @@ import hashlib
 import importlib.util
 import json
 import logging
+import re
+import sys
 import threading
 from collections.abc import Iterable
 from pathlib import Path
@@ -74,12 +77,70 @@ def _package_files(module: str) -> list[tuple[str, Path]]:
     return []
 
 
+#: a top-level name a file imports: ``from a.b import x`` (not a relative import), ``import a.b, c as d``
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+([A-Za-z_]\w*)[\w.]*[ \t]+import\b|import[ \t]+([\w. \t,]+))", re.M)
+#: ours, hashed whole: their imports are not followed
+_OURS = ("triton_dist", "ray_runner")
+
+
+def _imports(files: list[tuple[str, Path]]) -> set[str]:
+    """The top-level names that ``files`` import (a cheap scan of their lines, nothing imported)."""
+    names: set[str] = set()
+    for _, path in files:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for match in _IMPORT.finditer(text):
+            if match.group(1):
+                names.add(match.group(1))
+            else:
+                names.update(part.split()[0].split(".")[0] for part in match.group(2).split(",") if part.split())
+    return names
+
+
+def _users_own(top: str) -> bool:
+    """Whether the top-level module ``top`` is the user's code: neither the standard library nor an
+    installed package (site-packages), found on sys.path or, as the actors look last, in the
+    working directory."""
+    if top in _OURS or top in sys.stdlib_module_names or top in sys.builtin_module_names:
+        return False
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        return bool(_package_files(top))
+    where = spec.origin if spec.origin not in (None, "built-in", "frozen") else next(
+        iter(spec.submodule_search_locations or ()), None)
+    return where is not None and not {"site-packages", "dist-packages"} & set(Path(where).parts)
+
+
+def _with_own_imports(modules: Iterable[str]) -> set[str]:
+    """The top-level packages (or modules) of ``modules`` and, followed from their files, those of
+    the user's own code they import: a target's constants, ``key_fn`` or ``prune_fn`` read from a
+    settings module beside it (``from usercfg import GRAIN``) change the keys and verdicts without
+    a byte of the target's package changing, and a resumed run took the cases as finished (the
+    strict job then missed every key; 2026-12-05). At most :data:`MAX_FILES` files are scanned."""
+    tops = {m.split(".")[0] for m in modules}
+    todo, scanned = sorted(tops - set(_OURS)), 0
+    while todo and scanned < MAX_FILES:
+        files = _package_files(todo.pop())
+        scanned += len(files)
+        for name in sorted(_imports(files[:MAX_FILES]) - tops):
+            if _users_own(name):
+                tops.add(name)
+                todo.append(name)
+    return tops
+
+
 def code_digest(modules: Iterable[str]) -> str:
     """A hash of the code pooled actors would run: the given modules' top-level packages (every
-    ``.py`` file), triton_dist and ray_runner."""
+    ``.py`` file), those of the user's own code they import (:func:`_with_own_imports`),
+    triton_dist and ray_runner."""
     h = hashlib.sha256()
     seen: set[Path] = set()
-    for module in sorted({*modules, "triton_dist", "ray_runner"}):
+    for module in sorted({*_with_own_imports(modules), *_OURS}):
         files = _package_files(module)
         for i, (rel, path) in enumerate(files):
             if path in seen:

@@ -13,7 +13,10 @@ under ``TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict``. Kernels run under Triton's int
 What was wrong (2026-12-05): with the targets importable on the actors only (the campaign's
 ``env`` PYTHONPATH, a worker image), a campaign run again after an edit resumed every case as
 finished (its results stream's digest holds no file of a module the driver cannot find), so
-nothing was re-tuned and the strict job missed every key of the edited function.
+nothing was re-tuned and the strict job missed every key of the edited function. With the
+targets importable by the driver too, an edit of a settings module the ``key_fn`` reads (another
+top-level module than the target's) left the digest as it was and the source hash too (key_fn is
+not hashed): the cases resumed as finished, and the job asked for keys never seeded.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ CONFIG = textwrap.dedent('''
     """The job's settings module."""
     SCALE = 3
     SHIFT = 1 + 1
+    GRAIN = 1
 ''')
 
 TARGETS = textwrap.dedent('''
@@ -51,7 +55,7 @@ TARGETS = textwrap.dedent('''
     import triton.language as tl
 
     from triton_dist.tune import autotune
-    from usercfg import SCALE, SHIFT
+    from usercfg import GRAIN, SCALE, SHIFT
 
     BLOCK = 128
     LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
@@ -76,7 +80,7 @@ TARGETS = textwrap.dedent('''
 
     def key_fn(x, *args, **kwargs):
         world = dist.get_world_size() if dist.is_initialized() else 1
-        return (x.numel(), str(x.dtype), world)
+        return (x.numel() // GRAIN, str(x.dtype), world)
 
 
     def prune_fn(config, x, *args, **kwargs):
@@ -174,9 +178,9 @@ def _cli(tmp_path: Path, *argv: str, env: dict[str, str] | None = None) -> subpr
     return done
 
 
-def _campaign(tmp_path: Path, address: str, campaign: Path) -> str:
+def _campaign(tmp_path: Path, address: str, campaign: Path, driver_path: str = str(REPO)) -> str:
     done = _cli(tmp_path, "-m", "ray_runner", "run", str(campaign), "--address", address, "--cache-dir",
-                str(tmp_path / "cache"), "--no-progress")
+                str(tmp_path / "cache"), "--no-progress", env={"PYTHONPATH": driver_path})
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     return done.stdout.splitlines()[0]
 
@@ -252,3 +256,16 @@ def test_a_campaign_seeds_what_a_strict_job_of_two_ranks_asks_and_retunes_what_a
         assert "cfg.pre_hook: " in said and "hook source sha256:" in said, said
     assert _campaign(tmp_path, ray_address, campaign).startswith("campaign consts: 1 cached, 2 tuned")
     assert _hits(_job(tmp_path, mods)) == {"affine/64": True, "affine/200": True, "plain/64": True}
+
+
+def test_an_edited_settings_module_that_key_fn_reads_is_tuned_again_by_a_driver_that_imports_the_targets(
+        ray_address: str, tmp_path: Path) -> None:
+    mods, campaign = _write(tmp_path)
+    driver_path = f"{REPO}{os.pathsep}{mods}"  # the driver imports the targets (entry_serves checks them)
+    assert _campaign(tmp_path, ray_address, campaign, driver_path).startswith("campaign consts: 3 tuned in")
+    _edit(mods / "usercfg.py", "GRAIN = 1", "GRAIN = 2")  # every key changes; no byte of usertargets.py
+    assert [_why(tmp_path, mods, f, n // 2)[0] for f, n in CALLS] == [1, 1, 1]
+    # before: "3 tuned (3 of them finished by an earlier run)", and the job missed every call
+    assert _campaign(tmp_path, ray_address, campaign, driver_path).startswith("campaign consts: 3 tuned in")
+    assert _hits(_job(tmp_path, mods)) == {"affine/64": True, "affine/200": True, "plain/64": True}
+    assert [_why(tmp_path, mods, f, n // 2)[0] for f, n in CALLS] == [0, 0, 0]
