@@ -69,7 +69,8 @@ class Session:
         self.backend = get_backend()
         self.view: GroupView | None = _world_view(qualname) if is_dist else None
         self.rank = _global_rank()
-        self.timeout_s = get_settings().agree_timeout_s
+        # with is_dist only: reading the settings again cost a call whose kernels are all cached ~2 µs
+        self.timeout_s = get_settings().agree_timeout_s if is_dist else 0.0
         self.states: dict[tuple[int, tuple], KernelTuning] = {}
         self.run_index, self.run_tunes = 0, False
         self.real_updates: list[str] = []  # kernels that updated declared arguments in a run kept so far
@@ -85,14 +86,15 @@ class Session:
         # every run draws what the first drew (dropout, a seed): the kept run draws what one
         # untuned call draws, and what follows the call what it would have drawn (_measure.rng)
         self.rng: RngState | None = None  # taken by take_rng, before the first run
-        self.watch = StateWatch()  # training state the runs thrown away change (side_effects.py)
+        self.watch: StateWatch | None = None  # training state runs thrown away change, once one tunes
 
     # -- runs of the outer function --------------------------------------------------------
 
     def take_rng(self, args: tuple, kwargs: dict) -> None:
         """torch's generators as the caller left them: the current device's and those of the
         outer call's tensors (by the backend's kind: device() of a stand-in NPU is no torch device)."""
-        self.rng = RngState(self.backend.kind, tensor_devices((*args, *kwargs.values()), self.backend.kind))
+        kind = self.backend.kind
+        self.rng = RngState(kind, tensor_devices((*args, *kwargs.values()), kind) if kind != "cpu" else ())
 
     def begin_run(self) -> None:
         if self.run_index and self.rng is not None:  # the run before was thrown away
@@ -134,7 +136,8 @@ class Session:
         if self._paused is not None:
             self._paused.close()
             self._paused = None
-        self.watch.stop()
+        if self.watch is not None:
+            self.watch.stop()
         for state in self.states.values():
             if not state.done:
                 self.info("func: %s | key: %s | tuning abandoned after %d of %d launches",
@@ -244,7 +247,7 @@ class Session:
         another collective (its kernel's registration): the fields differ and every rank raises
         the same RankDisagreementError at once, where they would otherwise time out in different
         phases (a registration against a MAX reduction) with a message naming neither."""
-        if self.run_tunes and self.watch.watching:
+        if self.run_tunes and self.watch is not None and self.watch.watching:
             self._say_side_effects()
         if self.view is None or not self.run_tunes:
             return
@@ -255,6 +258,7 @@ class Session:
     def _say_side_effects(self) -> None:
         """A run thrown away that stepped an optimizer or updated a module's parameters, buffers or
         ``.grad`` in place: the next run (and the kept one) builds on it. Said once per call."""
+        assert self.watch is not None
         changes = self.watch.changes()
         if not changes:
             return
@@ -321,7 +325,8 @@ class Session:
         if not self.run_tunes:
             self._became_tuning(name, key_text)
         self.run_tunes = True
-        if self.run_index == 1 or self.watch.watching:  # (said once per call: then no longer watched)
+        if self.watch is None and self.run_index == 1:  # (said once per call: then no longer watched)
+            self.watch = StateWatch()
             self.watch.start()
         self.info("func: %s | key: %s | tuning %d of %d configs, %d warm-up + %d timed launches "
                   "each, on %s%s", name, key_text, len(candidates),

@@ -47,14 +47,17 @@ class RngState:
         """``devices``: the indices of the device's generators the call's tensors are on, besides
         the current device's: a rank that puts its tensors on ``cuda:{local_rank}`` without
         ``set_device`` has current device 0 and draws from generator ``local_rank`` (a reviewer)."""
-        import torch
-
-        self._cpu = torch.get_rng_state()
+        # the CPU generator's state (torch.get_rng_state() without its wrapper): a contextual
+        # function takes it on every call, cached or not, so the CPU's case does nothing more
+        self._cpu = _default_generator().get_state()
+        self._devices: dict[int, Any] = {}
+        self._module: Any = None
+        if device_type in (None, "cpu"):
+            return
         module = _device_module(device_type)
         self._module = None if module is None or _capturing(module) else module
         # the current device's generator and those of the call's tensors, not every visible
         # device's: a contextual function takes the state on every call (8 reads on a node)
-        self._devices: dict[int, Any] = {}
         if self._module is not None:
             for index in sorted({int(self._module.current_device()), *devices}):
                 self._devices[index] = self._module.get_rng_state(index)
@@ -92,6 +95,19 @@ def tensor_devices(values: Iterable[Any], device_type: str | None) -> set[int]:
             if isinstance(item, torch.Tensor) and item.device.type == device_type and item.device.index is not None:
                 found.add(item.device.index)
     return found
+
+
+_generator: Any = None
+
+
+def _default_generator() -> Any:
+    """``torch.default_generator`` (torch imported at the first state taken, not with this module)."""
+    global _generator
+    if _generator is None:
+        import torch
+
+        _generator = torch.default_generator
+    return _generator
 
 
 def _capturing(module: Any) -> bool:
