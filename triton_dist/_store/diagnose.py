@@ -25,6 +25,7 @@ from triton_dist._store import files as _cache
 from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
 from triton_dist._store.keytext import stable_key_text
 from triton_dist._store.packs import canonical
+from triton_dist._store.reads import reads_changed, reads_of
 from triton_dist._store.rules import note as rules_note
 from triton_dist._store.scan import scan_function_dir
 
@@ -105,7 +106,7 @@ def _rules_once(entry: dict[str, Any], diffs: Sequence[Difference]) -> str:
 def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body: str | None,
              hardware_digest: str | None, hardware: dict[str, Any] | None,
              versions: dict[str, str] | None, space: Sequence[Any] | None, version_check: bool,
-             cache_only: bool, world: int | None) -> list[Difference]:
+             cache_only: bool, world: int | None, reads: list[str] | None = None) -> list[Difference]:
     diffs: list[Difference] = []
     if entry["key"] != key_text:
         detail = f"the entry is for key {_short(entry['key'])}"
@@ -123,6 +124,10 @@ def _compare(entry: dict[str, Any], key_text: str, source_hash: str | None, body
     if source_hash is not None and entry["source_hash"] != source_hash:
         detail = (f"the function's source changed since the entry was tuned (source hash "
                   f"{entry['source_hash']} then, {source_hash} now)")
+        constants = reads_changed(entry.get("reads"), reads)
+        if constants:  # its own source may be as it was: name what did change (2026-12-05)
+            detail = (f"a module constant the function reads changed since the entry was tuned ({constants}), "
+                      f"which its source hash counts (source hash {entry['source_hash']} then, {source_hash} now)")
         if body is not None and entry.get("body_hash") == body:
             detail += "; only its decorators differ (e.g. the config space), so its timings can be reused"
         elif rules_note(entry):  # an upgrade changes the hash of unchanged code (a tester, 2026-12-05)
@@ -175,13 +180,14 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
                  hardware_digest: str | None = None, versions: dict[str, str] | None = None,
                  config_space_encoded: Sequence[Any] | None = None, *, body_hash: str | None = None,
                  hardware: dict[str, Any] | None = None, version_check: bool = False,
-                 cache_only: bool = False, world: int | None = None) -> Diagnosis:
+                 cache_only: bool = False, world: int | None = None, reads: list[str] | None = None) -> Diagnosis:
     """Would ``(function_name, key_text)`` hit, and if not, which component differs?
 
     Any of source hash, hardware digest, versions, encoded config space and world may be None
     (unknown): that component is then not compared. When source, hardware, versions and space are
     known, the verdict is the hit rule's (``_decide.decide``); the scan explains a miss by the
-    nearest entry. Reads JSON only; never executes anything.
+    nearest entry. Reads JSON only; never executes anything. ``reads``: the module constants the
+    function reads now (``_store.reads``), to name those that differ from an entry's.
     """
     root = Path(root)
     directory = root / _cache.safe_name(function_name)
@@ -212,7 +218,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
     scored = []
     for path, entry in sorted(entries, key=lambda pe: str(pe[1].get("created", "")), reverse=True):
         diffs = _compare(entry, key_text, source_hash, body_hash, hardware_digest, hardware, versions,
-                         config_space_encoded, version_check, cache_only, world)
+                         config_space_encoded, version_check, cache_only, world, reads)
         score = sum(_WEIGHTS[d.component] for d in diffs if d.blocking)
         scored.append((score, len(diffs), path, diffs))
     # stable sort: among equals the file the tuner looks for, then the newest
@@ -284,7 +290,7 @@ def explain_here(root: Path | str, function_name: str, key_text: str, world: int
                             software_versions(backend), None, **common)
     call = identify_text(target, key_text, world, backend)
     return explain_miss(root, call.function, call.key, call.source_hash, digest or call.digest, call.versions,
-                        call.space, body_hash=body_hash(target.fn), **common)
+                        call.space, body_hash=body_hash(target.fn), reads=reads_of(target.fn), **common)
 
 
 def diagnose(tuner: Any, key: Any, root: Path | str | None = None, world: int | None = 1) -> Diagnosis:

@@ -18,6 +18,7 @@ from triton_dist._store import background_sync
 from triton_dist._store import files as _cache
 from triton_dist._store import reuse as _reuse
 from triton_dist._store.fingerprint import body_hash, hardware_info, software_versions
+from triton_dist._store.reads import reads_of
 from triton_dist._store.rules import RULES
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def entry_head(target: TuneTarget, key_text: str, backend: Backend, view: GroupV
         "key": key_text,
         "source_hash": target.source_hash(),
         "body_hash": body_hash(target.fn),
+        "reads": reads_of(target.fn),  # what the source hash counted of module constants (a miss names them)
         "hardware": hw,
         "versions": software_versions(backend),
         "rules": RULES,
