@@ -31,6 +31,7 @@ kind the campaign asks for but the cluster lacks fail the check.
 from __future__ import annotations
 
 import logging
+import shlex
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -218,6 +219,14 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
     if any(not r.get("hit") for node in results for r in node.get("rows", ())):
         lines.append("to fill the misses: run the campaign again with --seed nodes (it resumes, tunes only the "
                      "cases the driver's cache lacks, and seeds every alive node)")
+        first = next(((node, r) for node in results for r in node.get("rows", ())
+                      if not r.get("hit") and r.get("key")), None)
+        if first is not None:  # "no cache entry" names no cause: `why` compares with the nearest entry
+            node, r = first
+            lines.append("to see what changed since a miss's entry was tuned: python -m triton_dist.cache why "
+                         f"{shlex.quote(r['function'])} {shlex.quote(r['key'])} --world-size {r['world_size']}"
+                         + (f" --dir {shlex.quote(str(node['root']))}" if node.get("root") else "")
+                         + f" (on {node.get('address') or node.get('host')}, in the job's environment)")
     return ok, lines
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -237,6 +238,12 @@ def test_a_campaign_seeds_what_a_strict_job_of_two_ranks_asks_and_retunes_what_a
     code, said = _preflight(tmp_path, ray_address, campaign)
     misses = [line for line in said.splitlines() if line.strip().startswith("MISS ")]
     assert code == 1 and len(misses) == 4 and all("usertargets:affine" in m for m in misses), said
+    # its "no cache entry" names no cause; the `why` it names does, on the key it computed there
+    hint = said.split("python -m triton_dist.cache why ", 1)[1].split(" (on ", 1)[0]
+    assert hint.startswith("usertargets:affine '(") and "--world-size 2" in hint, said
+    asked = _cli(tmp_path, "-m", "triton_dist.cache", "why", *shlex.split(hint),
+                 env={"PYTHONPATH": f"{REPO}{os.pathsep}{mods}"})
+    assert asked.returncode == 1 and "SHIFT: usercfg.SHIFT = 1 + 1 then, usercfg.SHIFT = 1 + 2 now" in asked.stdout
     answers = _job(tmp_path, mods)
     assert _hits(answers) == {"affine/64": False, "affine/200": False, "plain/64": True}
     # the job and why name the constant, not "the function's source changed" (it did not)
@@ -258,6 +265,10 @@ def test_a_campaign_seeds_what_a_strict_job_of_two_ranks_asks_and_retunes_what_a
     assert _hits(answers) == {"affine/64": False, "affine/200": False, "plain/64": True}
     for said in [a["error"] for a in answers[:2]] + [_why(tmp_path, mods, "affine", 64)[1]]:
         assert "cfg.pre_hook: " in said and "hook source sha256:" in said, said
+    code, said = _preflight(tmp_path, ray_address, campaign)  # before: "no longer in config_space" alone
+    misses = [line for line in said.splitlines() if line.strip().startswith("MISS ")]
+    assert code == 1 and len(misses) == 4, said
+    assert all("but for a function or Triton kernel it holds (a pre_hook), edited since" in m for m in misses), said
     assert _campaign(tmp_path, ray_address, campaign).startswith("campaign consts: 1 cached, 2 tuned")
     assert _hits(_job(tmp_path, mods)) == {"affine/64": True, "affine/200": True, "plain/64": True}
 

@@ -24,7 +24,9 @@ they are not part of the user-facing API.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -212,8 +214,8 @@ def decide(call: CallId, root: Path | str, *, version_check: bool, cache_only: b
         return verdict
     index = _cache.find_config(best, call.space, entry["best"].get("index"))
     if index is None:
-        return unusable("the cached best config is no longer in config_space" + (_other_function(entry, call)
-                                                                                 or _rules(entry)))
+        return unusable("the cached best config is no longer in config_space" + (
+            _other_function(entry, call) or _rules(entry) or _edited_function(best, call.space)))
     if call.kept is not None and index not in call.kept:
         return unusable(f"prune_fn prunes the cached best config (config_space[{index}]) for this call")
     new = unmeasured(entry, call.space, call.kept)
@@ -244,6 +246,29 @@ def _rules(entry: dict[str, Any]) -> str:
     other rules than this version's (``_store.rules``), e.g. a Triton kernel by its type alone."""
     other = _rules_note(entry)
     return f" (or this triton_dist writes it otherwise: {other})" if other else ""
+
+
+#: the source digest of a function or Triton kernel a config holds, as ``files.encode_value`` writes it
+_SOURCE_DIGEST = re.compile(r" source sha256:[0-9a-f]+")
+
+
+def _edited_function(best: Any, space: Sequence[Any]) -> str:
+    """Where a config of the space is the cached best but for the source digest of a function or
+    Triton kernel it holds: that it was edited (a ``pre_hook``). Said as "no longer in config_space"
+    alone, preflight sent the operator to a space nobody changed (2026-12-05)."""
+    try:
+        text = json.dumps(best, sort_keys=True)
+        if not _SOURCE_DIGEST.search(text):
+            return ""
+        bare = _SOURCE_DIGEST.sub("", text)
+        index = next((i for i, c in enumerate(space) if _SOURCE_DIGEST.sub("", json.dumps(c, sort_keys=True)) == bare),
+                     None)
+    except (TypeError, ValueError):
+        return ""
+    if index is None:
+        return ""
+    return (f": config_space[{index}] is that config but for a function or Triton kernel it holds (a pre_hook), "
+            "edited since (its source digest differs; `python -m triton_dist.cache why` names it)")
 
 
 def _other_function(entry: dict[str, Any], call: CallId) -> str:
