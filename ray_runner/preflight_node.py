@@ -91,7 +91,7 @@ def _full(here: _Here, cases: Sequence[Case], pairs: Sequence[tuple[int, int]],
         worlds.setdefault((cases[i][2], rank), []).append(n)
     for (size, rank), members in worlds.items():
         try:
-            with fake_world(size, rank) as group:
+            with fake_world(size, rank, getattr(here.device, "index", None) or 0) as group:
                 for n in members:
                     rows[n] = _check(here, cases[pairs[n][0]], rank, group, before)
         except Exception as exc:  # noqa: BLE001 - the world itself failed: every pair of it misses

@@ -5,7 +5,10 @@ a host function can ask answers as in a W-rank job launched by ``torchrun``:
 ``torch.distributed.is_initialized()`` is True, ``get_world_size()`` is W, ``get_rank()`` is the
 rank in the case's block, the default group (``group.WORLD``) holds exactly the block's ranks,
 ``triton_dist.dist.get_world_group()`` returns it, and ``RANK``/``WORLD_SIZE`` are set (a W=1 case
-runs in a one-rank world, as ``torchrun --nproc_per_node=1`` would).
+runs in a one-rank world, as ``torchrun --nproc_per_node=1`` would), and so is ``LOCAL_RANK``: the
+index of the device the actor uses, which ``torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))``
+expects (a target module reading it at import failed every case with ``KeyError: 'LOCAL_RANK'``,
+2026-12-05).
 
 How (docs/architecture.md, "The case's world"): an actor has one default group at a time. A gang's
 block of W ranks *forms* its world (:func:`form_world`: destroy the actor's current default group,
@@ -29,7 +32,7 @@ from typing import Any
 __all__ = ["fake_world", "form_world", "host_store", "leave_world"]
 
 #: the environment variables a launcher sets and a world answers for
-_ENV = ("RANK", "WORLD_SIZE")
+_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 
 
 def leave_world() -> None:
@@ -67,7 +70,7 @@ def form_world(addr: str, port: int, size: int, rank: int, *, local_index: int, 
     store = hosted if hosted is not None else dist.TCPStore(
         addr, port, is_master=False, timeout=datetime.timedelta(seconds=timeout_s))
     world = init_distributed(rank, size, store=store, timeout_s=timeout_s, local_rank=local_index)
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(size)})
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(local_index)})
     # One collective now: NCCL/HCCL communicators are created lazily; creating them while every
     # rank of the block is here proves the world works before a case depends on it.
     dist.all_reduce(torch.zeros(1, device=backend.device()), group=world)
@@ -76,9 +79,10 @@ def form_world(addr: str, port: int, size: int, rank: int, *, local_index: int, 
 
 
 @contextlib.contextmanager
-def fake_world(size: int, rank: int) -> Iterator[Any]:
+def fake_world(size: int, rank: int, local_index: int = 0) -> Iterator[Any]:
     """Rank ``rank`` of a ``size``-rank world in this process alone (``fake`` backend), for
-    computing keys as a W-rank job would; the previous state is restored on exit."""
+    computing keys as a W-rank job would (``LOCAL_RANK``: ``local_index``, the device this
+    process uses); the previous state is restored on exit."""
     import torch.distributed as dist
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
@@ -91,7 +95,7 @@ def fake_world(size: int, rank: int) -> Iterator[Any]:
     dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=size,
                             timeout=datetime.timedelta(seconds=60))
     set_world_group(dist.group.WORLD)
-    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(size)})
+    os.environ.update({"RANK": str(rank), "WORLD_SIZE": str(size), "LOCAL_RANK": str(local_index)})
     try:
         yield dist.group.WORLD
     finally:

@@ -10,7 +10,9 @@ initialised and its ``prune_fn`` reads ``BLOCK``. The campaign's actors (no RANK
 cwd and sys.path) tune 2-rank cases; a job of 2 gloo ranks (RANK/LOCAL_RANK/WORLD_SIZE set) runs
 under ``TRITON_DIST_AUTOTUNE_CACHE_ONLY=strict``. Kernels run under Triton's interpreter.
 
-What was wrong (2026-12-05): with the targets importable on the actors only (the campaign's
+What was wrong (2026-12-05): a module reading ``os.environ["LOCAL_RANK"]`` at import (torchrun
+sets it) failed every case and every preflight pair with ``KeyError: 'LOCAL_RANK'`` (the case's
+world set RANK and WORLD_SIZE only). With the targets importable on the actors only (the campaign's
 ``env`` PYTHONPATH, a worker image), a campaign run again after an edit resumed every case as
 finished (its results stream's digest holds no file of a module the driver cannot find), so
 nothing was re-tuned and the strict job missed every key of the edited function. With the
@@ -60,6 +62,7 @@ TARGETS = textwrap.dedent('''
 
     BLOCK = 128
     LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+    DEVICE_INDEX = int(os.environ["LOCAL_RANK"])  # as torchrun sets it: torch.cuda.set_device(DEVICE_INDEX)
     try:
         RANK_SEEN = int(os.environ["RANK"])
     except KeyError:
@@ -96,7 +99,7 @@ TARGETS = textwrap.dedent('''
         cfg.pre_hook({"x": x})
         block = cfg.kwargs["BLOCK_SIZE"]
         CALLS[block] = CALLS.get(block, 0) + 1
-        assert LOCAL_RANK >= 0 and RANK_SEEN >= 0  # where a rank would pick its device
+        assert LOCAL_RANK >= 0 and RANK_SEEN >= 0 and DEVICE_INDEX >= 0  # where a rank would pick its device
         y = torch.empty_like(x)
         affine_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), SCALE, SHIFT, BLOCK_SIZE=block)
         return y
@@ -192,10 +195,14 @@ def _preflight(tmp_path: Path, address: str, campaign: Path) -> tuple[int, str]:
     return done.returncode, done.stdout
 
 
+def _rank0(mods: Path) -> dict[str, str]:
+    """The environment of the job's rank 0 (its modules read it at import), for ``cache why``."""
+    return {"PYTHONPATH": f"{REPO}{os.pathsep}{mods}", "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}
+
+
 def _why(tmp_path: Path, mods: Path, function: str, n: int) -> tuple[int, str]:
     done = _cli(tmp_path, "-m", "triton_dist.cache", "why", f"usertargets:{function}", repr((n, "torch.float32", 2)),
-                "--dir", str(tmp_path / "cache"), "--world-size", "2", "--json",
-                env={"PYTHONPATH": f"{REPO}{os.pathsep}{mods}"})
+                "--dir", str(tmp_path / "cache"), "--world-size", "2", "--json", env=_rank0(mods))
     assert done.returncode in (0, 1), done.stderr[-3000:]
     return done.returncode, json.loads(done.stdout)["reason"]
 
@@ -241,8 +248,7 @@ def test_a_campaign_seeds_what_a_strict_job_of_two_ranks_asks_and_retunes_what_a
     # its "no cache entry" names no cause; the `why` it names does, on the key it computed there
     hint = said.split("python -m triton_dist.cache why ", 1)[1].split(" (on ", 1)[0]
     assert hint.startswith("usertargets:affine '(") and "--world-size 2" in hint, said
-    asked = _cli(tmp_path, "-m", "triton_dist.cache", "why", *shlex.split(hint),
-                 env={"PYTHONPATH": f"{REPO}{os.pathsep}{mods}"})
+    asked = _cli(tmp_path, "-m", "triton_dist.cache", "why", *shlex.split(hint), env=_rank0(mods))
     assert asked.returncode == 1 and "SHIFT: usercfg.SHIFT = 1 + 1 then, usercfg.SHIFT = 1 + 2 now" in asked.stdout
     answers = _job(tmp_path, mods)
     assert _hits(answers) == {"affine/64": False, "affine/200": False, "plain/64": True}
