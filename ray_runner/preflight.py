@@ -217,8 +217,6 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
                 lines.append(f"  COMPILES {r['function']} {case_text(r['case'])} rank {r['rank']}/"
                              f"{r['world_size']}: {r['compiles']}")
     if any(not r.get("hit") for node in results for r in node.get("rows", ())):
-        lines.append("to fill the misses: run the campaign again with --seed nodes (it resumes, tunes only the "
-                     "cases the driver's cache lacks, and seeds every alive node)")
         first = next(((node, r) for node in results for r in node.get("rows", ())
                       if not r.get("hit") and r.get("key")), None)
         if first is not None:  # "no cache entry" names no cause: `why` compares with the nearest entry
@@ -227,6 +225,8 @@ def summarize(results: Sequence[dict[str, Any]]) -> tuple[bool, list[str]]:
                          f"{shlex.quote(r['function'])} {shlex.quote(r['key'])} --world-size {r['world_size']}"
                          + (f" --dir {shlex.quote(str(node['root']))}" if node.get("root") else "")
                          + f" (on {node.get('address') or node.get('host')}, in the job's environment)")
+        lines.append("to fill the misses: run the campaign again with --seed nodes (it resumes, tunes only the "
+                     "cases the driver's cache lacks, and seeds every alive node)")
     return ok, lines
 
 
