@@ -239,6 +239,12 @@ def test_a_campaign_seeds_what_a_strict_job_of_two_ranks_asks_and_retunes_what_a
     assert code == 0 and "6/6 (case, rank) pairs hit" in said, said
     for function, n in CALLS:
         assert _why(tmp_path, mods, function, n)[0] == 0
+    # outside the job's environment the module cannot be imported: said so (before: "Give the
+    # import path of the autotuned function as module:attr", which it was)
+    outside = _cli(tmp_path, "-m", "triton_dist.cache", "why", "usertargets:affine", "(64, 'torch.float32', 2)",
+                   "--dir", str(tmp_path / "cache"), env={"PYTHONPATH": f"{REPO}{os.pathsep}{mods}"})
+    assert "importing module 'usertargets' raised KeyError: 'LOCAL_RANK'" in outside.stderr, outside.stderr
+    assert "in the environment of one of the job's ranks" in outside.stderr and "Give the" not in outside.stderr
 
     # a computed constant of the config module that affine reads (plain reads none of it)
     _edit(mods / "usercfg.py", "SHIFT = 1 + 1", "SHIFT = 1 + 2")

@@ -71,15 +71,33 @@ def _load_tuner(spec: str) -> Any:
         module_name = file.stem
     try:
         obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-    except Exception as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise _import_failed(spec, module_name, exc) from exc  # one the module imports is missing
         raise CacheAdminError(f"cannot import {spec!r}: {type(exc).__name__}: {exc}. Give the "
                               "import path of the autotuned function as module:attr.") from exc
+    except Exception as exc:
+        raise _import_failed(spec, module_name, exc) from exc
+    try:
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except AttributeError as exc:
+        raise CacheAdminError(f"cannot import {spec!r}: module {module_name!r} has no attribute {attr!r}. Give "
+                              "the import path of the autotuned function as module:attr.") from exc
     if not isinstance(obj, AutoTuner):
         raise CacheAdminError(f"{spec!r} is a {type(obj).__name__}, not a function decorated with "
                               "triton_dist.tune.autotune")
     return obj
+
+
+def _import_failed(spec: str, module_name: str, exc: BaseException) -> CacheAdminError:
+    """The module was found, and its own code failed while it was imported: a module that reads
+    ``os.environ["LOCAL_RANK"]`` at import, run outside the job, was told to "give the import path
+    as module:attr", which it had (2026-12-05)."""
+    return CacheAdminError(
+        f"cannot import {spec!r}: importing module {module_name!r} raised {type(exc).__name__}: {exc}. Its code "
+        "failed at import: run `why` in the environment of one of the job's ranks (what the module reads at "
+        "import, e.g. RANK, LOCAL_RANK, WORLD_SIZE, as that rank has them), with its modules importable")
 
 
 def _from_qualname(qualname: str) -> Any | None:
