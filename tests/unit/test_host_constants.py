@@ -329,3 +329,25 @@ def test_a_literal_the_job_replaces_with_an_object_hashes_as_where_it_is_not_rep
     job.GROUP = object()  # as the job's script sets it
     assert fingerprint.constants_read(job.host) == fingerprint.constants_read(actor.host) == ["global GROUP=None"]
     assert fingerprint.source_hash(job.host) == fingerprint.source_hash(actor.host)
+
+
+def test_a_computed_constant_imported_from_a_package_hashes_alike_under_either_package_name(tmp_path, monkeypatch):
+    """A campaign that imports the targets as src.pkg and a job that imports them as pkg: the
+    imported constant was written with its module's full dotted name, so the two hashed apart
+    (a tester of campaign seeding, 2026-12-05); modules are named by their last component."""
+    pkg = tmp_path / "src" / "hcpkg"
+    pkg.mkdir(parents=True)
+    (tmp_path / "src" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cfg.py").write_text("import os\nSHIFT = len(os.sep) + 1\n")
+    (pkg / "ops.py").write_text("from .cfg import SHIFT\n\n\ndef host(x, b):\n    return x * b + SHIFT\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    hashes = []
+    for name in ("src.hcpkg", "hcpkg"):
+        ops = importlib.import_module(f"{name}.ops")
+        assert fingerprint.constants_read(ops.host) == ["global SHIFT = cfg.SHIFT = len(os.sep) + 1"]
+        hashes.append(fingerprint.source_hash(ops.host))
+    for name in [m for m in sys.modules if m.split(".")[0] in ("src", "hcpkg")]:
+        sys.modules.pop(name)
+    assert hashes[0] == hashes[1]

@@ -38,6 +38,8 @@ import sys
 import types
 from typing import Any
 
+from triton_dist._store.modname import module_text
+
 __all__ = ["constants_read"]
 
 #: a tuple of more items, nested deeper, or a text longer than this is written by its size alone
@@ -126,7 +128,9 @@ def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) ->
     made = _made(original, "\n" + "".join(lines), vars(module), depth + 1) if lines else None
     if made is None or isinstance(made, _Literal):
         return made
-    return f"{getattr(module, '__name__', '?')}.{original} = {made}"
+    # the module as the hashes name modules (its last component: a campaign importing src.pkg.cfg
+    # and a job importing pkg.cfg hash alike; a script's __main__ by its file's name)
+    return f"{module_text(getattr(module, '__name__', None)) or '?'}.{original} = {made}"
 
 
 def _in_brackets(text: str, newline: int) -> bool:
