@@ -25,6 +25,9 @@ __all__ = ["check_imports"]
 #: the default bound on importing every target (user modules may import torch and Triton)
 IMPORT_TIMEOUT_S = 120.0
 
+#: rank 0 of a one-rank world, as an actor's case runs in (``torchrun --nproc_per_node=1``)
+ONE_RANK = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0"}
+
 
 def _check(pairs: list[list[str]]) -> list[str]:
     from .worker import load_attr, load_target
@@ -49,7 +52,9 @@ def check_imports(campaign: Campaign, timeout_s: float = IMPORT_TIMEOUT_S) -> li
     all are fine. Runs in a subprocess of this interpreter, in the working directory (campaign
     paths are relative to it, as for Ray's workers), bounded by ``timeout_s``."""
     pairs = [[t.function, t.args] for t in campaign.targets]
-    env = {**os.environ, **campaign.env_dict()}
+    # the world an actor imports them in (ray_runner.world sets these over the campaign's env): a
+    # module reading os.environ["LOCAL_RANK"] at import was "not importable" here, fine on the actors
+    env = {**os.environ, **campaign.env_dict(), **ONE_RANK}
     try:
         proc = subprocess.run([sys.executable, "-m", "ray_runner.validate"], input=json.dumps(pairs),
                               capture_output=True, text=True, timeout=timeout_s, env=env, check=False)

@@ -57,6 +57,26 @@ def test_validate_bounds_an_import_that_hangs(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "did not finish within 3s" in proc.stderr, proc.stderr
 
 
+
+def test_validate_imports_a_module_that_reads_its_rank_at_import_as_an_actor_does(tmp_path: Path) -> None:
+    """torch.cuda.set_device(int(os.environ["LOCAL_RANK"])) at import, as training code does: the
+    actors set RANK, WORLD_SIZE and LOCAL_RANK before importing it, validate did not (a tester)."""
+    (tmp_path / "rank_at_import.py").write_text(
+        "import os\nDEVICE = int(os.environ['LOCAL_RANK']) + int(os.environ['RANK'])\n"
+        "WORLD = int(os.environ['WORLD_SIZE'])\n"
+        "from triton_dist.tune import autotune\n\n\n"
+        "@autotune([{'b': 1}, {'b': 2}], key_fn=lambda n: (n,))\n"
+        "def f(n, b=None):\n    return n * b\n\n\n"
+        "def make(case, device):\n    return (case['n'],), {}\n")
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"device": "cpu", "targets": [
+        {"function": "rank_at_import:f", "args": "rank_at_import:make", "cases": [{"n": 1}]}]}))
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    proc = subprocess.run([sys.executable, "-m", "ray_runner", "validate", str(path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240, env={**env, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0 and "targets and builders imported" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_one_case_per_cache_entry() -> None:
     campaign = parse_campaign({"device": "cpu", "targets": [
         {**ADD, "world_size": 1, "cases": [{"n": 8}, {"n": 8.0}]}, {**ADD, "world_size": 2, "cases": [{"n": 8}]}]})
