@@ -248,21 +248,20 @@ class Session:
         the same RankDisagreementError at once, where they would otherwise time out in different
         phases (a registration against a MAX reduction) with a message naming neither."""
         if self.run_tunes and self.watch is not None and self.watch.watching:
-            self._say_side_effects()
+            self._say_side_effects(self.watch)
         if self.view is None or not self.run_tunes:
             return
         kernels = ", ".join(f"{s.name} {s.key_text}" for s in self.states.values())
         self.agree_at({"kernel": f"(the end of run {self.run_index} of the outer function)",
                         "key": f"kernels tuning: {kernels}", "configs": ""}, f"the end of run {self.run_index}")
 
-    def _say_side_effects(self) -> None:
+    def _say_side_effects(self, watch: StateWatch) -> None:
         """A run thrown away that stepped an optimizer or updated a module's parameters, buffers or
         ``.grad`` in place: the next run (and the kept one) builds on it. Said once per call."""
-        assert self.watch is not None
-        changes = self.watch.changes()
+        changes = watch.changes()
         if not changes:
             return
-        self.watch.stop()
+        watch.stop()
         message = (f"contextual tuning of {self.qualname}: run {self.run_index} of the outer function was "
                    "thrown away (inner kernels were still measuring), but it changed training state that "
                    f"the next run builds on: {'; '.join(changes)}. contextual_autotune runs the outer "

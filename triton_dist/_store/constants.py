@@ -40,7 +40,7 @@ from typing import Any
 
 from triton_dist._store.modname import module_text
 
-__all__ = ["constants_read"]
+__all__ = ["constants_read", "names_read"]
 
 #: a tuple of more items, nested deeper, or a text longer than this is written by its size alone
 MAX_ITEMS, MAX_DEPTH, MAX_TEXT = 64, 3, 1000
@@ -60,7 +60,7 @@ def constants_read(fn: Any) -> list[str]:
     if code is None or not isinstance(namespace, dict):
         return []
     found = {}
-    for name in sorted(_names(code)):
+    for name in sorted(names_read(code)):
         if name.startswith("__") and name.endswith("__") or name not in namespace:
             continue  # a module's __name__, __file__: where it runs, not what it computes
         value = namespace[name]
@@ -222,7 +222,8 @@ def _statement(text: str, start: int) -> Any:
     return None
 
 
-def _names(code: Any) -> set[str]:
+def names_read(code: Any) -> set[str]:
+    """The names a code object (and the code nested in it) reads as globals or attributes."""
     names: set[str] = set()
     stack = [code]
     while stack:

@@ -14,7 +14,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from triton_dist._store.constants import constants_read
+from triton_dist._store.constants import constants_read, names_read
 from triton_dist._store.modname import module_text
 
 
@@ -44,7 +44,7 @@ def _own_kernel_sources(fn: Callable[..., Any]) -> list[str]:
     namespace = getattr(fn, "__globals__", {})
     if code is None:
         return []
-    names = _global_names(code)
+    names = names_read(code)
     sources = []
     for name in sorted(names):
         text = _kernel_source(namespace.get(name))
@@ -52,17 +52,6 @@ def _own_kernel_sources(fn: Callable[..., Any]) -> list[str]:
             sources.append(f"{name}:{text}")
     # the module constants it reads (``_store.constants``): none read, the hash is as before
     return sources + _closure_texts(fn, 0) + _attribute_kernels(fn, _method_class(fn)) + constants_read(fn)
-
-
-def _global_names(code: Any) -> set[str]:
-    """The names a code object (and the code nested in it) reads as globals or attributes."""
-    names: set[str] = set()
-    stack = [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
-    return names
 
 
 def _kernel_function(obj: Any) -> Any:
@@ -105,7 +94,7 @@ def _kernel_uses(fn: Any, depth: int) -> list[str]:
     functions (``tl.sigmoid``) count by Triton's version, which entries record, not by source."""
     namespace = getattr(fn, "__globals__", {})
     uses = []
-    for name in sorted(_global_names(fn.__code__)):
+    for name in sorted(names_read(fn.__code__)):
         if name not in namespace:
             continue
         value = namespace[name]
