@@ -351,3 +351,23 @@ def test_a_computed_constant_imported_from_a_package_hashes_alike_under_either_p
     for name in [m for m in sys.modules if m.split(".")[0] in ("src", "hcpkg")]:
         sys.modules.pop(name)
     assert hashes[0] == hashes[1]
+
+
+def test_the_constants_are_found_once_per_function_for_the_hashes_and_the_entry(tmp_path, monkeypatch):
+    """The hashes and the entry's ``reads`` ask at one first call: the module walk ran twice."""
+    from triton_dist._store import constants
+    from triton_dist._store.reads import reads_of
+
+    walked: list[str] = []
+    real = constants._made
+    def made(name, text, namespace, depth):
+        if depth == 0:  # (an imported name is followed into its module: depth 1)
+            walked.append(name)
+        return real(name, text, namespace, depth)
+
+    monkeypatch.setattr(constants, "_made", made)
+    host = _load(tmp_path, "hc_once").host
+    fingerprint.source_hash(host)
+    fingerprint.body_hash(host)
+    assert reads_of(host) == fingerprint.constants_read(host)
+    assert sorted(walked) == ["BLOCK", "IMPORTED", "RANK", "SHAPE"]  # each name walked once

@@ -31,11 +31,13 @@ A function that reads no such global hashes as before (the entries written befor
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import linecache
 import re
 import sys
 import types
+import weakref
 from typing import Any
 
 from triton_dist._store.modname import module_text
@@ -53,9 +55,25 @@ _files: dict[str, tuple[list[str], str, frozenset[str]]] = {}
 _GLOBAL = re.compile(r"(?:\n[ \t]*|[;:][ \t]*)global[ \t]+([A-Za-z_][\w \t,]*)")
 
 
+#: per function object: the hashes ask at the first call, the entry's ``reads`` when it is written
+#: (what the hash counted, computed once: a regex walk of the module per name)
+_read_by: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
 def constants_read(fn: Any) -> list[str]:
     """``global NAME=value`` (or ``global NAME = <statement>``) for each module constant that
     ``fn``'s code (and the code nested in it) reads, sorted by name; [] when it reads none."""
+    try:
+        return list(_read_by[fn])
+    except (KeyError, TypeError):  # not yet, or not a weakly referable object
+        pass
+    texts = _constants_read(fn)
+    with contextlib.suppress(TypeError):
+        _read_by[fn] = texts
+    return list(texts)
+
+
+def _constants_read(fn: Any) -> list[str]:
     code, namespace = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
     if code is None or not isinstance(namespace, dict):
         return []
