@@ -69,7 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _command(sub, "why", common, "why (FUNCTION, KEY) misses: what differs from the nearest entry",
                  "Exit status: 0 it would hit, 1 it would miss, 3 unknown (FUNCTION given by name and its "
-                 "module not imported: its source and config space were not compared; give module:attr).")
+                 "module not imported: its source and config space were not compared; give module:attr; "
+                 "or its module's code failed at import here: run it in a rank's environment).")
     p.add_argument("function", metavar="FUNCTION",
                    help="the autotuned function: module:attr or module.attr (imported, to compare its "
                         "source and config space), or its name (then the module its entries record is "
@@ -141,7 +142,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_gone()
     except TritonDistError as exc:
-        status = 1 if isinstance(exc, CacheAdminError) else 2
+        status = 2
+        if isinstance(exc, CacheAdminError):  # 1 unless the command names another (`why`'s unknown: 3)
+            status = exc.details.get("exit_status", 1)
         if as_json:
             _cache_commands.emit({"error": type(exc).__name__, "message": str(exc), **exc.details})
         print(f"error: {exc}", file=sys.stderr)

@@ -214,6 +214,29 @@ def test_why_with_an_unknown_import_path_exits_1(seeded, capsys):
     assert code == 1 and "cannot import" in err
 
 
+def test_why_on_a_module_whose_code_fails_at_import_exits_3_and_names_module_error_and_fix(
+        seeded, capsys, modules, monkeypatch):
+    """The environment kept `why` from comparing (a module reading os.environ['LOCAL_RANK'] at
+    import, asked about outside the job): the verdict is unknown, exit 3 as the epilog says, not
+    exit 1, which a script asking "would it hit?" read as a miss."""
+    from .helpers import write_module
+
+    write_module(modules, "rankmod", "import os\nDEVICE = int(os.environ['LOCAL_RANK_OF_THIS_TEST'])\n"
+                 + KERNEL_MODULE)
+    monkeypatch.syspath_prepend(str(modules))
+    monkeypatch.delenv("LOCAL_RANK_OF_THIS_TEST", raising=False)
+    code, out, err = run(capsys, "why", "rankmod:scale", SHAPE_KEY)
+    assert code == 3 and out == "", (code, out, err)
+    assert "importing module 'rankmod' raised KeyError: 'LOCAL_RANK_OF_THIS_TEST'" in err
+    assert "verdict is unknown" in err and "in the environment of one of the job's ranks" in err
+    code, doc = run_json(capsys, "why", "rankmod:scale", SHAPE_KEY)
+    assert code == 3 and doc["verdict"] == "unknown" and doc["error"] == "CacheAdminError"
+    # in that environment it imports, and the verdict is told (a hit: the seeded entry)
+    monkeypatch.setenv("LOCAL_RANK_OF_THIS_TEST", "0")
+    code, out, err = run(capsys, "why", "rankmod:scale", SHAPE_KEY)
+    assert code == 0 and "HIT" in out, (out, err)
+
+
 # ---------------------------------------------------------------------------- verify
 
 def test_verify_passes_a_clean_cache_with_temp_and_lock_leftovers(seeded, capsys):

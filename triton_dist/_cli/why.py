@@ -93,11 +93,13 @@ def _load_tuner(spec: str) -> Any:
 def _import_failed(spec: str, module_name: str, exc: BaseException) -> CacheAdminError:
     """The module was found, and its own code failed while it was imported: a module that reads
     ``os.environ["LOCAL_RANK"]`` at import, run outside the job, was told to "give the import path
-    as module:attr", which it had (2026-12-05)."""
+    as module:attr", which it had (2026-12-05). The environment kept `why` from comparing, so its
+    verdict is unknown: exit 3 (``exit_status``), not 1, which a script reads as "it would miss"."""
     return CacheAdminError(
         f"cannot import {spec!r}: importing module {module_name!r} raised {type(exc).__name__}: {exc}. Its code "
-        "failed at import: run `why` in the environment of one of the job's ranks (what the module reads at "
-        "import, e.g. RANK, LOCAL_RANK, WORLD_SIZE, as that rank has them), with its modules importable")
+        "failed at import, so the verdict is unknown (exit 3): run `why` in the environment of one of the job's "
+        "ranks (what the module reads at import, e.g. RANK, LOCAL_RANK, WORLD_SIZE, as that rank has them), "
+        "with its modules importable", exit_status=EXIT_UNKNOWN, verdict="unknown")
 
 
 def _from_qualname(qualname: str) -> Any | None:
