@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-import warnings
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,16 +24,16 @@ from triton_dist._backends import get_backend
 from triton_dist._contextual import triton_compat as compat
 from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.measuring import NO_VALID_CONFIG, say_cache_only_does_not_apply, step
+from triton_dist._contextual.run_state import RunState
 from triton_dist._contextual.schedule import Candidate, KernelTuning, Samples
 from triton_dist._contextual.side_effects import StateWatch
 from triton_dist._distributed import GroupView, agree, resolve_group
 from triton_dist._logging import TuningLog, announce_once, job_rank_fields, job_rank_prefix
 from triton_dist._measure.collector import collector_paused
 from triton_dist._measure.compile import precompile_candidates
-from triton_dist._measure.rng import RngState, tensor_devices
+from triton_dist._measure.rng import RngState
 from triton_dist._warn import warn_user
-from triton_dist.dist import world_generation
-from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError, TritonDistWarning
+from triton_dist.errors import ContextualTuningError, NoValidConfigError, RankDisagreementError
 from triton_dist.settings import get_settings
 
 __all__ = ["LOG_DIR", "NO_VALID_CONFIG", "Session"]
@@ -44,14 +42,6 @@ log = logging.getLogger(__name__)
 
 #: relative to the working directory, as in the seed
 LOG_DIR = ".autotune_logs"
-#: runs after the first that were to be kept and met a new key: more, and the keys never settle
-MAX_LATE_KEYS = 4
-#: the (key, WORLD ranks, torch.distributed init) of each autotuner that a group decided
-#: (``is_dist=True``): a config in its ``cache`` that this rank decided alone (an ``is_dist=False``
-#: call, a stock tuning, a warm-up), or with the WORLD of an earlier init (whose ranks may have
-#: restarted since), does not let it skip the group's tuning, which the other ranks would wait for
-#: (U7's rule for ``autotune``: decisions per group)
-_GROUP_DECIDED: weakref.WeakKeyDictionary[Any, set[tuple[Any, tuple[int, ...], int]]] = weakref.WeakKeyDictionary()
 
 
 def _key_text(key: tuple, named: dict[str, Any]) -> str:
@@ -59,8 +49,9 @@ def _key_text(key: tuple, named: dict[str, Any]) -> str:
     return f"{key!r} [{names}]" if names else repr(key)
 
 
-class Session:
-    """State of one call of a contextual tuner (all its runs of the outer function)."""
+class Session(RunState):
+    """State of one call of a contextual tuner (all its runs of the outer function; their
+    bookkeeping is :class:`~triton_dist._contextual.run_state.RunState`'s)."""
 
     def __init__(self, qualname: str, is_dist: bool, n_warmup: int, n_repeat: int, *,
                  compile_workers: int | None = None) -> None:
@@ -88,40 +79,7 @@ class Session:
         self.rng: RngState | None = None  # taken by take_rng, before the first run
         self.watch: StateWatch | None = None  # training state runs thrown away change, once one tunes
 
-    # -- runs of the outer function --------------------------------------------------------
-
-    def take_rng(self, args: tuple, kwargs: dict) -> None:
-        """torch's generators as the caller left them: the current device's and those of the
-        outer call's tensors (by the backend's kind: device() of a stand-in NPU is no torch device)."""
-        kind = self.backend.kind
-        self.rng = RngState(kind, tensor_devices((*args, *kwargs.values()), kind) if kind != "cpu" else ())
-
-    def begin_run(self) -> None:
-        if self.run_index and self.rng is not None:  # the run before was thrown away
-            self.rng.restore()
-        self.run_index += 1
-        # a run with kernels still measuring is thrown away; the run after the last one is kept
-        self.run_tunes = any(not s.done for s in self.states.values())
-        self.real_updates.clear()
-
-    def is_final_run(self) -> bool:
-        return not self.run_tunes
-
-    def stalled(self) -> list[KernelTuning]:
-        """Kernels still measuring that this run (not the one that found them) never launched."""
-        return [s for s in self.states.values() if not s.done
-                and s.registered_run < self.run_index and s.progress_run != self.run_index]
-
-    def stall_error(self, stalled: list[KernelTuning]) -> ContextualTuningError:
-        names = "; ".join(f"{s.name} with key {s.key_text} ({s.slot}/{s.total} launches done)"
-                          for s in stalled)
-        return ContextualTuningError(
-            f"contextual tuning of {self.qualname}: a re-run of the outer function did not launch "
-            f"{names}. contextual_autotune re-runs the outer function until every inner kernel "
-            "has run each candidate, so every run must launch the same kernels with the same "
-            "keys; tune such a kernel with triton_dist.tune.autotune or warm its cache first.",
-            kernels=[s.name for s in stalled],
-        )
+    # -- the call's resources ---------------------------------------------------------------
 
     def pause_collector(self) -> None:
         """Python's garbage collector paused from here to :meth:`close` (the first kernel to tune:
@@ -233,14 +191,6 @@ class Session:
                    + ". Launch inner kernels from the thread that calls the decorated function.")
         warn_user(message, log=log)
 
-    def _decided_by_group(self, at: Any, key: tuple) -> bool:
-        """Without ``is_dist``, any cached config is this call's; with it, only the group's."""
-        return self.view is None or (key, self.view.ranks, world_generation()) in _GROUP_DECIDED.get(at, ())
-
-    def group_decided(self, at: Any, key: tuple) -> None:
-        if self.view is not None:
-            _GROUP_DECIDED.setdefault(at, set()).add((key, self.view.ranks, world_generation()))
-
     def end_run(self) -> None:
         """With ``is_dist``, after a run that tuned: every rank is at the end of the same run with
         the same kernels registered. A rank that launched a kernel the others did not is then at
@@ -254,25 +204,6 @@ class Session:
         kernels = ", ".join(f"{s.name} {s.key_text}" for s in self.states.values())
         self.agree_at({"kernel": f"(the end of run {self.run_index} of the outer function)",
                         "key": f"kernels tuning: {kernels}", "configs": ""}, f"the end of run {self.run_index}")
-
-    def _say_side_effects(self, watch: StateWatch) -> None:
-        """A run thrown away that stepped an optimizer or updated a module's parameters, buffers or
-        ``.grad`` in place: the next run (and the kept one) builds on it. Said once per call."""
-        changes = watch.changes()
-        if not changes:
-            return
-        watch.stop()
-        message = (f"contextual tuning of {self.qualname}: run {self.run_index} of the outer function was "
-                   "thrown away (inner kernels were still measuring), but it changed training state that "
-                   f"the next run builds on: {'; '.join(changes)}. contextual_autotune runs the outer "
-                   "function several times in a call that tunes and keeps the last run, so these updates "
-                   "happen once per run: the parameters, optimizer state and statistics come out as after "
-                   "several steps. Decorate the forward only and call loss.backward() and optimizer.step() "
-                   "outside it, or tune first with a call on a copy of the model and optimizer "
-                   "(copy.deepcopy): later calls whose kernels are cached run once. An update that writes "
-                   "the same values in every run is harmless: filter this TritonDistWarning.")
-        self.info("%s", message)
-        warn_user(message, log=log)
 
     def _launch_decided(self, at: Any, config: Any, original: Callable[..., Any], args: tuple,
                         kwargs: dict, key: tuple | None) -> Any:
@@ -333,32 +264,6 @@ class Session:
                   self.backend.kind, f", MAX over WORLD ({self.view.size} ranks)" if self.view else "")
         log.debug("contextual tuning of %s registered %s for key %s", self.qualname, name, key_text)
         return state
-
-    def _became_tuning(self, name: str, key_text: str) -> None:
-        """A run that began as the kept one meets a kernel to tune: it is thrown away from here."""
-        if self.real_updates:  # launched as the kept run's: their updates stay, and come again
-            updated = ", ".join(sorted(set(self.real_updates)))
-            message = (f"contextual tuning of {self.qualname}: {updated} updated its restore_value/"
-                       f"reset_to_zero arguments in this run before {name} (key {key_text}) started "
-                       "tuning, so the update is kept and the run that is kept applies it again. "
-                       "contextual_autotune re-runs the outer function; launch the kernels that tune "
-                       "before the ones that update persistent buffers, or warm new keys with a call "
-                       "on scratch buffers first.")
-            self.info("%s", message)
-            warnings.warn(message, TritonDistWarning, stacklevel=6)
-            self.real_updates.clear()
-        if self.run_index > 1:
-            self.late_keys += 1
-            if self.late_keys > MAX_LATE_KEYS:
-                raise ContextualTuningError(
-                    f"contextual tuning of {self.qualname}: {self.late_keys} runs that were to be the "
-                    f"kept one met a new key (the last: {name} with key {key_text}): the kernels' keys "
-                    "change from run to run, so the tuning would never end. contextual_autotune "
-                    "re-runs the outer function: keys must not depend on state its runs change (a "
-                    "counter updated in place, a data-dependent size); tune such a kernel with "
-                    "triton_dist.tune.autotune, or give its key_fn the sizes of the first run.",
-                    kernels=[name],
-                )
 
     def _agree(self, name: str, key_text: str, configs: list[Any]) -> None:
         # The schedule length depends on the candidate count: ranks that disagree would stop
