@@ -10,19 +10,21 @@
   on a mismatch. It adds no call of the host function. It also puts torch's random-number state
   back before every run once a run has moved it, and when it is left (``rng.RngState``): every
   run draws what the first drew, and the final call what an untuned call would.
+  The tensor side (the copies, what a restore writes, the comparison, the restore) is
+  ``arg_snapshot``'s.
 - ``time_limit.run_limited`` bounds one candidate's measurement (``TRITON_DIST_AUTOTUNE_CANDIDATE_TIMEOUT_S``);
   re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from triton_dist._measure import restore_kernel as _restore_kernel
-from triton_dist._measure.compare import MAX_DEPTH, capture, compare
+from triton_dist._measure.arg_snapshot import geometry, put_back, snapshot, unchanged, version
+from triton_dist._measure.compare import capture, compare
 from triton_dist._measure.flag_reads import FlagBlock as _FlagBlock
 from triton_dist._measure.interrupts import interrupts_held
 from triton_dist._measure.rng import RngState, tensor_devices
@@ -33,61 +35,6 @@ from triton_dist.errors import WrongResultError
 __all__ = ["RunGuard", "run_limited"]
 
 log = logging.getLogger(__name__)
-
-
-# ---------------------------------------------------------------------------- the run guard
-
-def _tensors_in(value: Any, depth: int = 0) -> Iterator[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif depth < MAX_DEPTH and isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _tensors_in(v, depth + 1)
-    elif depth < MAX_DEPTH and isinstance(value, dict):
-        for v in value.values():
-            yield from _tensors_in(v, depth + 1)
-
-
-def _restorable(t: Any) -> Any:
-    """What of ``t`` a restore writes: ``t`` itself, or for a broadcast view (``x.expand(...)``,
-    stride 0) the one element of each broadcast dimension that its memory holds (a copy into
-    the whole view is refused: its elements share memory)."""
-    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
-        if stride == 0 and size > 1:
-            t = t.narrow(dim, 0, 1)
-    return t
-
-
-def _version(t: Any) -> int:
-    """``t._version``; an inference tensor (made under ``torch.inference_mode``) keeps none: -1,
-    which never moves, and its changes are found by content, as Triton's writes are."""
-    return -1 if t.is_inference() else t._version
-
-
-def _writable(t: Any) -> Any:
-    """Where a restore may write ``t``: an inference tensor only under inference mode (a tensor
-    made there and tuned on after it, which a Triton kernel may write but torch would refuse)."""
-    import torch
-
-    return torch.inference_mode() if t.is_inference() else contextlib.nullcontext()
-
-
-def _geometry(t: Any) -> tuple[Any, ...]:
-    return tuple(t.shape), t.stride(), t.storage_offset()
-
-
-def _unchanged(t: Any, snapshot: Any) -> bool:
-    import torch
-
-    if t.shape != snapshot.shape:  # resize_ (an ``out=`` argument sized by the function)
-        return False
-    if torch.equal(t, snapshot):
-        return True
-    # NaN != NaN: a float tensor holding NaN is unchanged when it matches NaN for NaN
-    return (t.is_floating_point() or t.is_complex()) and bool(
-        ((t == snapshot) | (t.isnan() & snapshot.isnan())).all())
 
 
 class RunGuard:
@@ -131,17 +78,8 @@ class RunGuard:
             self._snapshot(args, kwargs)
 
     def _snapshot(self, args: tuple, kwargs: dict) -> None:
-        seen: set[int] = set()
         try:
-            for t in _tensors_in((args, kwargs)):
-                if id(t) in seen or t.is_sparse or t.device.type == "meta":
-                    continue
-                seen.add(id(t))
-                t = _restorable(t)
-                self._snapshots.append(t.detach().clone())
-                self._tensors.append(t)
-                self._versions.append(_version(t))
-                self._geometries.append(_geometry(t))
+            self._tensors, self._snapshots, self._versions, self._geometries = snapshot(args, kwargs)
         except Exception as exc:  # noqa: BLE001 - out of memory for the copies: tune without them
             self._tensors, self._snapshots, self._versions, self._geometries = [], [], [], []
             message = (f"{self.name}: could not snapshot the tensor arguments before tuning "
@@ -233,7 +171,7 @@ class RunGuard:
         for pos, t in enumerate(self._tensors):
             if pos in self.mutated or pos in self._given_up:
                 continue
-            if _version(t) != self._versions[pos] or _geometry(t) != self._geometries[pos]:
+            if version(t) != self._versions[pos] or geometry(t) != self._geometries[pos]:
                 self.mutated.add(pos)  # a torch in-place op: restored before the next run
                 continue
             todo.append(pos)
@@ -287,24 +225,10 @@ class RunGuard:
             return
         # a moved version counter is a torch in-place op; known positions cover Triton writes
         todo = [pos for pos, t in enumerate(self._tensors) if pos not in self._given_up
-                and (pos in self.mutated or _version(t) != self._versions[pos])]
+                and (pos in self.mutated or version(t) != self._versions[pos])]
         if not todo:
             return
-        import torch
-
-        failed: list[tuple[int, Exception]] = []
-        with interrupts_held():  # all of them or none: a Ctrl-C waits until every one is back
-            for pos in todo:
-                t = self._tensors[pos]
-                self.mutated.add(pos)
-                try:
-                    with torch.no_grad(), _writable(t):
-                        if _geometry(t) != self._geometries[pos]:  # resized or restrided in place
-                            t.as_strided_(*self._geometries[pos])
-                        t.copy_(self._snapshots[pos])
-                except Exception as exc:  # noqa: BLE001 - the tuner's own step, never a candidate's failure
-                    failed.append((pos, exc))
-                self._versions[pos] = _version(t)
+        failed = put_back(todo, self._tensors, self._snapshots, self._versions, self._geometries, self.mutated)
         for pos, error in failed:  # restoring it is given up; the candidates still run
             self._given_up.add(pos)
             self.mutated.discard(pos)
@@ -321,8 +245,8 @@ class RunGuard:
 
     def _detect(self, index: int) -> None:
         for pos, t in enumerate(self._tensors):
-            if pos not in self.mutated and pos not in self._given_up and (_version(t) != self._versions[pos]
-                                            or not _unchanged(t, self._snapshots[pos])):
+            if pos not in self.mutated and pos not in self._given_up and (version(t) != self._versions[pos]
+                                            or not unchanged(t, self._snapshots[pos])):
                 self.mutated.add(pos)
                 log.debug("%s: candidate %d mutates tensor argument %d; it is restored before "
                           "every later run", self.name, index, pos)
