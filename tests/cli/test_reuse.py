@@ -6,9 +6,14 @@ best once more; the other timings come from the old entry (rules: docs/cache.md)
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
+
+import triton_dist
 
 from .helpers import entries, host_module, load
 
@@ -107,6 +112,36 @@ def test_timings_measured_otherwise_are_not_reused(cache_dir, import_module):
     v2.work(25)
     best = v2.work.best_config(25)["c"]
     assert dict(v2.calls) == {c: 3 + (c == best) for c in range(4)}
+
+
+def test_timings_of_another_measuring_code_are_not_reused(cache_dir, import_module, modules, tmp_path):
+    """Every triton_dist records version 0.1.0: an entry measured by a commit whose measuring code
+    differs (here the CPU timer of a copy of the package, in another process, returning
+    microseconds) had its timings reused by this one; the measurement's method tells them apart."""
+    from .helpers import run_python, write_module
+
+    old_code = tmp_path / "old_code"
+    shutil.copytree(Path(triton_dist.__file__).parent, old_code / "triton_dist",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    timer = old_code / "triton_dist" / "_backends" / "cpu.py"
+    text = timer.read_text()
+    assert "times.append((clock() - start) / 1e6)" in text
+    timer.write_text(text.replace("times.append((clock() - start) / 1e6)", "times.append((clock() - start) / 1e3)"))
+    write_module(modules, "method_v1", host_module(S3))
+    old = run_python("import triton_dist, method_v1; method_v1.work(25); print(triton_dist.__file__)",
+                     cache_dir, modules, PYTHONPATH=os.pathsep.join([str(modules), str(old_code)]))
+    assert old.returncode == 0 and old.stdout.strip() == str(old_code / "triton_dist" / "__init__.py"), old.stderr
+    (old_path,) = entries(cache_dir, "work")
+
+    v2 = import_module("method_v2", host_module(S4))  # only the decorator differs: reusable but for the code
+    v2.work(25)
+    best = v2.work.best_config(25)["c"]
+    assert dict(v2.calls) == {c: RUNS + (c == best) for c in range(4)}  # every config measured
+    (new_path,) = [p for p in entries(cache_dir, "work") if p != old_path]
+    new, before = load(new_path), load(old_path)
+    assert "reused" not in new and new["measurement"]["method"] != before["measurement"]["method"]
+    assert {k: v for k, v in new["measurement"].items() if k != "method"} == \
+        {k: v for k, v in before["measurement"].items() if k != "method"}
 
 
 @pytest.mark.timeout(180)

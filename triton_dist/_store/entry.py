@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from triton_dist._backends import Backend
 from triton_dist._distributed import GroupView
+from triton_dist._measure.method import method_id
 from triton_dist._measure.result import CandidateResult, MeasuredMode, two_placements
 from triton_dist._store import background_sync
 from triton_dist._store import files as _cache
@@ -58,12 +59,15 @@ def measurement_info(target: TuneTarget, backend: Backend, world: int = 1) -> di
     captured falls back to eager runs): :func:`measured_info`."""
     graphs = replays_graphs(target, backend)
     placed = graphs and two_placements(alone=world == 1, flush=target.flush_l2, n_repeat=target.n_repeat)
+    timer = None if target.do_bench is None else getattr(target.do_bench, "timer", target.do_bench)
     return {"n_warmup": target.n_warmup, "n_repeat": target.n_repeat,
             "timer": "custom" if target.do_bench else backend.kind,
             **({"adaptive": True} if target.adaptive else {}),
             **({"graphs": True} if graphs else {}),
             **({"placements": 2} if placed else {}),
-            **({"flush_l2": True} if target.flush_l2 else {})}
+            **({"flush_l2": True} if target.flush_l2 else {}),
+            # the measuring code (and a custom timer) that timed them: reuse compares it (_measure.method)
+            "method": method_id(None if timer is None else str(_cache.encode_value(timer)))}
 
 
 def measured_info(planned: dict[str, Any], mode: MeasuredMode | None) -> dict[str, Any]:
