@@ -29,13 +29,12 @@ changes nothing in Triton. One tuner is active at a time: nested or concurrent c
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import threading
 import types
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 from triton_dist import _hosts, _torch_compile, _triton_prewarm
@@ -50,6 +49,7 @@ R = TypeVar("R")
 
 _lock = threading.Lock()
 _active: tuple[ContextualAutoTuner[Any], int] | None = None  # (tuner, thread id)
+_NO_NAME: Any = object()  # qualname: fn without a __qualname__
 
 
 def _check_count(name: str, value: Any, minimum: int) -> int:
@@ -88,7 +88,8 @@ class ContextualAutoTuner(Generic[R]):
 
     @property
     def qualname(self) -> str:
-        return getattr(self.fn, "__qualname__", repr(self.fn))
+        qualname = getattr(self.fn, "__qualname__", _NO_NAME)  # (repr only without one: ~0.3 µs a call)
+        return repr(self.fn) if qualname is _NO_NAME else qualname
 
     def __repr__(self) -> str:
         return (f"<ContextualAutoTuner {self.qualname} is_dist={self.is_dist} "
@@ -111,16 +112,19 @@ class ContextualAutoTuner(Generic[R]):
         return super().__reduce_ex__(protocol)
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
-        from triton_dist._contextual.session import Session
-
         _triton_prewarm.wait()  # (returns at once after the first call)
         # the collector is paused from the first kernel that tunes to the end of the call, as a
-        # tuning pauses it (Session.pause_collector); a call with nothing to tune leaves it alone
-        with _activated(self):
-            session = Session(self.qualname, self.is_dist, self.n_warmup, self.n_repeat,
-                              compile_workers=self.compile_workers)
+        # tuning pauses it (Session.pause_collector); a call with nothing to tune leaves it alone.
+        # try/finally, not context managers: a call whose kernels are all cached (a training
+        # step's) paid ~1 µs for each of the two generator-based ones
+        _activate(self)
+        try:
+            session = (_session_class or _load_session())(
+                self.qualname, self.is_dist, self.n_warmup, self.n_repeat, compile_workers=self.compile_workers)
             session.take_rng(args, kwargs)
-            with _takeover(session):
+            takeover = _takeover_class(session.handle, session.untaken, session.elsewhere)
+            try:
+                takeover.install()
                 while True:
                     session.begin_run()
                     result = self.fn(*args, **kwargs)
@@ -130,10 +134,30 @@ class ContextualAutoTuner(Generic[R]):
                     stalled = session.stalled()
                     if stalled:
                         raise session.stall_error(stalled)
+            finally:
+                _give_back(takeover, session)
+        finally:
+            _deactivate()
 
 
-@contextlib.contextmanager
-def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
+#: the Session and Takeover classes, imported at the first call (their modules import torch and
+#: Triton's runtime): an import statement per call cost ~0.7 µs
+_session_class: Any = None
+_takeover_class: Any = None
+
+
+def _load_session() -> Any:
+    global _session_class, _takeover_class
+    from triton_dist._contextual.session import Session
+    from triton_dist._contextual.triton_compat import Takeover
+
+    _takeover_class = Takeover
+    _session_class = Session
+    return Session
+
+
+def _activate(tuner: ContextualAutoTuner[Any]) -> None:
+    """Make ``tuner`` the active one, or raise TunerActiveError naming the one that is."""
     global _active
     with _lock:
         if _active is not None:
@@ -159,31 +183,24 @@ def _activated(tuner: ContextualAutoTuner[Any]) -> Iterator[None]:
                 active=other.qualname, nested=same_thread,
             )
         _active = (tuner, threading.get_ident())
-    try:
-        yield
-    finally:
-        with _lock:
-            _active = None
 
 
-@contextlib.contextmanager
-def _takeover(session: Any) -> Iterator[None]:
-    from triton_dist._contextual.triton_compat import Takeover
+def _deactivate() -> None:
+    global _active
+    _active = None  # one store (atomic): _activate's check and set are what the lock orders
 
-    takeover = Takeover(session.handle, session.untaken, session.elsewhere)
-    try:
-        takeover.install()
-        yield
-    finally:
-        restored = takeover.remove()
-        session.close()
-        if not restored:
-            warnings.warn(
-                "triton.runtime.autotuner.Autotuner.run was replaced by someone else while "
-                "contextual tuning was active; their replacement was left in place (ours now "
-                "forwards every call to the original run).",
-                TritonDistWarning, stacklevel=3,
-            )
+
+def _give_back(takeover: Any, session: Any) -> None:
+    """Stock ``run`` put back and the session closed; a warning where someone replaced ours meanwhile."""
+    restored = takeover.remove()
+    session.close()
+    if not restored:
+        warnings.warn(
+            "triton.runtime.autotuner.Autotuner.run was replaced by someone else while "
+            "contextual tuning was active; their replacement was left in place (ours now "
+            "forwards every call to the original run).",
+            TritonDistWarning, stacklevel=2,  # the line of __call__, as before
+        )
 
 
 def contextual_autotune(is_dist: bool = False, n_repeat: int = 5, n_warmup: int = 3,

@@ -72,3 +72,67 @@ def test_a_cached_call_reads_the_settings_once_and_makes_no_watch(monkeypatch: p
     assert counts == Counter(settings=1)  # was: settings=2, watch=1
     torch.testing.assert_close(cached, tuned)  # the kept run drew what one untuned call draws
     assert torch.equal(torch.get_rng_state(), rng_after_tuning)
+
+
+def steps_of(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Counter]:
+    """The import statements run by triton_dist's own code during ``call()`` (``file: module``),
+    and the calls made (``module file stem.function`` for Python functions, the name for builtins)."""
+    import builtins
+    import sys
+
+    imports: list[str] = []
+    real_import = builtins.__import__
+
+    def counting_import(name: str, *args: Any, **kwargs: Any) -> Any:
+        where = sys._getframe(1).f_code.co_filename
+        if "triton_dist" in Path(where).parts:
+            imports.append(f"{Path(where).name}: {name}")
+        return real_import(name, *args, **kwargs)
+
+    calls: Counter = Counter()
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}"] += 1
+        elif event == "c_call":
+            calls[getattr(arg, "__name__", repr(arg))] += 1
+
+    monkeypatch.setattr(builtins, "__import__", counting_import)
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+        monkeypatch.setattr(builtins, "__import__", real_import)
+    return imports, calls
+
+
+def cached_outer() -> tuple[Any, torch.Tensor]:
+    scale = K.make_scale((16, 32))
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def outer(x: torch.Tensor) -> torch.Tensor:
+        y, n = torch.empty_like(x), x.numel()
+        scale[lambda m: (triton.cdiv(n, m["BLOCK"]),)](x, y, 2.0, n)
+        return y
+
+    x = torch.randn(100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the log's announcement
+        outer(x)  # tunes
+    outer(x)  # cached: anything done once per process is done
+    assert scale.cache
+    return outer, x
+
+
+def test_a_cached_call_enters_no_context_manager_imports_nothing_and_names_by_qualname(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """ContextualAutoTuner.__call__ on a cached call: its two generator-based context managers
+    cost ~1 µs each, its import of the Session class ~0.7 µs, and the tuner's qualname made the
+    function's repr (~0.3 µs) it only needs without a __qualname__."""
+    outer, x = cached_outer()
+    imports, calls = steps_of(lambda: outer(x), monkeypatch)
+    assert [i for i in imports if i.startswith("autotuner.py")] == []
+    assert not [c for c in calls if c.startswith("contextlib.")]
+    assert calls["__repr__"] == calls["repr"] == 0
+    torch.testing.assert_close(outer(x), x * 2.0)  # still the call's result
