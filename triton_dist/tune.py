@@ -26,9 +26,12 @@ from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
 from triton_dist._store.keytext import KeyTexts, key_repr
+from triton_dist._store.paths import safe_name
+from triton_dist._upstream_tools import load_autotune_data, pretty_triton_config_repr
 from triton_dist._warn import held_until_decided
+from triton_dist.settings import get_settings
 
-__all__ = ["AutoTuner", "autotune", "to_hashable"]
+__all__ = ["AutoTuner", "autotune", "load_autotune_data", "pretty_triton_config_repr", "to_hashable"]
 
 
 class _TunerType(type):
@@ -101,6 +104,7 @@ class AutoTuner(metaclass=_TunerType):
         # config_space would replace the outer's, stacked @autotune)
         functools.update_wrapper(self, fn, updated=())
         self.face = make_face(self)
+        self.face.__dict__["func_dir"] = self.func_dir  # upstream's method, which its tools call on the face
         _dist.track(self)  # its default group's decisions are forgotten when that group changes
         _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
 
@@ -288,6 +292,13 @@ class AutoTuner(metaclass=_TunerType):
         if best is None:
             best = next((t[key] for t in self._by_group.values() if key in t), None)
         return best
+
+    def func_dir(self) -> Path:
+        """The folder of this function's entry files, ``<cache root>/<function name>`` (upstream's
+        method of that name: its tools ``glob(f"{func.func_dir()}/*.json")`` and read each with
+        ``load_autotune_data``). Entries seeded as packs are not files there (``<folder>/packs/``):
+        ``python -m triton_dist.cache ls`` lists every entry."""
+        return get_settings().autotune_dir / safe_name(self.target.name)
 
     def clear(self) -> None:
         """Forget the in-memory decisions (the disk cache stays)."""
