@@ -48,15 +48,21 @@ MAX_SLOTS = 64
 MAX_FILES = 5000
 
 
+def _find_spec(top: str) -> importlib.machinery.ModuleSpec | None:
+    """Where the top-level module ``top`` is found on sys.path, nothing imported; None where it is
+    not (or its name is no module name)."""
+    try:
+        return importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return None
+
+
 def _package_files(module: str) -> list[tuple[str, Path]]:
     """The ``.py`` files of ``module``'s top-level package (or the module's file), each with its
     path relative to the folder that holds the package: the digest must not change with where the
     code lies (``ray job submit --working-dir`` unpacks it into a new session folder each time)."""
     top = module.split(".")[0]
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        spec = None
+    spec = _find_spec(top)
     if spec is None:
         # where the actors look last (worker.load_attr): the working directory, which a console
         # script (`ray-runner`) does not put on sys.path as `python -m ray_runner` does; without
@@ -105,10 +111,7 @@ def _users_own(top: str) -> bool:
     working directory."""
     if top in _OURS or top in sys.stdlib_module_names or top in sys.builtin_module_names:
         return False
-    try:
-        spec = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        spec = None
+    spec = _find_spec(top)
     if spec is None:
         return bool(_package_files(top))
     where = spec.origin if spec.origin not in (None, "built-in", "frozen") else next(

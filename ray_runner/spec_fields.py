@@ -61,28 +61,27 @@ def _screened(info: ValidationInfo) -> bool:
     return isinstance(info.context, dict) and info.context.get("screened") is True
 
 
-def _plain_value(value: Any, info: ValidationInfo) -> Any:
+def _plain_and_finite(value: Any, info: ValidationInfo, refused: str) -> Any:
+    """``value`` where it is plain (bounded already by parse_campaign, or walked here) and finite;
+    else the error ``refused`` followed by a glimpse of what it got."""
     if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
-        fail(f"must be a plain value (number, string, bool, null or a list/mapping of them, at most "
-              f"{MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep), got {glimpse(value)}")
-    _finite(value)
-    return value
-
-
-def _finite(value: Any) -> None:
+        fail(f"{refused}, got {glimpse(value)}")
     if non_finite(value):
         fail(f"holds NaN or infinity ({glimpse(value)}), which JSON cannot hold (the reports and cache keys "
               "are JSON): write it as a string, e.g. 'inf', and convert it in the argument builder")
+    return value
+
+
+def _plain_value(value: Any, info: ValidationInfo) -> Any:
+    return _plain_and_finite(value, info, "must be a plain value (number, string, bool, null or a list/mapping "
+                             f"of them, at most {MAX_VALUE_NODES} items nested {MAX_VALUE_DEPTH} deep)")
 
 
 def _grid_values(value: Any, info: ValidationInfo) -> Any:
     if not isinstance(value, (list, Unchecked)):
         fail(f"must be a non-empty list of values, got {glimpse(value)}")
-    if isinstance(value, Unchecked) or not (_screened(info) or plain(value)):
-        fail(f"values must be plain (numbers, strings, bools, null), at most {MAX_VALUE_NODES} of them, "
-              f"got {glimpse(value)}")
-    _finite(value)
-    return value
+    return _plain_and_finite(value, info, "values must be plain (numbers, strings, bools, null), at most "
+                             f"{MAX_VALUE_NODES} of them")
 
 
 def _env_value(value: Any) -> str:

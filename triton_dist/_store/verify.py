@@ -83,12 +83,19 @@ def _classify_history(path: Path, root: Path) -> Finding:
     return finding
 
 
+def _listed(folder: Path) -> tuple[list[Path], Finding | None]:
+    """The folder's entries, sorted, or the finding that it cannot be listed."""
+    try:
+        return sorted(folder.iterdir()), None
+    except OSError as exc:
+        return [], Finding(str(folder), "unreadable", f"cannot list it: {exc.strerror or exc}")
+
+
 def _walk(directory: Path, root: Path, depth: int) -> Iterator[Finding]:
     """Findings for everything under one directory of the cache (depth 0: the root)."""
-    try:
-        children = sorted(directory.iterdir())
-    except OSError as exc:
-        yield Finding(str(directory), "unreadable", f"cannot list it: {exc.strerror or exc}")
+    children, unreadable = _listed(directory)
+    if unreadable is not None:
+        yield unreadable
         return
     for path in children:
         name = path.name
@@ -149,10 +156,9 @@ def _walk_packs(folder: Path, root: Path) -> Iterator[Finding]:
 
 
 def _pack_findings(folder: Path, root: Path, strict: bool) -> Iterator[Finding]:
-    try:
-        children = sorted(folder.iterdir())
-    except OSError as exc:
-        yield Finding(str(folder), "unreadable", f"cannot list it: {exc.strerror or exc}")
+    children, unreadable = _listed(folder)
+    if unreadable is not None:
+        yield unreadable
         return
     if not _cache._inside(folder, root):
         yield Finding(str(folder), "symlink", "a packs directory leading outside the cache root; the tuner ignores it")
