@@ -361,7 +361,10 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             mean per run, as ``triton.testing.do_bench`` returns), taken as one sample.
             ``triton.testing.do_bench`` itself (or a ``functools.partial`` of it), whose
             ``warmup``/``rep`` are milliseconds, is called as ``do_bench(fn)``: it runs for its
-            own time budget, and ``n_warmup``/``n_repeat`` do not apply.
+            own time budget, and ``n_warmup``/``n_repeat`` do not apply. triton-ascend 3.2's
+            ``triton.testing.do_bench_npu(fn, warmup, active)`` (counts) returns microseconds
+            (the profiler's ``Avg Time(us)``): recognised, its figures are divided by 1000. A
+            timer of your own that wraps it returns what you make it return: milliseconds.
         check_correctness: compare each candidate's output (return value and mutated tensor
             arguments) with the default config's, tolerances by dtype; a mismatch records the
             candidate as failed ("wrong result ..."). Off by default; campaigns turn it on.

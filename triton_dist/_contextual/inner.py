@@ -5,7 +5,10 @@ Contextual tuning replaces the inner autotuner's benchmark, not its user's wishe
 - ``do_bench=`` (a custom benchmarker given to ``triton.autotune``) times every timed launch
   slot: it gets the slot's launch, hooks included, as stock ``Autotuner._bench`` hands it the
   ``kernel_call``, and its result (a number, or quantiles whose first is used, as stock ``run``
-  ranks by it) is the slot's time. How many times it launches is up to it;
+  ranks by it) is the slot's time. How many times it launches is up to it. Its figures are taken
+  as milliseconds: triton-ascend 3.2's ``triton.testing.do_bench_npu`` (microseconds) cannot be
+  given as it is (it takes no ``quantiles``: stock ``_bench`` fails alike), and a wrapper of it
+  returns what its author makes it return (``tune.autotune`` recognises the function itself);
 - ``knobs.autotuning.print`` prints stock ``run``'s two messages (one per candidate, one with the
   choice) on stdout, and ``knobs.autotuning.listener`` is called once per tuned key with stock
   ``run``'s arguments (``cache_hit=False``, ``configs_timings`` the kernel's, as stock's: per

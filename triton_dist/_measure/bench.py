@@ -36,7 +36,7 @@ from triton_dist._measure.result import (
 from triton_dist._measure.rounds import measure_rounds
 from triton_dist._measure.time_limit import run_limited
 
-__all__ = ["MillisecondTimer", "as_do_bench", "measure", "measure_candidates"]
+__all__ = ["MicrosecondTimer", "MillisecondTimer", "as_do_bench", "measure", "measure_candidates"]
 
 
 class MillisecondTimer:
@@ -56,17 +56,47 @@ class MillisecondTimer:
         return f"MillisecondTimer({self.timer!r})"
 
 
+class MicrosecondTimer:
+    """triton-ascend 3.2's ``triton.testing.do_bench_npu(fn, warmup, active)`` as a ``do_bench``: its
+    counts are ours, but it returns the profiler's ``Avg Time(us)`` (``op_statistic.csv``), i.e.
+    microseconds, which were recorded as milliseconds (entry times, logs and verbose lines 1000x
+    off; the pick alike either way). Its result is divided by 1000 here."""
+
+    def __init__(self, timer: Callable[..., Any]) -> None:
+        self.timer = timer
+
+    def __call__(self, fn: Callable[[], Any], n_warmup: int, n_repeat: int) -> list[float]:
+        return [t / 1000.0 for t in user_times(self.timer(fn, n_warmup, n_repeat))]
+
+    def __repr__(self) -> str:
+        return f"MicrosecondTimer({self.timer!r})"
+
+
+def _returns_microseconds(inner: Any) -> bool:
+    """Whether ``inner`` is triton-ascend's ``do_bench_npu`` that returns microseconds: 3.2's, which
+    reads ``op_statistic.csv``'s ``Avg Time(us)`` (``collect_single``) as it is. Later releases
+    (``do_bench_npu(funcs, warmup, active, clear_l2_cache, ...)``) convert to milliseconds."""
+    if getattr(inner, "__module__", None) != "triton.testing" or getattr(inner, "__name__", None) != "do_bench_npu":
+        return False
+    code = getattr(inner, "__code__", None)
+    return code is not None and "collect_single" in code.co_names and "clear_l2_cache" not in code.co_varnames
+
+
 def as_do_bench(timer: Callable[..., Any]) -> Callable[..., Any]:
     """``timer`` as it is called, ``do_bench(fn, n_warmup, n_repeat)``: Triton's own
     ``triton.testing.do_bench`` (``warmup``/``rep`` in milliseconds), or a ``functools.partial`` of
-    it, in a :class:`MillisecondTimer`. A timer of one's own keeps its signature, whatever its
-    parameters' names (tests write ``bench(fn, warmup, rep)`` for counts)."""
+    it, in a :class:`MillisecondTimer`; triton-ascend 3.2's ``triton.testing.do_bench_npu`` (or a
+    partial of it), which returns microseconds, in a :class:`MicrosecondTimer`. A timer of one's
+    own keeps its signature, whatever its parameters' names (tests write ``bench(fn, warmup, rep)``
+    for counts)."""
     inner = timer
     while isinstance(inner, functools.partial):
         inner = inner.func
     inner = inspect.unwrap(inner)
     if getattr(inner, "__module__", None) == "triton.testing" and getattr(inner, "__name__", None) == "do_bench":
         return MillisecondTimer(timer)
+    if _returns_microseconds(inner):
+        return MicrosecondTimer(timer)
     return timer
 
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import torch
 
-from . import npu
+from . import npu, profiler
 
-__all__ = ["npu", "calls"]
+__all__ = ["calls", "npu", "profiler"]
 #: the version the Ascend image pins (pyproject's npu extra, deploy/images/Dockerfile.ascend)
 __version__ = "2.7.1.post4"
 calls = npu.calls
