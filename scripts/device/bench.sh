@@ -46,5 +46,6 @@ for b in "${which[@]}"; do
   python3 benchmarks/run_all.py --out "$OUT" --only "$b" --timeout "${limit[$b]:-300}" -- ${args[$b]:-} || rc=1
 done
 python3 benchmarks/run_all.py --out "$OUT" --collect || rc=1
+fit_out bench  # a .json and a .log per benchmark, the oracle, results.json and four plots: over 8 files
 echo "bench.sh exit status: $rc"
 exit "$rc"

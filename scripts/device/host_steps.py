@@ -30,8 +30,6 @@ CASES = {"layer_norm": (8192, 4096), "attention": (4, 16, 1024, 64), "softmax": 
 STEPS = [(rounds._Rounds, "warm_up"), (rounds._Rounds, "first_run"), (runs.CandidateRuns, "run"),
          (guard.RunGuard, "check_first"), (guard.RunGuard, "settle"), (rounds._Rounds, "next_capture"),
          (rounds._Rounds, "_capture_settled"), (runs.CandidateRuns, "capture"),
-         # the branch detections-next-turn (2026-12-04, session 28; absent from main: skipped)
-         (rounds._Rounds, "_read_detections"), (rounds._Rounds, "_capture_one"),
          (cuda_compose.ComposedGraph, "__init__"),
          (rounds._Rounds, "_warm_rest"), (rounds._Rounds, "_first_k"), (rounds._Rounds, "_finish_recomposed"),
          (rounds._Rounds, "_rebuild"), (rounds._Rounds, "timed_rounds"), (rounds._Rounds, "results"),
@@ -43,6 +41,10 @@ STEPS = [(rounds._Rounds, "warm_up"), (rounds._Rounds, "first_run"), (runs.Candi
          # the shared probe graph (2026-12-04; absent from older trees: skipped there)
          (runs.CandidateRuns, "load_probe"), (runs.CandidateRuns, "replay_probe"),
          (getattr(cuda_compose, "SharedProbe", None), "load"), (cuda_compose.ComposedGraph, "_release")]
+# steps of other trees only (A/B runs against .device/old), skipped where absent; STEPS must exist on
+# main (tests/unit/test_device_profilers.py): the branch detections-next-turn (2026-12-04, session 28)
+OTHER_TREES = [(rounds._Rounds, "_read_detections"), (rounds._Rounds, "_capture_one")]
+STEPS += OTHER_TREES
 
 
 class Steps:

@@ -32,5 +32,6 @@ if [ -n "${WITH_P2:-}" ]; then
   timeout "${T_P2:-200}" python3 benchmarks/p2_tuning_efficiency.py --repeats "${P2_REPEATS:-3}" --out "$OUT" >"$OUT/p2.log" 2>&1 || rc=1
   tail -16 "$OUT/p2.log"
 fi
+fit_out issue16  # WITH_P2=1 writes 10 files
 echo "issue16.sh exit status: $rc"
 exit "$rc"

@@ -44,7 +44,7 @@
 #               without every host call slowed (DELAYS, HOST_DELAY_US), until BUDGET_S has passed; the
 #               ledgers come back in ledgers.tgz (session 28: the detections read at the next turn, ~9 min).
 #   OUT=/some/dir PART=first bash scripts/device/verify5.sh
-# At most 8 files land in $OUT (what the device tool brings back).
+# At most 8 files land in $OUT (what the device tool brings back; fit_out packs a PART that wrote more).
 set -uo pipefail
 source "$(dirname "$0")/prelude.sh"
 unset TRITON_INTERPRET TRITON_DIST_DEVICE RAY_ADDRESS
@@ -329,5 +329,6 @@ case "${PART:-first}" in
       done
     done
     ;;
-  *) echo "PART must be first, p7, probe, final, profile, gaps, load, place or tplace" >&2; exit 2 ;;
+  *) echo "PART must be one of: first p7 probe final profile final2 final3 final4 final5 final6 final7 p1 recompose gaps load place tplace anatomy ledger abk abd pre steps host p1ab" >&2; exit 2 ;;
 esac
+fit_out "verify5-${PART:-first}"  # PART=final3/4/5, host, p1ab write more than 8 files
