@@ -161,6 +161,70 @@ def test_a_whole_training_step_under_it_is_named_in_a_warning() -> None:
         tuned(m, opt, x, t)
 
 
+def _said(tuned, *args) -> str:
+    """The side-effect warning's text of one call ("" when none)."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", TritonDistWarning)
+        tuned(*args)
+    return " ".join(str(w.message) for w in said if "thrown away" in str(w.message))
+
+
+def test_batch_norms_running_statistics_are_named_in_training_mode_only() -> None:
+    """BatchNorm's native kernel updates running_mean and running_var without a version-counter
+    bump: the warning named num_batches_tracked alone. In eval mode nothing of it moves."""
+    def forward(m, opt, x, t):
+        return m(x)
+
+    ScaleRelu.kernels = Kernels()
+    m, opt, x, t = _setup(batch_norm=True)
+    before = m.norm.running_mean.clone()
+    text = _said(contextual_autotune(n_repeat=1, n_warmup=0)(forward), m, opt, x, t)
+    assert not torch.equal(before, m.norm.running_mean)  # the statistics did move, once per run
+    assert "BatchNorm1d.running_mean" in text and "BatchNorm1d.running_var" in text, text
+    assert "BatchNorm1d.num_batches_tracked" in text and "step() ran" not in text
+
+    ScaleRelu.kernels = Kernels()
+    m, opt, x, t = _setup(batch_norm=True)
+    m.eval()
+    assert _said(contextual_autotune(n_repeat=1, n_warmup=0)(forward), m, opt, x, t) == ""
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_a_gradient_the_step_clears_first_is_not_named_one_it_accumulates_onto_is(set_to_none: bool) -> None:
+    """A step that starts with zero_grad() rebuilds its gradients whole in every run, so re-running
+    it is harmless: its .grad was named all the same. A step that accumulates onto the gradients
+    it finds (no zero_grad) is named."""
+    def clearing(m, opt, x, t):
+        opt.zero_grad(set_to_none=set_to_none)
+        loss = torch.nn.functional.mse_loss(m(x), t)
+        loss.backward()
+        return loss.detach()
+
+    def accumulating(m, opt, x, t):
+        loss = torch.nn.functional.mse_loss(m(x), t)
+        loss.backward()
+        return loss.detach()
+
+    for grads_before in (False, True):  # a model that has no gradients yet, and one that has some
+        ScaleRelu.kernels = Kernels((16,))
+        m, opt, x, t = _setup()
+        if grads_before:
+            accumulating(m, opt, x, t)  # one untuned step: nonzero gradients left in place
+        reference = copy.deepcopy(m)
+        ScaleRelu.kernels = Kernels()
+        tuned = contextual_autotune(n_repeat=1, n_warmup=0)(clearing)
+        assert _said(tuned, m, opt, x, t) == ""
+        assert ScaleRelu.kernels.fwd.cache and ScaleRelu.kernels.bwd.cache
+        clearing(reference, torch.optim.Adam(reference.parameters(), lr=1e-2), x, t)  # one step's gradients
+        for (name, p), q in zip(m.named_parameters(), reference.parameters(), strict=True):
+            assert torch.allclose(p.grad, q.grad), name
+
+    ScaleRelu.kernels = Kernels()
+    m, opt, x, t = _setup()
+    text = _said(contextual_autotune(n_repeat=1, n_warmup=0)(accumulating), m, opt, x, t)
+    assert "Linear.weight.grad" in text and "step() ran" not in text, text
+
+
 def test_tuning_on_a_copy_first_gives_exactly_one_training_step() -> None:
     """The way out the warning names: loss, parameters, BatchNorm statistics and Adam's state
     equal one untuned step's, with the backward kernel tuned too."""

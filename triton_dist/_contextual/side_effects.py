@@ -13,7 +13,15 @@ steps, and a global module forward pre-hook notes, at each module's first call i
 version counters of its own parameters and buffers and of their ``.grad``; at the end of the run
 those that moved are named, in one warning per call. What no module holds (a bare tensor the
 outer function updates in place) is not seen. An update that writes the same values in every run
-is harmless and is named all the same: version counters cannot tell. The hooks are global: only
+is harmless and is named all the same: version counters cannot tell. BatchNorm's native kernel
+updates ``running_mean`` and ``running_var`` without moving their version counters (only
+``num_batches_tracked`` moved, and was named alone): a module called in training mode that
+tracks running statistics names them. A ``.grad`` is named only where the run's backward
+accumulated onto a gradient the run found: one the step itself cleared before its forward
+(``zero_grad()`` at its start: ``None``, or a tensor written since the previous run ended, or at
+the first look all zeros) is rebuilt whole by every run, so re-running the step is harmless there
+(a tester, 2026-12-06). A gradient that is ``None`` at the first look is judged in the next run
+that is thrown away, which tells whether the step cleared it. The hooks are global: only
 calls from the thread that started the watch (the tuning thread) count; another thread's model
 trained meanwhile was named as the call's own, and its module calls filled the table being read.
 
@@ -52,12 +60,26 @@ def _mark(t: Any) -> tuple[int, int | None, int | None]:
     return t._version, (id(grad) if grad is not None else None), (grad._version if grad is not None else None)
 
 
+def _running_stats(module: Any) -> list[str]:
+    """The running statistics a call of ``module`` updates without a version counter moving: a
+    BatchNorm (or InstanceNorm) in training mode that tracks them, with a momentum that moves them."""
+    if not (getattr(module, "training", False) and getattr(module, "track_running_stats", False)) \
+            or getattr(module, "momentum", None) == 0:
+        return []
+    return [f"{type(module).__name__}.{name}" for name in ("running_mean", "running_var")
+            if getattr(module, name, None) is not None]
+
+
 class StateWatch:
     """Hooks installed by :meth:`start`, removed by :meth:`stop`; :meth:`changes` ends a run."""
 
     def __init__(self) -> None:
         self._handles: list[Any] = []
-        self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None]]]]] = {}
+        # per module: the module, its own tensors (tensor, mark, whether the run builds on its .grad),
+        # the running statistics its call updates
+        self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None], bool]],
+                                       list[str]]] = {}
+        self._grads_ended: dict[int, tuple[int | None, int | None]] = {}  # a tensor's .grad as the last run ended
         self._stepped: list[str] = []
         self._thread: int | None = None  # the thread whose runs are watched
         self._filter: Any = None  # the warnings filter start() added
@@ -89,17 +111,31 @@ class StateWatch:
             self._filter = None
         self._modules.clear()
         self._stepped.clear()
+        self._grads_ended.clear()
 
     def _called(self, module: Any, args: Any) -> None:
         if threading.get_ident() != self._thread or id(module) in self._modules:
             return
         try:
-            own = {f"{type(module).__name__}.{name}": (t, _mark(t))
+            own = {f"{type(module).__name__}.{name}": (t, _mark(t), self._builds_on_grad(t))
                    for name, t in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False))
                    if t is not None and not t.is_inference()}
+            stats = _running_stats(module)
         except Exception:  # noqa: BLE001 - a module that cannot list its tensors is not watched
             return
-        self._modules[id(module)] = (module, own)
+        self._modules[id(module)] = (module, own, stats)
+
+    def _builds_on_grad(self, t: Any) -> bool:
+        """Whether this run's backward accumulates onto the ``.grad`` that ``t`` has at its module's
+        first call: not where the step cleared it before its forward (None; written since the last
+        run ended; all zeros at the first look, one reduction per gradient and call)."""
+        grad = getattr(t, "grad", None) if t.requires_grad else None
+        if grad is None:
+            return False
+        ended = self._grads_ended.get(id(t))
+        if ended is not None:
+            return ended == (id(grad), grad._version)
+        return bool(grad.any())
 
     def _step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() != self._thread:
@@ -113,13 +149,16 @@ class StateWatch:
         the watch then starts over for the next run."""
         found = [f"{name}.step() ran" for name in self._stepped]
         tensors: list[str] = []
-        for _module, own in self._modules.values():
-            for name, (t, before) in own.items():
+        for _module, own, stats in self._modules.values():
+            for name, (t, before, builds_on_grad) in own.items():
                 now = _mark(t)
-                if now[1:] != before[1:]:
+                if now[1:] != before[1:] and builds_on_grad:
                     tensors.append(f"{name}.grad")
                 elif now[0] != before[0]:
                     tensors.append(name)
+                if now[1] is not None:
+                    self._grads_ended[id(t)] = now[1:]
+            tensors.extend(name for name in stats if name not in tensors)
         if tensors:
             more = f" and {len(tensors) - NAMED} more" if len(tensors) > NAMED else ""
             found.append("updated in place: " + ", ".join(tensors[:NAMED]) + more)
