@@ -35,7 +35,7 @@ def untuned(target: TuneTarget, call: CallId | None, lookup_why: str, key_text: 
     # once per key: the AutoTuner keeps config_space[0] as the key's config from now on
     message = (f"{target.qualname}: no cache entry for key {key_text} ({why}); "
                "TRITON_DIST_AUTOTUNE_CACHE_ONLY=1, so config_space[0] is used untuned.")
-    warn_user(message, log=log)
+    warn_user(message, log=log, function=target.qualname, key=key_text)
     return Outcome(0, "default", path=path)
 
 

@@ -60,4 +60,4 @@ def untuned_without_data(qualname: str, told: set[str]) -> None:
                "so config_space[0] ran untuned, and nothing was cached; calls with real tensors tune "
                "as usual. To keep the tuned call in a traced or exported graph, make it a custom op "
                "(README, \"From torch.compile'd code\").")
-    warn_user(message, log=log)
+    warn_user(message, log=log, function=qualname)

@@ -139,7 +139,7 @@ def warn_if_ungrouped(fn: Callable[..., Any], qualname: str) -> None:
         "init_process_group: triton_dist.dist.set_world_group(torch.distributed.group.WORLD) "
         "(triton_dist.dist.init_distributed() does it for you). Said once per function."
     )
-    warn_user(message, log=log)
+    warn_user(message, log=log, function=qualname)
 
 
 def _h63(text: str) -> int:

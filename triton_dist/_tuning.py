@@ -168,7 +168,7 @@ def _measure(target: TuneTarget, plan: Plan, args: tuple, kwargs: dict, view: Gr
     # kernels Triton compiles (a simulated device's graphs would not replay them)
     capture = (lambda fn: backend.capture(fn, 1, backend.graph_pool())) if queue and backend.compiles else None
     guard = _safety.RunGuard(args, kwargs, restore=target.restore_inplace, check=target.check_correctness,
-                             name=target.qualname, queue=queue, capture=capture, idle=spare.run,
+                             name=target.qualname, key=plan.key_text, queue=queue, capture=capture, idle=spare.run,
                              device_type=backend.kind)
     measure, options = _measurer(target, view, backend, settings, tlog, guard, defer, queue)
     if defer:
@@ -349,7 +349,8 @@ def _write(target: TuneTarget, key_text: str, entry: dict[str, Any], root: Path,
         link = _cache.dangling_link(root)
         warn_user(f"could not save the tuning result of {target.qualname} for key "
                   f"{key_text} under {root}: {link or exc}. Tuning worked, but nothing was saved; "
-                  "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.")
+                  "point TRITON_DIST_AUTOTUNE_DIR at a writable directory.", log=log,
+                  function=target.qualname, key=key_text)
         return None
     tlog.info("cache entry written: %s", path)
     return path

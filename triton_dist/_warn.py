@@ -14,6 +14,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 from triton_dist._logging import job_rank_fields, job_rank_prefix
 from triton_dist._warn_shown import warn_shown
@@ -21,8 +22,9 @@ from triton_dist.errors import TritonDistWarning
 
 __all__ = ["Said", "collected", "held_until_decided", "say_collected", "warn_user"]
 
-#: a warning said and not yet shown: its text (the rank in it), category and logger (or None)
-Said = tuple[str, type[Warning], logging.Logger | None]
+#: a warning said and not yet shown: its text (the rank in it), category, logger (or None) and the
+#: logged copy's ``extra`` (``_logging.record_fields``: rank, function, key)
+Said = tuple[str, type[Warning], logging.Logger | None, dict[str, Any] | None]
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
@@ -85,7 +87,7 @@ def collected() -> Iterator[list[Said]]:
 
 
 def warn_user(message: str, category: type[Warning] = TritonDistWarning, *,
-              log: logging.Logger | None = None) -> None:
+              log: logging.Logger | None = None, function: str | None = None, key: str | None = None) -> None:
     """``warnings.warn(message, category)`` at the first caller outside triton_dist and Triton
     (at the end of a :func:`held_until_decided` block, when one is open in this thread); with
     ``log``, also a WARNING record where logging is configured: without a handler, logging's
@@ -93,8 +95,12 @@ def warn_user(message: str, category: type[Warning] = TritonDistWarning, *,
     only when the warning is shown (``_warn_shown``): a warnings filter that hides the warning
     hides its record too, and a warning shown once is logged once. In a torch.distributed job of
     more than one rank the message starts with ``[rank R/N]`` (each rank of a 64-rank job said the
-    same unattributed text; a tester, 2026-12-05); the record carries ``rank`` and ``world_size``."""
-    _say(job_rank_prefix() + message, category, log)
+    same unattributed text; a tester, 2026-12-05); the record carries ``rank`` and ``world_size``,
+    and ``function`` (the qualified name) and ``key`` (its text) where the caller gives them, as the
+    INFO lines of a tuning do: a handler that keeps one function's records saw its warnings with
+    both None (a tester, 2026-12-06)."""
+    _say(job_rank_prefix() + message, category, log,
+         job_rank_fields(function, key) if log is not None else None)
 
 
 def say_collected(said: Iterable[Said]) -> None:
@@ -104,12 +110,13 @@ def say_collected(said: Iterable[Said]) -> None:
         _say(*item)
 
 
-def _say(message: str, category: type[Warning], log: logging.Logger | None = None) -> None:
+def _say(message: str, category: type[Warning], log: logging.Logger | None = None,
+         fields: dict[str, Any] | None = None) -> None:
     """The warning (its rank already in ``message``) at the user's line, or held (above); its
     logged copy where ``log`` has a handler and the warning is shown."""
     held = getattr(_held, "messages", None)
     if held is not None:
-        held.append((message, category, log))
+        held.append((message, category, log, fields))
         return
     frame, level = sys._getframe(1), 2  # level 2: _say's caller
     while frame.f_back is not None and _internal(os.path.abspath(frame.f_code.co_filename)):
@@ -119,4 +126,4 @@ def _say(message: str, category: type[Warning], log: logging.Logger | None = Non
         return
     logger = log
     warn_shown(message, category, level, frame,
-               lambda: logger.warning("%s", message, extra=job_rank_fields()))
+               lambda: logger.warning("%s", message, extra=fields if fields is not None else job_rank_fields()))

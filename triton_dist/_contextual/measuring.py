@@ -260,7 +260,7 @@ def _say_unexpected(session: Session, state: KernelTuning) -> None:
                "error), which are left out silently, as stock triton.autotune does; stock triton.autotune "
                "raises these: fix the hook or the launch, or prune such configs (prune_configs_by).")
     session.info("%s", message)
-    warn_user(message)
+    warn_user(message, log=log, function=session.qualname, key=state.key_text)
 
 
 _CACHE_ONLY_SAID: set[str] = set()

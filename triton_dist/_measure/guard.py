@@ -42,7 +42,7 @@ class RunGuard:
     leaving it restores every mutated argument once more."""
 
     def __init__(self, args: tuple, kwargs: dict, *, restore: bool = True, check: bool = False,
-                 name: str = "the tuned function", queue: str | None = None,
+                 name: str = "the tuned function", key: str | None = None, queue: str | None = None,
                  capture: Callable[[Callable[[], None]], Any] | None = None,
                  idle: Callable[[Callable[[], bool]], None] | None = None,
                  device_type: str | None = None) -> None:
@@ -52,6 +52,7 @@ class RunGuard:
         self._rng_moved = False  # a run (or the compile pass) drew from them: put back before each run
         self._said_blind = False  # check_correctness with nothing to compare, said once
         self.name = name
+        self.key = key  # the tuning's key text: its warnings' logged copies carry name and key
         self.queue = queue
         """a device type (the backend's): deferred first-run checks of contiguous tensors on it go
         to the device without a synchronisation (not with ``check``); :meth:`settle` reads them"""
@@ -86,7 +87,7 @@ class RunGuard:
                        f"({type(exc).__name__}: {str(exc)[:200]}); arguments the function mutates "
                        "will not be restored between runs. Pass restore_inplace=False to autotune "
                        "to silence this.")
-            warn_user(message, log=log)
+            warn_user(message, log=log, function=self.name, key=self.key)
 
     def wrap(self, index: int, call: Callable[[], Any], *, defer: bool = False) -> Callable[[], Any]:
         """``call`` with restore-before and (first run only) detect/check-after.
@@ -237,7 +238,7 @@ class RunGuard:
                        "ones left in it, and so does the call with the best config. Pass "
                        "restore_inplace=False to autotune to silence this, or pass the function a "
                        "tensor it may write as it likes.")
-            warn_user(message, log=log)
+            warn_user(message, log=log, function=self.name, key=self.key)
 
     def _after_first(self, index: int, result: Any) -> None:
         self._detect(index)
@@ -262,7 +263,7 @@ class RunGuard:
                        "None and no copy of a tensor argument is kept to compare what it writes "
                        "(restore_inplace=False, or no tensor arguments). Return the output, or keep "
                        "restore_inplace=True.")
-            warn_user(message, log=log)
+            warn_user(message, log=log, function=self.name, key=self.key)
         states = {pos: self._tensors[pos].detach().clone() for pos in self.mutated}
         if self._reference is None:
             self._pending[index] = (capture(result), states)
@@ -314,7 +315,7 @@ class RunGuard:
             # the error that explains it (DeviceStateError) must reach the caller, not this one
             message = (f"{self.name}: could not restore the mutated tensor arguments after tuning "
                        f"({type(exc).__name__}: {str(exc)[:200]})")
-            warn_user(message, log=log)
+            warn_user(message, log=log, function=self.name, key=self.key)
 
     def __enter__(self) -> RunGuard:
         return self

@@ -307,11 +307,11 @@ def lookup(call: CallId, root: Path, settings: Any, stacklevel: int = 5
     if verdict.unusable:
         message = (f"ignoring cache file {verdict.source or verdict.path}: {verdict.why}. "
                    "It is treated as a miss and re-tuned.")
-        warn_user(message, log=log)
+        warn_user(message, log=log, function=call.qualname, key=call.key)
     elif verdict.shared:  # a grown space: re-tuned silently, the other function's entry replaced
         warn_user(f"{call.qualname}: re-tuning over cache file {verdict.source or verdict.path}: {verdict.why}. "
                   f"If the function moved here from {str((verdict.entry or {}).get('qualname')).rpartition('.')[0]} "
-                  "(and its space grew), this is said once.", log=log)
+                  "(and its space grew), this is said once.", log=log, function=call.qualname, key=call.key)
     for note in verdict.notes:
         warn_user(note + "; using it (set TRITON_DIST_AUTOTUNE_VERSION_CHECK=1 to re-tune).")
     if not verdict.hit:
