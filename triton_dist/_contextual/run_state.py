@@ -90,13 +90,24 @@ class RunState:
                 and s.registered_run < self.run_index and s.progress_run != self.run_index]
 
     def stall_error(self, stalled: list[KernelTuning]) -> ContextualTuningError:
+        """Kernels a re-run did not bring to their autotuner: a key or a branch that changed, or a
+        dispatch cache in front of the autotuner (FlagGems' ``libentry``), which launches the kernel
+        itself after the autotuner's first launch of a key and so keeps the config being measured."""
         names = "; ".join(f"{s.name} with key {s.key_text} ({s.slot}/{s.total} launches done)"
                           for s in stalled)
+        through = "its autotuner" if len(stalled) == 1 else "their autotuners"
         return ContextualTuningError(
             f"contextual tuning of {self.qualname}: a re-run of the outer function did not launch "
-            f"{names}. contextual_autotune re-runs the outer function until every inner kernel "
-            "has run each candidate, so every run must launch the same kernels with the same "
-            "keys; tune such a kernel with triton_dist.tune.autotune or warm its cache first.",
+            f"{names} through {through}. contextual_autotune re-runs the outer function until every "
+            "inner kernel has run each candidate, so every run must launch the same kernels with the "
+            "same keys through their triton.autotune: a key that changes between runs or a branch not "
+            "taken again stops it, and so does a dispatch cache in front of the autotuner (FlagGems' "
+            "libentry), which launches the kernel itself after the autotuner's first launch of a key; "
+            "such a cache now holds the config this tuning was measuring, which nothing chose (clear it, "
+            "as FlagGems' clear_libentry_dispatch_cache does, or start a new process). Tune such a kernel "
+            "with triton_dist.tune.autotune (around the function that launches it), or warm it first: "
+            "one call outside contextual_autotune (the undecorated function, .fn) lets its own autotuner "
+            "choose, and later calls launch that choice.",
             kernels=[s.name for s in stalled],
         )
 

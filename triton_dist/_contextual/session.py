@@ -152,19 +152,26 @@ class Session(RunState):
 
     def untaken(self, at: Any) -> None:
         """A launch through an autotuner whose own ``run`` this tuning does not take over
-        (triton-ascend's ``AutoTilingTuner``, ``hints={"enable_ascend_autotune": True}``): said
-        once per kernel and call."""
+        (triton-ascend's ``AutoTilingTuner``, ``hints={"enable_ascend_autotune": True}``; FlagGems'
+        ``LibTuner``, a subclass with a run of its own): said once per kernel and call, with the
+        way into the real run that fits the class (the hint is triton-ascend's only)."""
         if id(at) in self.untaken_seen:
             return
         self.untaken_seen.add(id(at))
-        name = compat.kernel_name(at)
-        message = (f"contextual tuning of {self.qualname}: {name} is tuned by {type(at).__name__}, whose "
-                   "own run generates and benchmarks its configs by its own rules, outside this outer "
-                   "function's real run" + (" and without the MAX over WORLD (is_dist=True): ranks may "
-                                             "pick different configs" if self.view is not None else "")
-                   + ". To tune it in context, leave out hints={'enable_ascend_autotune': True} (its configs "
-                   "list is then tuned here, as a plain triton.autotune kernel's; a tester read 'give it a list "
-                   "of configs' for a kernel that had one).")
+        name, kind = compat.kernel_name(at), type(at).__name__
+        if kind == "AutoTilingTuner":
+            does, advice = "generates and benchmarks its configs", (
+                "leave out hints={'enable_ascend_autotune': True} (its configs list is then tuned here, as a "
+                "plain triton.autotune kernel's; a tester read 'give it a list of configs' for a kernel that "
+                "had one)")
+        else:
+            does, advice = "chooses and benchmarks its configs", (
+                f"decorate the kernel with triton.autotune itself, whose run is taken over here, instead of "
+                f"{kind}; or tune the function that launches it with triton_dist.tune.autotune")
+        message = (f"contextual tuning of {self.qualname}: {name} is tuned by {kind}, whose own run {does} "
+                   "by its own rules, outside this outer function's real run" + (
+                       " and without the MAX over WORLD (is_dist=True): ranks may pick different configs"
+                       if self.view is not None else "") + f". To tune it in context, {advice}.")
         self.info("%s", message)
         warn_user(message)
 
