@@ -109,3 +109,22 @@ def test_a_contextual_config_that_raised_logs_its_warning_with_function_and_key(
     (record,) = [r for r in kept.of(outer.__qualname__) if "raised and were left out" in r.getMessage()]
     assert "300" in record.key and kept.info_keys(outer.__qualname__) == {record.key}
     assert "ValueError: workspace too small for BLOCK=128" in record.getMessage()
+
+
+def test_contextual_side_effect_warning_logs_its_function(kept):
+    """The warning that a run thrown away stepped an optimizer (contextual run state)."""
+    scale = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (64, 128)], key=["n"])(_scale)
+    model = torch.nn.Linear(4, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    @contextual_autotune(n_repeat=1, n_warmup=0)
+    def step(x):
+        y = torch.empty_like(x)
+        scale[lambda m: (triton.cdiv(x.numel(), m["BLOCK"]),)](x, y, x.numel())
+        model(y.reshape(-1, 4)).sum().backward()
+        opt.step()
+        return y
+
+    step(torch.randn(300))
+    (record,) = [r for r in kept.of(step.__qualname__) if "thrown away" in r.getMessage()]
+    assert "SGD.step() ran" in record.getMessage()

@@ -128,7 +128,7 @@ class RunState:
                    "(copy.deepcopy): later calls whose kernels are cached run once. An update that writes "
                    "the same values in every run is harmless: filter this TritonDistWarning.")
         self.info("%s", message)
-        warn_user(message, log=log)
+        warn_user(message, log=log, function=self.qualname)
 
     def _became_tuning(self, name: str, key_text: str) -> None:
         """A run that began as the kept one meets a kernel to tune: it is thrown away from here."""

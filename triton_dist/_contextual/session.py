@@ -196,7 +196,7 @@ class Session(RunState):
                    "outer function's real run" + (" and without the MAX over WORLD (is_dist=True)"
                                                   if self.view is not None else "")
                    + ". Launch inner kernels from the thread that calls the decorated function.")
-        warn_user(message, log=log)
+        warn_user(message, log=log, function=self.qualname)
 
     def end_run(self) -> None:
         """With ``is_dist``, after a run that tuned: every rank is at the end of the same run with
