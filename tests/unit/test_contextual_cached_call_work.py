@@ -76,7 +76,8 @@ def test_a_cached_call_reads_the_settings_once_and_makes_no_watch(monkeypatch: p
 
 def steps_of(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Counter]:
     """The import statements run by triton_dist's own code during ``call()`` (``file: module``),
-    and the calls made (``module file stem.function`` for Python functions, the name for builtins)."""
+    and the calls made (``module file stem.function`` for Python functions, also as
+    ``caller's stem>stem.function``; the name for builtins)."""
     import builtins
     import sys
 
@@ -93,7 +94,10 @@ def steps_of(call: Any, monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], Cou
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
-            calls[f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}"] += 1
+            callee = f"{Path(frame.f_code.co_filename).stem}.{frame.f_code.co_name}"
+            calls[callee] += 1
+            if frame.f_back is not None:  # and by its caller's module: "caller_stem>callee"
+                calls[f"{Path(frame.f_back.f_code.co_filename).stem}>{callee}"] += 1
         elif event == "c_call":
             calls[getattr(arg, "__name__", repr(arg))] += 1
 
@@ -136,3 +140,79 @@ def test_a_cached_call_enters_no_context_manager_imports_nothing_and_names_by_qu
     assert not [c for c in calls if c.startswith("contextlib.")]
     assert calls["__repr__"] == calls["repr"] == 0
     torch.testing.assert_close(outer(x), x * 2.0)  # still the call's result
+
+
+def test_the_takeover_of_a_cached_call_imports_nothing_and_dresses_its_run_as_wraps_does(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Takeover, made and installed on every call: its import of Triton's Autotuner cost ~1 µs and
+    functools.wraps ~1.1 µs (its assignments written out: ~0.4 µs); Autotuner.run still reads as
+    stock's while taken over."""
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.__dict__["run"]
+    outer, x = cached_outer()
+    seen: list[Any] = []
+    fn = outer.fn
+
+    def spying(x: torch.Tensor) -> torch.Tensor:
+        run = Autotuner.__dict__["run"]
+        seen.append((run is not original, run.__wrapped__ is original, run.__name__, run.__qualname__,
+                     run.__module__, run.__doc__, run.__annotations__ is original.__annotations__))
+        return fn(x)
+
+    monkeypatch.setattr(outer, "fn", spying)
+    imports, calls = steps_of(lambda: outer(x), monkeypatch)
+    assert [i for i in imports if i.startswith("triton_compat.py")] == []
+    # (its own run and those of the subclasses with one: triton-ascend's AutoTilingTuner)
+    assert calls["triton_compat>functools.update_wrapper"] == calls["triton_compat>functools.wraps"] == 0
+    assert seen == [(True, True, original.__name__, original.__qualname__, original.__module__,
+                     original.__doc__, True)]
+    assert Autotuner.__dict__["run"] is original
+
+
+def stock_key(arg_names: list[str], keys: list[str], args: tuple, kwargs: dict) -> tuple:
+    """The key as Triton 3.x's Autotuner.run computes it (triton/runtime/autotuner.py)."""
+    nargs = dict(zip(arg_names, args, strict=False))
+    all_args = {**nargs, **kwargs}
+    _args = {k: v for (k, v) in all_args.items() if k in arg_names}
+    key = [_args[key] for key in keys if key in _args]
+    for _, arg in _args.items():
+        if hasattr(arg, "dtype"):
+            key.append(str(arg.dtype))
+    return tuple(key)
+
+
+def test_the_key_of_a_launch_is_stocks_for_any_mix_of_positional_and_keyword_arguments() -> None:
+    """tuning_key builds the arguments by name once (and keeps a torch dtype's text): the key is
+    still stock run's, argument order, keywords naming arguments and non-torch dtypes included."""
+    import random
+
+    import numpy as np
+
+    from triton_dist._contextual import triton_compat as compat
+
+    class At:
+        arg_names: list[str]
+        keys: list[str]
+
+    class Unhashable:
+        __hash__ = None  # type: ignore[assignment]
+
+        def __str__(self) -> str:
+            return "unhashable dtype"
+
+    values = [torch.zeros(2), torch.zeros(2, dtype=torch.float16), 3, 4.0, np.zeros(2, dtype=np.int8),
+              None, "s", torch.zeros(1, dtype=torch.int64), type("T", (), {"dtype": Unhashable()})()]
+    names = ["a", "b", "c", "d", "e"]
+    rng = random.Random(1)
+    for _ in range(3000):
+        at = At()
+        at.arg_names = rng.sample(names, rng.randint(0, 5))
+        at.keys = rng.sample([*names, "zz"], rng.randint(0, 4))
+        args = tuple(rng.choice(values) for _ in range(rng.randint(0, 6)))
+        kwargs = {name: rng.choice(values) for name in rng.sample([*names, "grid", "warmup"], rng.randint(0, 4))}
+        key, named = compat.tuning_key(at, args, kwargs)
+        expected = stock_key(at.arg_names, at.keys, args, kwargs)
+        assert len(key) == len(expected) and all(a is b or a == b for a, b in zip(key, expected, strict=True))
+        assert list(named) == [k for k in at.keys if k in {**dict(zip(at.arg_names, args, strict=False)), **kwargs}
+                               and k in at.arg_names]
