@@ -84,3 +84,26 @@ def test_a_second_process_hits_every_entry_and_prints_nothing_of_its_own(cache_d
     assert set(seen) == set(H.calls())
     missed = {name: origin for name, origin in seen.items() if not origin.startswith("loaded from the cache entry")}
     assert not missed, missed
+
+
+def test_cache_why_reads_a_key_as_python_prints_a_vllm_style_key(cache_dir: Path) -> None:
+    """A key of ``torch.Size`` and torch dtypes, pasted into ``cache why`` as ``print(key)`` writes
+    it (``(torch.Size([4, 40, 24]), 2, None, 5, torch.float32, None)``), was compared as that
+    text: torch.Size was read only where the rest was a literal, and a dtype never is, so `why`
+    said MISS ('the entry is for key ((4, 40, 24), 2, None, 5, torch.float32, None)') for a key
+    the call hits. Now it is read as the call writes it (``2.0`` as ``2`` too)."""
+    from triton_dist._cli.why import _key_text
+    from triton_dist._store.keytext import stable_key_text
+
+    x, w1, wts, ids = H.moe_inputs()
+    key = H.moe_key(x, w1, wts, ids)
+    assert _key_text(repr(key)) == stable_key_text(key) == "((4, 40, 24), 2, None, 5, torch.float32, None)"
+    assert _key_text("(torch.Size([4]), 2.0, torch.bfloat16, 'torch.float16')") == \
+        "((4,), 2, torch.bfloat16, 'torch.float16')"
+    H.tuned_fused_experts(x, w1, wts, ids)
+    tests = str(Path(__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "triton_dist.cache", "why", "unit.ecosystem_hosts:tuned_fused_experts",
+                           repr(key)], capture_output=True, text=True, timeout=200, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "HIT" in done.stdout

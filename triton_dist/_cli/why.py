@@ -37,6 +37,8 @@ def _tuples(value: Any) -> Any:
 
 _NUMPY = re.compile(r"\bnp\.(?:u?int\d*|float\d*|bool_?|str_|longdouble|double|half|single)\(([^()]*)\)")
 _SIZE = re.compile(r"\btorch\.Size\(\[([^\[\]]*)\]\)")
+_DTYPE = re.compile(r"\btorch\.([a-z][a-z0-9_]*)\b")
+_STRING = re.compile(r"""('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 
 
 def _key_text(text: str) -> str:
@@ -50,12 +52,38 @@ def _key_text(text: str) -> str:
     # values they equal, where the text as given is no literal
     plain = _NUMPY.sub(r"\1", text).replace("np.True_", "True").replace("np.False_", "False")
     plain = _SIZE.sub(lambda m: f"({m.group(1)},)" if m.group(1).strip() else "()", plain)
-    for candidate in (text, plain):
+    stand_ins, dtypes = _dtypes_as_strings(plain)
+    for candidate in (text, plain, stand_ins):
         try:
-            return stable_key_text(_tuples(ast.literal_eval(candidate)))  # literals only: never runs code
+            read = stable_key_text(_tuples(ast.literal_eval(candidate)))  # literals only: never runs code
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, KeyFunctionError):
             continue
-    return text
+        for stand_in, name in dtypes.items():
+            read = read.replace(stand_in, name)
+        return read
+    return plain
+
+
+def _dtypes_as_strings(text: str) -> tuple[str, dict[str, str]]:
+    """``torch.float16`` (a torch dtype as ``print(key)`` writes it, which literal_eval cannot read)
+    as a string literal standing in for it, and the map from that literal's text back: a vLLM-style
+    key ``(torch.Size([4, 40, 24]), torch.float32)`` read as its text and missed what the call hit."""
+    if "torch." not in text:
+        return text, {}
+    import torch
+
+    found: dict[str, str] = {}
+
+    def stand_in(match: re.Match[str]) -> str:
+        if not isinstance(getattr(torch, match.group(1), None), torch.dtype):
+            return match.group(0)
+        literal = repr(f"\0{match.group(0)}\0")
+        found[literal] = match.group(0)
+        return literal
+
+    # outside string literals only: a key of str(x.dtype) holds 'torch.float16' as a string
+    parts = _STRING.split(text)
+    return "".join(p if i % 2 else _DTYPE.sub(stand_in, p) for i, p in enumerate(parts)), found
 
 
 def _load_tuner(spec: str) -> Any:
