@@ -78,7 +78,8 @@ class RunState:
             self.rng.restore()
         self.run_index += 1
         # a run with kernels still measuring is thrown away; the run after the last one is kept
-        self.run_tunes = any(not s.done for s in self.states.values())
+        # (no generator over an empty table: a call whose kernels are all cached has none)
+        self.run_tunes = bool(self.states) and any(not s.done for s in self.states.values())
         self.real_updates.clear()
 
     def is_final_run(self) -> bool:

@@ -139,10 +139,11 @@ class Session(RunState):
                 return self._launch_decided(at, at.configs[0], original, args, kwargs, None)  # once a call
             return original(at, *args, **kwargs)
         key, named = compat.tuning_key(at, args, kwargs)
-        state = self.states.get((id(at), key))
+        # (every launch of a call comes here: no lookup in an empty table, no call where is_dist is off)
+        state = self.states.get((id(at), key)) if self.states else None
         if state is None:
             cache = getattr(at, "cache", None)
-            if cache is None or key not in cache or not self._decided_by_group(at, key):
+            if cache is None or key not in cache or (self.view is not None and not self._decided_by_group(at, key)):
                 state = self._register(at, key, named, args, kwargs)
             if state is None:  # tuned before this call, or pruned to one config
                 return self._launch_decided(at, at.cache[key], original, args, kwargs, key)
@@ -223,7 +224,7 @@ class Session(RunState):
         ``run``'s steps after a choice before its first real launch (``_before_real``)."""
         if self.run_tunes:
             return compat.launch_undone(at, config, args, kwargs)
-        if key is not None:
+        if key is not None and self.due:
             self._before_real(at, key, config, args, kwargs)
         if compat.declares_state(at):
             self.real_updates.append(compat.kernel_name(at))
@@ -327,11 +328,18 @@ class Session(RunState):
         compat.reset_only(at, config, args, kwargs)
 
 
+_dist: Any = None  # torch.distributed, imported by the first call (an import statement a call: ~0.2 µs)
+
+
 def _global_rank() -> int:
-    try:
-        import torch.distributed as dist
-    except ImportError:
-        return 0
+    global _dist
+    dist = _dist
+    if dist is None:
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            return 0
+        _dist = dist
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank()
     return 0
