@@ -40,6 +40,7 @@ import types
 import weakref
 from typing import Any
 
+from triton_dist._store.bindings import binding, declared_global
 from triton_dist._store.modname import module_text
 
 __all__ = ["constants_read", "names_read"]
@@ -91,8 +92,8 @@ def _constants_read(fn: Any) -> list[str]:
     text, state = _module_text(code.co_filename)
     texts = []
     for name, held in found.items():  # the value held is the process's: the literal as written counts
-        if name in state:
-            continue  # state some function sets: not a constant
+        if name in state and declared_global(name, text or ""):
+            continue  # state some function sets: not a constant (the guess checked: not a docstring's words)
         made = _made(name, text, namespace, 0)
         if not held and not (isinstance(made, _Literal) and _constant(made.value, 0)):
             continue  # neither held nor written as a constant: not one (a list, a device, a group)
@@ -110,7 +111,7 @@ class _Literal:
         self.value = value
 
 #: how many re-exports (``from a import X`` where a imports X from b) are followed
-MAX_IMPORTS = 3
+MAX_IMPORTS = 8
 
 
 def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) -> _Literal | str | None:
@@ -122,27 +123,33 @@ def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) ->
                    if not _in_brackets(text, m.start())  # a keyword argument: kernel[grid](BLOCK=BLOCK)
                    and not _in_string(text, m.start())
                    and not (m.group()[1] in " \t" and _in_definition(text, m.start()))]  # a local, a class's
-    if len(assignments) > 1 or (assignments and not assignments[0].group().startswith(f"\n{name}")):
-        return None  # assigned in a block, or more than once (a default, then a rank's own value)
-    if assignments:
-        if assignments[0].group()[-2] in "-+*/%&|^@":
-            return None  # BLOCK += 1 alone: not what the literal says
+    at_column_0 = [m for m in assignments if m.group().startswith(f"\n{name}")]
+    if len(at_column_0) > 1:
+        return None  # assigned more than once (a default, then a rank's own value)
+    if len(assignments) == 1 and at_column_0 and assignments[0].group()[-2] not in "-+*/%&|^@":
         statement = _assignment(text, assignments[0].end())
-        if statement is None:
+        if statement is not None:
+            value = _literal(statement[1])
+            return statement[0] if value is _NOT_LITERAL else _Literal(value)
+    origin = _imported_from(name, text, namespace) if not assignments else None
+    if origin is None:  # the guesses are unsure (or it is made another way): the module parsed
+        bound = binding(name, text)
+        if bound is None:
             return None
-        value = _literal(statement[1])
-        return statement[0] if value is _NOT_LITERAL else _Literal(value)
+        if bound.value is not None:
+            value = _literal(bound.value)
+            return bound.text if value is _NOT_LITERAL else _Literal(value)
+        origin = _module_of(bound.module, bound.original, namespace)
+        if origin is None:
+            return None
     if depth >= MAX_IMPORTS:
-        return None
-    origin = _imported_from(name, text, namespace)  # not assigned here: imported, or unpacked
-    if origin is None:
         return None
     module, original = origin
     source = getattr(module, "__file__", None)
     if not isinstance(source, str):
         return None
     linecache.checkcache(source)  # as inspect does for the function's own file: a stat
-    lines = linecache.getlines(source)
+    lines = linecache.getlines(source, vars(module))  # vars: a zipimported module's source too
     made = _made(original, "\n" + "".join(lines), vars(module), depth + 1) if lines else None
     if made is None or isinstance(made, _Literal):
         return made
@@ -203,18 +210,24 @@ def _imported_from(name: str, text: str, namespace: dict[str, Any]) -> tuple[Any
             for alias in node.names:
                 if (alias.asname or alias.name) != name and alias.name != "*":
                     continue
-                try:
-                    resolved = importlib.util.resolve_name("." * node.level + (node.module or ""),
-                                                           namespace.get("__package__") or None)
-                except (ImportError, ValueError):
-                    return None
-                module = sys.modules.get(resolved)
                 if alias.name == "*":
-                    if module is not None and name in _star_names(module):
-                        return module, name
+                    star = _module_of("." * node.level + (node.module or ""), name, namespace)
+                    if star is not None and name in _star_names(star[0]):
+                        return star
                     continue
-                return (module, alias.name) if module is not None else None
+                return _module_of("." * node.level + (node.module or ""), alias.name, namespace)
     return None
+
+
+def _module_of(module: str, original: str, namespace: dict[str, Any]) -> tuple[Any, str] | None:
+    """(the module ``from module import original`` reads, ``original``) in the module of
+    ``namespace`` (``module`` with its leading dots); None where it is not imported."""
+    try:
+        resolved = importlib.util.resolve_name(module, namespace.get("__package__") or None)
+    except (ImportError, ValueError):
+        return None
+    found = sys.modules.get(resolved)
+    return (found, original) if found is not None else None
 
 
 def _star_names(module: Any) -> Any:
