@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from triton_dist._backends import get_backend
+from triton_dist._contextual import caller_keywords
 from triton_dist._contextual import triton_compat as compat
 from triton_dist._contextual.inner import read_options
 from triton_dist._contextual.measuring import NO_VALID_CONFIG, say_cache_only_does_not_apply, step
@@ -135,9 +136,10 @@ class Session(RunState):
 
     def handle(self, at: Any, original: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
         if not compat.needs_tuning(at):
+            config = at.configs[0] if getattr(at, "configs", None) else None
             if compat.declares_state(at):  # one config, as a kernel pruned to one: its updates
-                return self._launch_decided(at, at.configs[0], original, args, kwargs, None)  # once a call
-            return original(at, *args, **kwargs)
+                return self._launch_decided(at, config, original, args, kwargs, None)  # once a call
+            return original(at, *args, **caller_keywords.stock_kwargs(config, kwargs))
         key, named = compat.tuning_key(at, args, kwargs)
         # (every launch of a call comes here: no lookup in an empty table, no call where is_dist is off)
         state = self.states.get((id(at), key)) if self.states else None
@@ -228,7 +230,7 @@ class Session(RunState):
             self._before_real(at, key, config, args, kwargs)
         if compat.declares_state(at):
             self.real_updates.append(compat.kernel_name(at))
-        return original(at, *args, **kwargs)
+        return original(at, *args, **caller_keywords.stock_kwargs(config, kwargs))
 
     def _register(self, at: Any, key: tuple, named: dict, args: tuple, kwargs: dict) -> KernelTuning | None:
         name = compat.kernel_name(at)
@@ -243,8 +245,11 @@ class Session(RunState):
                 exc.add_note(f"{name}, key {key_text}: prune_configs_by (early_config_prune / perf_model) kept "
                              f"no config of its {len(getattr(at, 'configs', []) or [])}; keep at least one")
             raise exc
-        for config in configs:  # the user's error, raised as stock _bench raises it (not every
-            compat.check_conflicts(config, kwargs)  # candidate's failure: "cannot find valid config")
+        replaced = caller_keywords.tuned_meta_parameters(configs, kwargs)
+        if replaced:  # each launch takes the config's value, as upstream's contextual tuner does
+            self.info("func: %s | key: %s | the caller's %s: replaced by each config's value (stock "
+                      "triton.autotune refuses them: 'Conflicting meta-parameters')", name, key_text,
+                      ", ".join(replaced))
         if len(configs) == 1:  # as stock run: nothing to compare
             if getattr(at, "cache", None) is None:
                 at.cache = {}
@@ -308,7 +313,7 @@ class Session(RunState):
             # measured launches so that repeated runs leave persistent buffers alone
             return compat.launch(state.at, best, args, kwargs)
         self._before_real(state.at, state.key, best, args, kwargs)
-        return original(state.at, *args, **kwargs)
+        return original(state.at, *args, **caller_keywords.stock_kwargs(best, kwargs))
 
     def _before_real(self, at: Any, key: tuple, config: Any, args: tuple, kwargs: dict) -> None:
         """What stock ``run`` does between choosing ``config`` for ``key`` and launching it, once,

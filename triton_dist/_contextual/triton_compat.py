@@ -25,7 +25,6 @@ __all__ = [
     "Takeover",
     "autotuner_class",
     "config_id",
-    "check_conflicts",
     "config_text",
     "declares_state",
     "failure_types",
@@ -185,13 +184,6 @@ def prune(at: Any, nargs: dict, kwargs: dict) -> list[Any]:
         at.nargs = previous
 
 
-def check_conflicts(config: Any, kwargs: dict) -> None:
-    conflicts = kwargs.keys() & getattr(config, "kwargs", {}).keys()
-    if conflicts:  # the same user error stock _bench raises, before anything runs
-        raise ValueError(f"Conflicting meta-parameters: {', '.join(sorted(conflicts))}. Make sure "
-                         "that you don't re-define auto-tuned symbols.")
-
-
 def declares_state(at: Any) -> bool:
     """Whether the kernel names arguments it updates in place (``restore_value``,
     ``reset_to_zero``) or brings its own ``pre_hook``/``post_hook`` for them."""
@@ -204,9 +196,9 @@ def launch(at: Any, config: Any, args: tuple, kwargs: dict) -> Any:
 
     Order as in ``Autotuner._bench``: the config's ``pre_hook``, the autotuner's ``pre_hook``
     (``reset_to_zero`` zeroes, ``restore_value`` snapshots), the launch, then ``post_hook``
-    (``restore_value`` restores), also when the launch raised.
+    (``restore_value`` restores), also when the launch raised. The config's values replace the
+    caller's keywords of the same names (``caller_keywords``).
     """
-    check_conflicts(config, kwargs)
     current = dict(kwargs, **config.all_kwargs())
     nargs = named_args(at, args)
     full_nargs = {**nargs, **current}
