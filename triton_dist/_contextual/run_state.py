@@ -57,12 +57,15 @@ class RunState:
     backend: Backend
     view: GroupView | None
     states: dict[tuple[int, tuple], KernelTuning]
-    run_index: int
-    run_tunes: bool
     real_updates: list[str]  # kernels that updated declared arguments in a run kept so far
-    late_keys: int  # runs after the first that were to be kept and met a new key
-    rng: RngState | None  # taken by take_rng, before the first run
-    watch: StateWatch | None  # training state runs thrown away change, once one tunes
+    # where each starts (set on the instance once it changes: no store on a call that tunes nothing)
+    run_index: int = 0
+    run_tunes: bool = False
+    late_keys: int = 0  # runs after the first that were to be kept and met a new key
+    # every run draws what the first drew (dropout, a seed): the kept run draws what one untuned
+    # call draws, and what follows the call what it would have drawn (_measure.rng)
+    rng: RngState | None = None  # taken by take_rng, before the first run
+    watch: StateWatch | None = None  # training state runs thrown away change, once one tunes
 
     def info(self, message: str, *args: object) -> None:  # the call's log (Session.info)
         raise NotImplementedError
