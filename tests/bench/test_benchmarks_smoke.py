@@ -21,8 +21,8 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "benchmarks"
-SCRIPTS = ["p1_hot_path", "p2_tuning_efficiency", "p3_selection_quality", "p5_first_call", "p6_adaptive",
-           "p7_tutorials"]
+SCRIPTS = ["p1_hot_path", "p1_contextual_hot_path", "p2_tuning_efficiency", "p3_selection_quality", "p5_first_call",
+           "p6_adaptive", "p7_tutorials"]
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
