@@ -149,7 +149,7 @@ _takeover_class: Any = None
 def _load_session() -> Any:
     global _session_class, _takeover_class
     from triton_dist._contextual.session import Session
-    from triton_dist._contextual.triton_compat import Takeover
+    from triton_dist._contextual.takeover import Takeover
 
     _takeover_class = Takeover
     _session_class = Session
