@@ -360,3 +360,33 @@ def test_a_failed_config_with_a_number_returning_do_bench_is_recorded_as_triton_
     timings = kernel.configs_timings
     assert timings[failing] == stocks and type(timings[failing]) is type(stocks)
     assert all(type(timings[c]) is type(ran) for c in configs)
+
+
+def test_auto_profile_dir_profiles_a_config_whose_meta_parameter_the_caller_also_passes(monkeypatch, tmp_path):
+    """Upstream Triton-distributed's pattern (the host launches with a fixed BLOCK that the configs
+    tune; each launch takes the config's value) on a kernel with auto_profile_dir: triton-ascend's
+    ``_profile`` raised 'Conflicting meta-parameters' for the caller's BLOCK after the tuning."""
+    profiled: list[list[int]] = []
+    launched: list[int] = []
+
+    def do_bench_npu(fn, warmup=5, active=30, prof_dir=None, keep_res=False):
+        launched.clear()
+        fn()
+        profiled.append(sorted(set(launched)))
+        return 1.0
+
+    monkeypatch.setattr(triton.testing, "do_bench_npu", do_bench_npu)
+    configs = [triton.Config({"BLOCK": b}, pre_hook=lambda nargs: launched.append(nargs["BLOCK"]))
+               for b in (32, 64, 128)]
+    kernel = triton.autotune(configs=configs, key=["n"], reset_to_zero=["out_ptr"],
+                             auto_profile_dir=str(tmp_path / "ctx"))(sum_kernel)
+
+    @contextual_autotune(is_dist=False, n_warmup=1, n_repeat=2)
+    def total(x: torch.Tensor, acc: torch.Tensor) -> torch.Tensor:
+        kernel[lambda meta: (triton.cdiv(x.numel(), meta["BLOCK"]),)](x, acc, x.numel(), BLOCK=16)
+        return acc
+
+    x, acc = torch.ones(200), torch.zeros(1)
+    assert total(x, acc).item() == 200.0
+    best = kernel.cache[(200, "torch.float32", "torch.float32")]
+    assert profiled == [[best.kwargs["BLOCK"]]]  # the chosen config's BLOCK, not the caller's 16

@@ -18,6 +18,7 @@ Triton's interpreter.
 from __future__ import annotations
 
 import importlib
+import sys
 import textwrap
 from pathlib import Path
 
@@ -65,7 +66,9 @@ def moe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)  # the contextual log: ./.autotune_logs
     module = importlib.import_module("upstream_moe_kernels")
     yield module
-    monkeypatch.delitem(__import__("sys").modules, "upstream_moe_kernels")
+    # (not monkeypatch.delitem: its undo put the module back, so the next test got the kernel this
+    # one wrapped, an autotuner inside its own)
+    sys.modules.pop("upstream_moe_kernels", None)
 
 
 def test_a_kernel_wrapped_after_import_and_launched_with_its_fixed_config_takes_the_tuned_one(moe, tmp_path):
@@ -99,3 +102,27 @@ def test_a_kernel_wrapped_after_import_and_launched_with_its_fixed_config_takes_
     torch.testing.assert_close(func(), 2 * x2)
     assert sorted(k[0] for k in kernel.cache) == [300, 700]
     assert meta.tolist() == [16, kernel.cache[next(k for k in kernel.cache if k[0] == 700)].kwargs["BLOCK_SIZE_N"]]
+
+
+def test_a_caller_keyword_a_config_sets_reaches_a_perf_model_once_with_the_configs_value(moe, tmp_path):
+    """Stock prune_configs calls ``perf_model(**nargs, **kwargs, **config.all_kwargs())``: the
+    caller's BLOCK_SIZE_N and num_warps beside the config's were a TypeError ('got multiple values
+    for keyword argument') before anything ran, where each launch was to take the config's value."""
+    dev = kernel_device()
+    meta = torch.zeros(2, dtype=torch.int32, device=dev)
+    x = torch.randn(300, device=dev)
+    seen: list[tuple[int, int]] = []
+
+    def perf_model(**kw):  # the smaller BLOCK_SIZE_N, the faster (so the top 2 are the 64s)
+        seen.append((kw["BLOCK_SIZE_N"], kw["num_warps"]))
+        return kw["BLOCK_SIZE_N"]
+
+    configs = [triton.Config({"BLOCK_SIZE_N": bn}, num_stages=s, num_warps=4) for bn in (64, 128) for s in (2, 3)]
+    moe.grouped_gemm_kernel = triton.autotune(configs=configs, key=["n"], prune_configs_by={
+        "perf_model": perf_model, "top_k": 2})(moe.grouped_gemm_kernel)
+    run_moe = contextual_autotune(is_dist=False, n_repeat=2, n_warmup=1)(moe.run_moe)
+
+    torch.testing.assert_close(run_moe(x, meta), 2 * x)
+    ((key, best),) = moe.grouped_gemm_kernel.cache.items()
+    assert best.kwargs["BLOCK_SIZE_N"] == 64 and meta.tolist() == [16, 64]
+    assert sorted(seen) == [(64, 4), (64, 4), (128, 4), (128, 4)]  # the configs' values, not the caller's 32 / 8

@@ -5,13 +5,16 @@ wraps kernels that its host functions launch with a fixed ``**config.all_kwargs(
 ``triton.autotune`` (test_moe_reduce_ar.py, test_ag_moe.py, layers/nvidia/tp_moe.py with
 ``--autotune``). Stock ``_bench`` refuses them ("Conflicting meta-parameters") and stock ``run``
 cannot pass them twice (``TypeError``), so the launches that go through stock ``run`` leave them
-out (:func:`stock_kwargs`)."""
+out (:func:`stock_kwargs`, also for triton-ascend's ``_profile`` of the choice, which refuses them as
+``_bench`` does), and so does stock pruning (``prune_configs`` calls ``perf_model`` with both:
+:func:`unset_kwargs`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["stock_kwargs", "tuned_meta_parameters"]
+__all__ = ["stock_kwargs", "tuned_meta_parameters", "unset_kwargs"]
 
 
 def tuned_meta_parameters(configs: list[Any], kwargs: dict) -> list[str]:
@@ -35,4 +38,14 @@ def stock_kwargs(config: Any, kwargs: dict) -> dict:
     else:
         return kwargs
     names = config.all_kwargs()
+    return {name: value for name, value in kwargs.items() if name not in names}
+
+
+def unset_kwargs(configs: Iterable[Any], kwargs: dict) -> dict:
+    """``kwargs`` without the names any of ``configs`` sets: for stock ``prune_configs`` (its
+    ``perf_model`` is called with ``**kwargs, **config.all_kwargs()``, a ``TypeError`` for a name in
+    both), which sees each config's value as every launch takes it."""
+    if not kwargs:
+        return kwargs
+    names = {name for config in configs for name in config.all_kwargs()}
     return {name: value for name, value in kwargs.items() if name not in names}

@@ -236,7 +236,9 @@ class Session(RunState):
     def _register(self, at: Any, key: tuple, named: dict, args: tuple, kwargs: dict) -> KernelTuning | None:
         name = compat.kernel_name(at)
         key_text = _key_text(key, named)
-        configs = compat.prune(at, compat.named_args(at, args), kwargs)
+        # without the caller's keywords a config sets: stock perf_model calls take both (a TypeError)
+        configs = compat.prune(at, compat.named_args(at, args),
+                               caller_keywords.unset_kwargs(getattr(at, "configs", None) or (), kwargs))
         if self.view is not None:
             self._agree(name, key_text, configs)
         if not configs:  # Triton < 3.4 does not check what early_config_prune returns
@@ -327,7 +329,7 @@ class Session(RunState):
         if (id(at), key) not in self.due:
             return
         self.due.discard((id(at), key))
-        folder = compat.profile(at, config, args, kwargs)
+        folder = compat.profile(at, config, args, caller_keywords.stock_kwargs(config, kwargs))  # as run
         if folder is not None:
             self.info("func: %s | key: %r | best config profiled into %s (auto_profile_dir)",
                       compat.kernel_name(at), key, folder)
