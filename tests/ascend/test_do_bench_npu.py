@@ -77,3 +77,27 @@ def test_do_bench_npu_of_triton_ascend_is_recorded_in_milliseconds(profiled, cac
     for i, config in enumerate(entry["candidates"]):  # the verbose lines in ms too
         assert f"config {i} {{'BLOCK': {config['config']['BLOCK']}}}: {times[i]:.4f} ms" in said, said
     assert not any((tmp_path / "home").rglob("op_statistic.csv"))  # do_bench_npu removed its profile
+
+
+def test_a_wrapper_of_do_bench_npu_made_with_functools_wraps_keeps_the_unit_it_returns(profiled, cache_dir):
+    """A timer of one's own that converts do_bench_npu's microseconds itself, dressed with
+    functools.wraps (its __module__, __name__ and __wrapped__ are do_bench_npu's), was taken for
+    do_bench_npu through inspect.unwrap and divided by 1000 once more: 1000x too small."""
+    import functools
+
+    @functools.wraps(triton.testing.do_bench_npu)
+    def bench_ms(fn, warmup, active):
+        return triton.testing.do_bench_npu(fn, warmup, active) / 1000.0
+
+    def add(x, y, *, BLOCK):
+        out = torch.empty_like(x)
+        add_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, out, x.numel(), BLOCK_SIZE=BLOCK)
+        return out
+
+    tuned = autotune([{"BLOCK": b} for b in (64, 128)], lambda x, y: (x.numel(),),
+                     n_warmup=2, n_repeat=3, do_bench=bench_ms)(add)
+    x, y = torch.randn(1000), torch.randn(1000)
+    torch.testing.assert_close(tuned(x, y), x + y)
+    (path,) = cache_dir.glob("add/*.json")
+    times = [c["time_ms"] for c in json.loads(path.read_text())["candidates"]]
+    assert times == pytest.approx([us / 1000 for us, _, _ in profiled], rel=1e-9)  # the wrapper's ms
