@@ -225,6 +225,44 @@ def test_a_gradient_the_step_clears_first_is_not_named_one_it_accumulates_onto_i
     assert "Linear.weight.grad" in text and "step() ran" not in text, text
 
 
+@pytest.mark.parametrize("cleared_by_caller", ["none", "zeros"])
+def test_a_gradient_the_caller_cleared_is_named_when_the_one_run_thrown_away_accumulated_onto_it(
+        cleared_by_caller: str) -> None:
+    """The caller clears the gradients before the call (zero_grad() outside the decorated step,
+    which runs backward without clearing): a .grad that was None or all zeros at its first look
+    was taken for one the step cleared. Where only one run is thrown away (each kernel launched
+    twice a run with one key: both configs' slots in run 1) the kept run accumulated onto that
+    run's gradient, twice one step's, and nothing was said. A step that clears its gradients
+    itself is still not named."""
+    def twice(m, opt, x, t):
+        loss = torch.nn.functional.mse_loss(m(x), t) + torch.nn.functional.mse_loss(m(x), t)
+        loss.backward()
+        return loss.detach()
+
+    def clearing_twice(m, opt, x, t):
+        opt.zero_grad(set_to_none=cleared_by_caller == "none")
+        return twice(m, opt, x, t)
+
+    def clear(m, opt):
+        opt.zero_grad(set_to_none=cleared_by_caller == "none")
+        if cleared_by_caller == "zeros":
+            for p in m.parameters():
+                p.grad = torch.zeros_like(p)
+
+    ScaleRelu.kernels = Kernels()
+    m, opt, x, t = _setup()
+    clear(m, opt)
+    text = _said(contextual_autotune(n_repeat=1, n_warmup=0)(twice), m, opt, x, t)
+    assert "run 1 of the outer function was thrown away" in text and "Linear.weight.grad" in text, text
+    assert "step() ran" not in text
+
+    ScaleRelu.kernels = Kernels((16,))
+    m, opt, x, t = _setup()
+    twice(m, opt, x, t)  # gradients left in place, which the step clears itself
+    ScaleRelu.kernels = Kernels()
+    assert _said(contextual_autotune(n_repeat=1, n_warmup=0)(clearing_twice), m, opt, x, t) == ""
+
+
 def test_tuning_on_a_copy_first_gives_exactly_one_training_step() -> None:
     """The way out the warning names: loss, parameters, BatchNorm statistics and Adam's state
     equal one untuned step's, with the backward kernel tuned too."""

@@ -115,14 +115,16 @@ class RunState:
             kernels=[s.name for s in stalled],
         )
 
-    def _say_side_effects(self, watch: StateWatch) -> None:
+    def _say_side_effects(self, watch: StateWatch, *, kept: bool = False) -> None:
         """A run thrown away that stepped an optimizer or updated a module's parameters, buffers or
-        ``.grad`` in place: the next run (and the kept one) builds on it. Said once per call."""
-        changes = watch.changes()
+        ``.grad`` in place: the next run (and the kept one) builds on it. Said once per call; at the
+        end of the kept run (``kept``) for a ``.grad`` the last run thrown away made from None or
+        zeros and the kept run accumulated onto (``StateWatch.kept_run_changes``)."""
+        changes = watch.kept_run_changes() if kept else watch.changes()
         if not changes:
             return
         watch.stop()
-        message = (f"contextual tuning of {self.qualname}: run {self.run_index} of the outer function was "
+        message = (f"contextual tuning of {self.qualname}: run {self.run_index - kept} of the outer function was "
                    "thrown away (inner kernels were still measuring), but it changed training state that "
                    f"the next run builds on: {'; '.join(changes)}. contextual_autotune runs the outer "
                    "function several times in a call that tunes and keeps the last run, so these updates "

@@ -210,6 +210,8 @@ class Session(RunState):
         phases (a registration against a MAX reduction) with a message naming neither."""
         if self.run_tunes and self.watch is not None and self.watch.watching:
             self._say_side_effects(self.watch)
+        elif self.watch is not None and self.watch.watching:  # the kept run of a call that tuned
+            self._say_side_effects(self.watch, kept=True)
         if self.view is None or not self.run_tunes:
             return
         kernels = ", ".join(f"{s.name} {s.key_text}" for s in self.states.values())

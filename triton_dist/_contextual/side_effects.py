@@ -20,8 +20,11 @@ tracks running statistics names them. A ``.grad`` is named only where the run's 
 accumulated onto a gradient the run found: one the step itself cleared before its forward
 (``zero_grad()`` at its start: ``None``, or a tensor written since the previous run ended, or at
 the first look all zeros) is rebuilt whole by every run, so re-running the step is harmless there
-(a tester, 2026-12-06). A gradient that is ``None`` at the first look is judged in the next run
-that is thrown away, which tells whether the step cleared it. The hooks are global: only
+(a tester, 2026-12-06). A gradient that is ``None`` or all zeros at the first look (the step, or
+its caller before the call, cleared it) is judged in the next run, which tells whether the step
+cleared it: a run thrown away as above, the kept run (after the last run thrown away) where it
+found that run's gradient in place and accumulated onto it, twice one step's (the caller's
+``zero_grad()`` before a step that does not clear: :meth:`StateWatch.kept_run_changes`). The hooks are global: only
 calls from the thread that started the watch (the tuning thread) count; another thread's model
 trained meanwhile was named as the call's own, and its module calls filled the table being read.
 
@@ -77,9 +80,12 @@ class StateWatch:
         self._handles: list[Any] = []
         # per module: the module, its own tensors (tensor, mark, whether the run builds on its .grad),
         # the running statistics its call updates
-        self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None], bool]],
+        self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None], bool | None]],
                                        list[str]]] = {}
         self._grads_ended: dict[int, tuple[int | None, int | None]] = {}  # a tensor's .grad as the last run ended
+        # the .grad (by tensor id: its name) that the last run made or changed from None or zeros at
+        # its first look: named where the next run, the kept one included, accumulates onto it
+        self._pending: dict[int, str] = {}
         self._stepped: list[str] = []
         self._thread: int | None = None  # the thread whose runs are watched
         self._filter: Any = None  # the warnings filter start() added
@@ -112,6 +118,7 @@ class StateWatch:
         self._modules.clear()
         self._stepped.clear()
         self._grads_ended.clear()
+        self._pending.clear()
 
     def _called(self, module: Any, args: Any) -> None:
         if threading.get_ident() != self._thread or id(module) in self._modules:
@@ -125,17 +132,19 @@ class StateWatch:
             return
         self._modules[id(module)] = (module, own, stats)
 
-    def _builds_on_grad(self, t: Any) -> bool:
+    def _builds_on_grad(self, t: Any) -> bool | None:
         """Whether this run's backward accumulates onto the ``.grad`` that ``t`` has at its module's
-        first call: not where the step cleared it before its forward (None; written since the last
-        run ended; all zeros at the first look, one reduction per gradient and call)."""
+        first call: not where the step cleared it before its forward (written since the last run
+        ended; None after one). None where this cannot tell yet: at the first look, a gradient
+        that is None or all zeros (one reduction per gradient and call) was cleared by the step or
+        by its caller before the call; the next run tells (:attr:`_pending`)."""
         grad = getattr(t, "grad", None) if t.requires_grad else None
-        if grad is None:
-            return False
         ended = self._grads_ended.get(id(t))
+        if grad is None:
+            return False if ended is not None or not t.requires_grad else None
         if ended is not None:
             return ended == (id(grad), grad._version)
-        return bool(grad.any())
+        return True if bool(grad.any()) else None
 
     def _step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() != self._thread:
@@ -149,6 +158,7 @@ class StateWatch:
         the watch then starts over for the next run."""
         found = [f"{name}.step() ran" for name in self._stepped]
         tensors: list[str] = []
+        pending: dict[int, str] = {}
         for _module, own, stats in self._modules.values():
             for name, (t, before, builds_on_grad) in own.items():
                 now = _mark(t)
@@ -156,15 +166,36 @@ class StateWatch:
                     tensors.append(f"{name}.grad")
                 elif now[0] != before[0]:
                     tensors.append(name)
+                elif now[1:] != before[1:] and builds_on_grad is None:
+                    pending[id(t)] = f"{name}.grad"
                 if now[1] is not None:
                     self._grads_ended[id(t)] = now[1:]
             tensors.extend(name for name in stats if name not in tensors)
-        if tensors:
-            more = f" and {len(tensors) - NAMED} more" if len(tensors) > NAMED else ""
-            found.append("updated in place: " + ", ".join(tensors[:NAMED]) + more)
+        self._pending = pending
         self._modules.clear()
         self._stepped.clear()
-        return found
+        return found + _updated(tensors)
+
+    def kept_run_changes(self) -> list[str]:
+        """At the end of the kept run: the ``.grad`` that the last run thrown away made from None or
+        zeros (:attr:`_pending`) and that this run found in place and accumulated onto, so that it
+        comes out twice one step's (the step does not clear it; its caller did, before the call)."""
+        tensors = []
+        if self._pending:
+            for _module, own, _stats in self._modules.values():
+                for name, (t, before, builds_on_grad) in own.items():
+                    if builds_on_grad and id(t) in self._pending and _mark(t)[1:] != before[1:]:
+                        tensors.append(f"{name}.grad")
+        self._modules.clear()
+        self._stepped.clear()
+        return _updated(tensors)
+
+
+def _updated(tensors: list[str]) -> list[str]:
+    if not tensors:
+        return []
+    more = f" and {len(tensors) - NAMED} more" if len(tensors) > NAMED else ""
+    return ["updated in place: " + ", ".join(tensors[:NAMED]) + more]
 
 
 #: the watch the hooks hand their calls to (one contextual call tunes at a time)
