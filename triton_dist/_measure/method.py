@@ -24,11 +24,13 @@ _TIMING_CODE = ("_measure", "_backends")
 @functools.cache
 def measuring_code() -> str:
     """A digest of the files of :data:`_TIMING_CODE` (read once per process; a file that cannot be
-    read counts by its name alone)."""
+    read counts by its name alone). An install without their sources (compiled only: ``compileall
+    -b``, the ``.py`` removed) counts their ``.pyc``: the digest of no file was every such
+    install's, whatever its measuring code."""
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for sub in _TIMING_CODE:
-        for path in sorted((package / sub).glob("*.py")):
+        for path in sorted((package / sub).glob("*.py")) or sorted((package / sub).glob("*.pyc")):
             digest.update(path.name.encode() + b"\0")
             try:
                 digest.update(path.read_bytes())
