@@ -323,3 +323,35 @@ def test_another_threads_training_during_the_call_is_not_named() -> None:
         go.set()
         worker.join()
     assert ScaleRelu.kernels.fwd.cache, "the forward kernel was not tuned"
+
+
+def test_the_watch_reads_no_gradients_values() -> None:
+    """The side-effect watch tells a gradient the step accumulates onto from version counters only:
+    a reduction of each ``.grad`` at its module's first call (``bool(grad.any())``, 3693a79) is, on a
+    device, a sync per parameter between the launches being measured (a reviewer, 2026-12-05).
+    A step that accumulates onto the gradients it finds is still named."""
+    from torch.overrides import TorchFunctionMode
+
+    def accumulating(m, opt, x, t):
+        loss = torch.nn.functional.mse_loss(m(x), t)
+        loss.backward()
+        return loss.detach()
+
+    ScaleRelu.kernels = Kernels((16,))
+    m, opt, x, t = _setup()
+    accumulating(m, opt, x, t)  # nonzero gradients in place before the call
+    grads = [p.grad for p in m.parameters()]
+    read: list[str] = []
+
+    class Reads(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if args and any(args[0] is g for g in grads):
+                read.append(getattr(func, "__name__", repr(func)))
+            return func(*args, **(kwargs or {}))
+
+    ScaleRelu.kernels = Kernels()
+    tuned = contextual_autotune(n_repeat=1, n_warmup=0)(accumulating)
+    with Reads():
+        text = _said(tuned, m, opt, x, t)
+    assert "Linear.weight.grad" in text, text
+    assert not {"any", "__bool__", "item", "tolist", "all", "nonzero"} & set(read), read

@@ -18,15 +18,17 @@ updates ``running_mean`` and ``running_var`` without moving their version counte
 ``num_batches_tracked`` moved, and was named alone): a module called in training mode that
 tracks running statistics names them. A ``.grad`` is named only where the run's backward
 accumulated onto a gradient the run found: one the step itself cleared before its forward
-(``zero_grad()`` at its start: ``None``, or a tensor written since the previous run ended, or at
-the first look all zeros) is rebuilt whole by every run, so re-running the step is harmless there
-(a tester, 2026-12-06). A gradient that is ``None`` or all zeros at the first look (the step, or
-its caller before the call, cleared it) is judged in the next run, which tells whether the step
-cleared it: a run thrown away as above, the kept run (after the last run thrown away) where it
-found that run's gradient in place and accumulated onto it, twice one step's (the caller's
-``zero_grad()`` before a step that does not clear: :meth:`StateWatch.kept_run_changes`). The hooks are global: only
-calls from the thread that started the watch (the tuning thread) count; another thread's model
-trained meanwhile was named as the call's own, and its module calls filled the table being read.
+(``zero_grad()`` at its start: ``None``, or a tensor written since the previous run ended) is
+rebuilt whole by every run, so re-running the step is harmless there (a tester, 2026-12-06). A
+gradient found at the first look (``None`` or a tensor: the step, or its caller before the call,
+may have cleared it) is judged in the next run, which tells whether the step cleared it, from
+version counters alone (a reduction of each gradient, ``grad.any()``, was on a device a sync per
+parameter between the launches measured: a reviewer, 2026-12-05): a run thrown away as above, or
+the kept run (after the last run thrown away) where it found that run's gradient in place and
+accumulated onto it, twice one step's (the caller's ``zero_grad()`` before a step that does not
+clear: :meth:`StateWatch.kept_run_changes`). The hooks are global: only calls from the thread
+that started the watch (the tuning thread) count; another thread's model trained meanwhile was
+named as the call's own, and its module calls filled the table being read.
 
 The hooks are two module-level functions, the same objects in every call, that hand the call to the
 watch started last, and that ``torch.compile`` leaves alone: TorchDynamo never compiles their frames
@@ -83,7 +85,7 @@ class StateWatch:
         self._modules: dict[int, tuple[Any, dict[str, tuple[Any, tuple[int, int | None, int | None], bool | None]],
                                        list[str]]] = {}
         self._grads_ended: dict[int, tuple[int | None, int | None]] = {}  # a tensor's .grad as the last run ended
-        # the .grad (by tensor id: its name) that the last run made or changed from None or zeros at
+        # the .grad (by tensor id: its name) that the last run made or changed from what it found at
         # its first look: named where the next run, the kept one included, accumulates onto it
         self._pending: dict[int, str] = {}
         self._stepped: list[str] = []
@@ -136,15 +138,15 @@ class StateWatch:
         """Whether this run's backward accumulates onto the ``.grad`` that ``t`` has at its module's
         first call: not where the step cleared it before its forward (written since the last run
         ended; None after one). None where this cannot tell yet: at the first look, a gradient
-        that is None or all zeros (one reduction per gradient and call) was cleared by the step or
-        by its caller before the call; the next run tells (:attr:`_pending`)."""
+        may have been cleared by the step or by its caller before the call; the next run tells
+        (:attr:`_pending`), from version counters (no read of its values)."""
         grad = getattr(t, "grad", None) if t.requires_grad else None
         ended = self._grads_ended.get(id(t))
         if grad is None:
             return False if ended is not None or not t.requires_grad else None
         if ended is not None:
             return ended == (id(grad), grad._version)
-        return True if bool(grad.any()) else None
+        return None  # found before this run (no reduction of it: on a device, a sync between the launches measured)
 
     def _step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if threading.get_ident() != self._thread:
@@ -177,9 +179,10 @@ class StateWatch:
         return found + _updated(tensors)
 
     def kept_run_changes(self) -> list[str]:
-        """At the end of the kept run: the ``.grad`` that the last run thrown away made from None or
-        zeros (:attr:`_pending`) and that this run found in place and accumulated onto, so that it
-        comes out twice one step's (the step does not clear it; its caller did, before the call)."""
+        """At the end of the kept run: the ``.grad`` that the last run thrown away made or changed from
+        what it found at its first look (:attr:`_pending`) and that this run found in place and
+        accumulated onto, so that it comes out twice one step's (the step does not clear it; its caller
+        did, before the call)."""
         tensors = []
         if self._pending:
             for _module, own, _stats in self._modules.values():
