@@ -297,7 +297,8 @@ def test_verify_catches_foreign_misplaced_unreadable_and_linked_files(seeded, ca
     (fdir / ("1" * 32 + ".json")).symlink_to(outside)
     os.mkfifo(fdir / "pipe.json")  # must not block verify
     (fdir / "history" / f"{good.stem}.20240101T000000000000Z-1.json").write_bytes(good.read_bytes())
-    unreadable = next(p for p in entries(seeded, "scale") if p != good and len(p.stem) == 32 and p.stem[0] not in "01")
+    made_here = (good, misplaced, fdir / ("1" * 32 + ".json"))  # the other key's entry, whatever its id
+    unreadable = next(p for p in entries(seeded, "scale") if p not in made_here and len(p.stem) == 32)
     real_read = Path.read_bytes
 
     def read_bytes(self: Path) -> bytes:

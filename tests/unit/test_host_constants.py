@@ -259,6 +259,15 @@ EDITED_LITERAL = {  # a module-level literal whose edit must change the hash (ea
     """,
     "a_long_list_of_imported_names": "from hc_consts import (\n"
         + "".join(f"    NAME_NUMBER_{i},\n" for i in range(30)) + "    BLOCK,\n)\n",
+    "a_local_loop_variable_and_keyword_arguments": """
+        BLOCK = 128
+
+
+        def reference(x, *blocks):
+            for BLOCK in blocks:
+                x, y = x, dict(a=1, BLOCK=BLOCK)
+            return x
+    """,
 }
 
 
@@ -371,3 +380,77 @@ def test_the_constants_are_found_once_per_function_for_the_hashes_and_the_entry(
     fingerprint.body_hash(host)
     assert reads_of(host) == fingerprint.constants_read(host)
     assert sorted(walked) == ["BLOCK", "IMPORTED", "RANK", "SHAPE"]  # each name walked once
+
+
+REBOUND = {  # BLOCK = 128, then bound again at module level (each counted the literal before)
+    "a_for_loop": "for BLOCK in (64,):\n    pass\n",
+    "unpacking": "A, BLOCK = 1, 64\n",
+    "a_chained_assignment": "A = BLOCK = 64\n",
+    "an_assignment_expression": "(BLOCK := 64)\n",
+    "an_import_as": "from hc_consts import IMPORTED as BLOCK\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REBOUND))
+def test_a_literal_bound_again_at_module_level_counts_by_name(tmp_path, case):
+    """``for BLOCK in ...:`` after ``BLOCK = 128``: the name is bound more than once, its value
+    is not what the literal says (counted by its name alone, as any name bound twice)."""
+    text = f"BLOCK = 128\n{REBOUND[case]}\n\ndef host(x, b):\n    return x * b + BLOCK\n"
+    assert fingerprint.constants_read(_load(tmp_path, f"hc_rebound_{case}", text).host) == ["global BLOCK (computed)"]
+
+
+SOURCE_ONLY = textwrap.dedent('''
+    import ctypes
+    import logging
+    import math
+    import os
+    from math import pi
+    from torch.nn import functional as F
+
+    import torch
+
+    RANK = int(os.environ["HC_RANK"])
+    logger = logging.getLogger(__name__)
+    DEVICE = torch.device("cpu")
+    LIB = ctypes.CDLL(None)
+    _cache = {}
+    BUF = torch.zeros(4) if RANK == 0 else None
+    HOOK = (lambda x: x) if RANK == 1 else None
+    if RANK == 0:
+        LEADER = "rank 0"
+
+
+    def helper(x):
+        return x
+
+
+    class Ops:
+        pass
+
+
+    def host(x, b):
+        _cache[b] = logger.name, DEVICE, LIB, BUF, HOOK, helper, Ops, math, pi, F
+        return x * b + (len(LEADER) if RANK == 0 else 0)
+''')
+
+
+def test_what_counts_is_decided_from_the_source_never_the_value_a_process_holds(tmp_path, monkeypatch):
+    """A leader-only buffer (a tensor on rank 0, None on rank 1), a function on one rank: counted
+    as the value held (a tensor not, None yes), two ranks hashed apart and refused to tune
+    together (a tester, 2026-12-05). A computed global counts by its statement whatever it holds,
+    a name only some ranks bind by its name; a def, class or import, a name imported from a
+    module without Python source and a dict literal are not counted."""
+    counted, hashes = [], []
+    for rank in ("0", "1"):
+        monkeypatch.setenv("HC_RANK", rank)
+        module = _load(tmp_path, f"hc_source_only_{rank}", SOURCE_ONLY)
+        assert (module.BUF is None, module.HOOK is None, hasattr(module, "LEADER")) == (rank == "1", rank == "0",
+                                                                                          rank == "0")
+        counted.append(fingerprint.constants_read(module.host))
+        hashes.append((fingerprint.source_hash(module.host), fingerprint.body_hash(module.host)))
+    assert counted[0] == counted[1] == [
+        "global BUF = torch.zeros(4) if RANK == 0 else None", 'global DEVICE = torch.device("cpu")',
+        "global HOOK = (lambda x: x) if RANK == 1 else None", "global LEADER (computed)",
+        "global LIB = ctypes.CDLL(None)", 'global RANK = int(os.environ["HC_RANK"])',
+        "global logger = logging.getLogger(__name__)"]
+    assert hashes[0] == hashes[1]

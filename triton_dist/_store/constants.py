@@ -2,11 +2,18 @@
 
 A host function that reads ``BLOCK = 128`` from its module (to pick a grid, to pass to a kernel)
 computes something else once ``BLOCK`` is edited, and the entry tuned before was hit with a config
-tuned for the code before (a tester, 2026-12-05). The hashes count each global the function reads
-whose value is a constant: a number, a string, a bool, None or a tuple of those; modules, classes,
-functions, tensors and the like are not (the kernels and closures have their own rules).
+tuned for the code before (a tester, 2026-12-05). The hashes count the globals the function reads
+as its module's source makes them, decided from the source alone, never from the value this
+process holds: ``BUF = torch.zeros(4) if RANK == 0 else None`` (a leader-only buffer) was skipped
+on rank 0 (a tensor, "not a constant") and counted on rank 1 (None), and two ranks refused to
+tune together (a tester, 2026-12-05); a name only some ranks bind likewise.
 
-They count the *code* that makes the constant, never a state of the process:
+They count the *code* that makes the value, never a state of the process:
+
+- a name a ``def``, ``class`` or ``import module`` binds (a function, a class, a module: the
+  kernels and closures have their own rules), one imported from a module without Python source
+  (``from math import pi``), a list or dict literal (``_cache = {}``) and a name the source binds
+  nowhere (set from elsewhere) are not counted;
 
 - a name some function of the module declares ``global`` (a flag, a counter, a lazily set value)
   is state, not a constant: not counted (its value at the first call differs between processes);
@@ -17,11 +24,13 @@ They count the *code* that makes the constant, never a state of the process:
   class attribute of the same name in a ``def`` or ``class`` body, or the name in a string, is no
   assignment of it (each made an edit of the literal hit the entry of the code before);
 - a name whose module-level assignment is not a literal (``RANK = int(os.environ["RANK"])``,
-  ``BLOCK = 2 * BASE``) counts by that statement's text, not its value: ranks reading their own
+  ``BLOCK = 2 * BASE``, the leader's buffer, ``logger = logging.getLogger(...)``) counts by that
+  statement's text, whatever it evaluates to: ranks reading their own
   rank would otherwise hash differently and refuse to tune together (and a campaign's actor
   and the training job name other entries);
-- a name made any other way — assigned in a block (``try: RANK = ... except KeyError: RANK = 0``),
-  by unpacking (``RANK, WORLD = ...``), more than once, or imported from where it is made so —
+- a name made any other way — assigned in a block (``try: RANK = ... except KeyError: RANK = 0``,
+  ``if RANK == 0: LEADER = ...``), by unpacking (``RANK, WORLD = ...``), more than once (``for
+  BLOCK in ...:`` after ``BLOCK = 128``), or imported from where it is made so —
   counts by its name alone (``global NAME (computed)``): its value may be the process's own (a
   reviewer, 2026-12-05: each of these gave two ranks two hashes).
 
@@ -31,16 +40,17 @@ A function that reads no such global hashes as before (the entries written befor
 from __future__ import annotations
 
 import ast
+import builtins
 import contextlib
 import importlib.util
 import linecache
 import re
 import sys
-import types
 import weakref
 from typing import Any
 
-from triton_dist._store.bindings import binding, declared_global
+from triton_dist._store.binding_lines import binding_lines, defined_at_column_0
+from triton_dist._store.bindings import binding, declared_global, defined_or_unbound
 from triton_dist._store.modname import module_text
 
 __all__ = ["constants_read", "names_read"]
@@ -78,28 +88,32 @@ def _constants_read(fn: Any) -> list[str]:
     code, namespace = getattr(fn, "__code__", None), getattr(fn, "__globals__", None)
     if code is None or not isinstance(namespace, dict):
         return []
-    found = {}
-    for name in sorted(names_read(code)):
-        if name.startswith("__") and name.endswith("__") or name not in namespace:
-            continue  # a module's __name__, __file__: where it runs, not what it computes
-        value = namespace[name]
-        if _constant(value, 0):
-            found[name] = True
-        elif not callable(value) and not isinstance(value, types.ModuleType):
-            found[name] = False  # a value set since (``kernels.GROUP = pg``): counts if written as a literal
-    if not found:
-        return []
-    text, state = _module_text(code.co_filename)
+    names = [n for n in sorted(names_read(code)) if not (n.startswith("__") and n.endswith("__"))]
+    text, state = _module_text(code.co_filename) if names else (None, frozenset())
+    if text is None:
+        return []  # no source (a REPL): nothing to decide from (never the values this process holds)
     texts = []
-    for name, held in found.items():  # the value held is the process's: the literal as written counts
-        if name in state and declared_global(name, text or ""):
+    for name in names:  # decided from the source alone: a value (or a name) may be this process's own
+        if name not in namespace and (name in _BUILTINS or not binding_lines(name, text)):
+            continue  # an attribute's name (``x.shape``), a builtin, a local: no module global
+        if name in state and declared_global(name, text):
             continue  # state some function sets: not a constant (the guess checked: not a docstring's words)
         made = _made(name, text, namespace, 0)
-        if not held and not (isinstance(made, _Literal) and _constant(made.value, 0)):
-            continue  # neither held nor written as a constant: not one (a list, a device, a group)
+        if made is _OUT or isinstance(made, _Literal) and not _constant(made.value, 0):
+            continue  # a function, class or module (their own rules), a list or dict literal, set from elsewhere
         texts.append(f"global {name}={_text(made.value)}" if isinstance(made, _Literal)
                      else f"global {name} (computed)" if made is None else f"global {name} = {made}")
     return texts
+
+
+class _Out:
+    """Not counted: a ``def``, ``class`` or ``import module`` binds the name (a function, a class,
+    a module: their own rules), it is imported from a module without Python source, or the
+    module's source binds it nowhere (set from elsewhere)."""
+
+
+_OUT = _Out()
+_BUILTINS = frozenset(vars(builtins))
 
 
 class _Literal:
@@ -114,11 +128,14 @@ class _Literal:
 MAX_IMPORTS = 8
 
 
-def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) -> _Literal | str | None:
+def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) -> _Literal | _Out | str | None:
     """How the module of ``text`` makes ``name``: a :class:`_Literal`, the text of its one
-    module-level non-literal assignment, or None (made another way: counted by name only)."""
+    module-level non-literal assignment, :data:`_OUT` (not counted) or None (made another way:
+    counted by name only). From the source alone, never the value the process holds."""
     if text is None:
         return None
+    if defined_at_column_0(name, text) and len(binding_lines(name, text)) == 1:
+        return _OUT  # ``def NAME``, ``class NAME``, ``import NAME`` at column 0 and nothing else: no parse
     assignments = [m for m in re.finditer(rf"\n[ \t]*{re.escape(name)}[ \t]*(?::[^=\n]*)?[-+*/%&|^@]?=(?!=)", text)
                    if not _in_brackets(text, m.start())  # a keyword argument: kernel[grid](BLOCK=BLOCK)
                    and not _in_string(text, m.start())
@@ -126,7 +143,8 @@ def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) ->
     at_column_0 = [m for m in assignments if m.group().startswith(f"\n{name}")]
     if len(at_column_0) > 1:
         return None  # assigned more than once (a default, then a rank's own value)
-    if len(assignments) == 1 and at_column_0 and assignments[0].group()[-2] not in "-+*/%&|^@":
+    if (len(assignments) == 1 and at_column_0 and assignments[0].group()[-2] not in "-+*/%&|^@"
+            and binding_lines(name, text) == [assignments[0].start() + 1]):  # ``for BLOCK in``: parsed
         statement = _assignment(text, assignments[0].end())
         if statement is not None:
             value = _literal(statement[1])
@@ -135,7 +153,7 @@ def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) ->
     if origin is None:  # the guesses are unsure (or it is made another way): the module parsed
         bound = binding(name, text)
         if bound is None:
-            return None
+            return _OUT if defined_or_unbound(name, text) else None
         if bound.value is not None:
             value = _literal(bound.value)
             return bound.text if value is _NOT_LITERAL else _Literal(value)
@@ -145,13 +163,15 @@ def _made(name: str, text: str | None, namespace: dict[str, Any], depth: int) ->
     if depth >= MAX_IMPORTS:
         return None
     module, original = origin
+    if f"{getattr(module, '__name__', '')}.{original}" in sys.modules:
+        return _OUT  # ``from torch.nn import functional``: a module
     source = getattr(module, "__file__", None)
     if not isinstance(source, str):
-        return None
+        return _OUT  # a builtin module's name (``from math import pi``): no source to decide from
     linecache.checkcache(source)  # as inspect does for the function's own file: a stat
     lines = linecache.getlines(source, vars(module))  # vars: a zipimported module's source too
-    made = _made(original, "\n" + "".join(lines), vars(module), depth + 1) if lines else None
-    if made is None or isinstance(made, _Literal):
+    made = _made(original, "\n" + "".join(lines), vars(module), depth + 1) if lines else _OUT
+    if made is None or made is _OUT or isinstance(made, _Literal):
         return made
     # the module as the hashes name modules (its last component: a campaign importing src.pkg.cfg
     # and a job importing pkg.cfg hash alike; a script's __main__ by its file's name)

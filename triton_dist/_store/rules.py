@@ -17,10 +17,15 @@ from typing import Any
 __all__ = ["CHANGES", "RULES", "note"]
 
 #: the date of this version's rules (an entry's ``rules`` field)
-RULES = "2026-12-06"
+RULES = "2026-12-07"
 
 #: the changes of the rules, newest first: (date, what changed since the rules before)
 CHANGES = (
+    ("2026-12-07", "the module constants a host function reads count as its module's source makes them, never "
+                   "by the value a process holds: a computed global by its statement whatever it holds (a "
+                   "logger, a device, a buffer only the leader makes), a name bound only in a block or bound "
+                   "again (for NAME in ...) by its name, and not a name a def, class or import binds, one "
+                   "imported from a module without Python source (from math import pi) or set from elsewhere"),
     ("2026-12-06", "the module constants a host function reads count in its source hash (by value, statement "
                    "or name: never a value a process makes for itself), and a Python "
                    "function in a config (a value, a triton.Config's pre_hook) is written by its name and a "
