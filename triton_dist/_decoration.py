@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from triton_dist import _hosts
-from triton_dist._measure.bench import MillisecondTimer, as_do_bench
+from triton_dist._measure.bench import MillisecondTimer, as_do_bench, dressed_as_do_bench, timer_signature
 from triton_dist._measure.result import DoBench
 from triton_dist._target import TuneTarget
 from triton_dist.errors import ConfigSpaceError, KeyFunctionError
@@ -74,15 +74,21 @@ def check_options(fn: Callable[..., Any], n_warmup: Any, n_repeat: Any, do_bench
     if isinstance(as_do_bench(do_bench), MillisecondTimer):  # triton.testing.do_bench: called as do_bench(fn)
         return
     try:
-        inspect.signature(do_bench).bind(lambda: None, 1, 1)
+        signature = timer_signature(do_bench)
+    except (TypeError, ValueError):  # no signature to read (a builtin): its first call says
+        return
+    try:
+        signature.bind(lambda: None, 1, 1)
     except TypeError as exc:
+        dressed = "" if not dressed_as_do_bench(do_bench) else (
+            f" (dressed with functools.wraps(triton.testing.do_bench), it is read by its own parameters, "
+            f"{signature}: called as do_bench(fn) where it can be, its warmup/rep its own milliseconds as "
+            "Triton's, e.g. def bench(fn, warmup=25, rep=100, **kw), else as do_bench(fn, n_warmup, n_repeat))")
         raise ConfigSpaceError(
             f"do_bench of {name} must take (fn, n_warmup, n_repeat) and return the per-run times in ms "
-            f"(or their mean), or be triton.testing.do_bench (or a functools.partial of it): {exc}. A "
+            f"(or their mean), or be triton.testing.do_bench (or a functools.partial of it): {exc}{dressed}. A "
             "timer of triton.autotune's kind, do_bench(kernel_call, quantiles), is wrapped: "
             "do_bench=lambda fn, n_warmup, n_repeat: timer(fn, quantiles=None)") from None
-    except ValueError:  # no signature to read (a builtin): its first call says
-        pass
 
 
 def validate_space(fn: Callable[..., Any], config_space: Any) -> list[dict[str, Any]]:

@@ -36,7 +36,8 @@ from triton_dist._measure.result import (
 from triton_dist._measure.rounds import measure_rounds
 from triton_dist._measure.time_limit import run_limited
 
-__all__ = ["MicrosecondTimer", "MillisecondTimer", "as_do_bench", "measure", "measure_candidates"]
+__all__ = ["MicrosecondTimer", "MillisecondTimer", "as_do_bench", "dressed_as_do_bench", "measure",
+           "measure_candidates", "timer_signature"]
 
 
 class MillisecondTimer:
@@ -88,7 +89,9 @@ def as_do_bench(timer: Callable[..., Any]) -> Callable[..., Any]:
     it, in a :class:`MillisecondTimer`; triton-ascend 3.2's ``triton.testing.do_bench_npu`` (or a
     partial of it), which returns microseconds, in a :class:`MicrosecondTimer`. A timer of one's
     own keeps its signature, whatever its parameters' names (tests write ``bench(fn, warmup, rep)``
-    for counts)."""
+    for counts). One dressed with ``functools.wraps(triton.testing.do_bench)`` is read by its own
+    parameters (:func:`timer_signature`): called as ``do_bench(fn)`` where it can be (its
+    ``warmup``/``rep``, if any, its own, as Triton's), else with the counts."""
     inner = timer
     while isinstance(inner, functools.partial):
         inner = inner.func
@@ -97,10 +100,45 @@ def as_do_bench(timer: Callable[..., Any]) -> Callable[..., Any]:
     # divided by 1000 again)
     if _returns_microseconds(inner):
         return MicrosecondTimer(timer)
-    inner = inspect.unwrap(inner)
-    if getattr(inner, "__module__", None) == "triton.testing" and getattr(inner, "__name__", None) == "do_bench":
-        return MillisecondTimer(timer)
-    return timer
+    if not _is_do_bench(inspect.unwrap(inner)):
+        return timer
+    if dressed_as_do_bench(timer) and not _binds(timer, lambda: None):
+        # a timer of one's own that borrowed do_bench's name and __wrapped__ but cannot be called
+        # with fn alone: called with the counts, as its own parameters ask (it was called as
+        # do_bench(fn), a bare "do_bench() missing 2 required positional arguments" at the first call)
+        return timer
+    return MillisecondTimer(timer)
+
+
+def _is_do_bench(inner: Any) -> bool:
+    return getattr(inner, "__module__", None) == "triton.testing" and getattr(inner, "__name__", None) == "do_bench"
+
+
+def timer_signature(timer: Callable[..., Any]) -> inspect.Signature:
+    """The parameters ``timer`` is called with. ``inspect.signature`` reads through ``__wrapped__``,
+    so a timer of one's own dressed with ``functools.wraps(triton.testing.do_bench)`` reads as
+    Triton's ``(fn, warmup=25, rep=100, ...)`` whatever it takes; such a timer is read by its own.
+    ``ValueError`` where there is none to read (a builtin)."""
+    return inspect.signature(timer, follow_wrapped=not dressed_as_do_bench(timer))
+
+
+def dressed_as_do_bench(timer: Callable[..., Any]) -> bool:
+    """Whether ``timer`` (after partials) wraps ``triton.testing.do_bench`` through ``__wrapped__``
+    (``functools.wraps``), rather than being it."""
+    inner = timer
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    return getattr(inner, "__wrapped__", None) is not None and _is_do_bench(inspect.unwrap(inner))
+
+
+def _binds(timer: Callable[..., Any], *args: Any) -> bool:
+    try:
+        timer_signature(timer).bind(*args)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read: taken as it says it is
+        return True
+    return True
 
 
 def measure(
