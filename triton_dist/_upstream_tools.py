@@ -21,6 +21,7 @@ import datetime
 import inspect
 import logging
 import math
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,24 +35,40 @@ __all__ = ["load_autotune_data", "pretty_triton_config_repr"]
 log = logging.getLogger("triton_dist.tune")
 
 
+_repr_lock = threading.Lock()
+_repr_blocks = 0  # pretty_triton_config_repr blocks open, in every thread
+_repr_before: tuple[bool, Any] = (False, None)  # whether triton.Config had its own __repr__, and it
+
+
 @contextlib.contextmanager
 def pretty_triton_config_repr() -> Iterator[None]:
     """Inside the block, ``repr(config)`` of a ``triton.Config`` is its ``str`` (``BLOCK: 64,
     num_warps: 4, ...``, not ``<... Config object at 0x...>``), as upstream's helper of that name
-    does; Triton's class is as it was after the block."""
+    does; Triton's class is as it was once the last open block exits. The class is shared by every
+    thread, so while any thread's block is open every thread sees the pretty ``repr``. Blocks are
+    counted under a lock (a block opened while another thread's was open saved that block's patch
+    as the original: the class kept the pretty ``repr`` for good, and lost it inside the later block
+    when the earlier exited)."""
     import triton
 
+    global _repr_blocks, _repr_before
     cls = triton.Config
-    had = "__repr__" in vars(cls)
-    previous = vars(cls).get("__repr__")
-    cls.__repr__ = cls.__str__
+    with _repr_lock:
+        if _repr_blocks == 0:
+            _repr_before = ("__repr__" in vars(cls), vars(cls).get("__repr__"))
+            cls.__repr__ = cls.__str__
+        _repr_blocks += 1
     try:
         yield
     finally:
-        if had:
-            cls.__repr__ = previous
-        else:
-            del cls.__repr__
+        with _repr_lock:
+            _repr_blocks -= 1
+            if _repr_blocks == 0:
+                had, previous = _repr_before
+                if had:
+                    cls.__repr__ = previous
+                else:
+                    del cls.__repr__
 
 
 def load_autotune_data(filename: str | Path) -> dict[str, Any] | None:

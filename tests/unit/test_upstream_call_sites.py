@@ -248,3 +248,54 @@ def test_the_tune_gemm_tool_reads_the_tuned_entries():
     foreign.write_text('{"config": []}')
     with pytest.warns(TritonDistWarning, match="notes.json is not a cache entry"):
         assert load_autotune_data(foreign) is None
+
+
+def test_pretty_config_repr_blocks_overlapping_in_two_threads_leave_tritons_repr_as_it_was():
+    """Each block saved ``triton.Config.__repr__`` as it found it and put that back: a block opened in
+    a second thread while the first's was open saved the first's patch as the original, so Triton's
+    class kept the pretty ``repr`` for good, and the first block's exit took it from the second,
+    still open (a reviewer). Blocks are counted under a lock; the last to exit restores."""
+    import threading
+
+    from triton_dist.tune import pretty_triton_config_repr
+
+    config = triton.Config({"BLOCK": 64}, num_warps=4)
+    had, plain = "__repr__" in vars(triton.Config), repr(config)
+    assert plain != str(config)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+    seen: dict[str, str] = {}
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            with pretty_triton_config_repr():
+                first_in.set()
+                assert second_in.wait(30)
+        except BaseException as exc:  # noqa: BLE001 - told by the assertion below
+            errors.append(exc)
+        finally:
+            first_out.set()
+
+    def second() -> None:
+        try:
+            assert first_in.wait(30)
+            with pretty_triton_config_repr():
+                second_in.set()
+                assert first_out.wait(30)
+                seen["second, after the first exited"] = repr(config)
+        except BaseException as exc:  # noqa: BLE001 - told by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors and not any(thread.is_alive() for thread in threads)
+    assert seen == {"second, after the first exited": str(config)}
+    assert repr(config) == plain and ("__repr__" in vars(triton.Config)) == had
+    with pretty_triton_config_repr():  # nested in one thread: the outer block still pretty
+        with pretty_triton_config_repr():
+            pass
+        assert repr(config) == str(config)
+    assert repr(config) == plain and ("__repr__" in vars(triton.Config)) == had
