@@ -126,3 +126,37 @@ def test_a_caller_keyword_a_config_sets_reaches_a_perf_model_once_with_the_confi
     ((key, best),) = moe.grouped_gemm_kernel.cache.items()
     assert best.kwargs["BLOCK_SIZE_N"] == 64 and meta.tolist() == [16, 64]
     assert sorted(seen) == [(64, 4), (64, 4), (128, 4), (128, 4)]  # the configs' values, not the caller's 32 / 8
+
+
+def test_a_kernel_with_one_config_or_a_key_already_tuned_takes_the_configs_value_where_undecorated_code_raises(
+        moe, tmp_path):
+    """The README's sentence (c08aba6): under ``contextual_autotune`` a meta-parameter the caller
+    passes and a config sets takes the config's value at every launch, also where stock ``run``
+    launches (a kernel with one config, a key already tuned); the same undecorated call raises
+    stock Triton's ``ValueError`` when it tunes a key and its ``TypeError`` in those two cases."""
+    dev = kernel_device()
+    meta = torch.zeros(2, dtype=torch.int32, device=dev)
+    x = torch.randn(300, device=dev)
+    jit_kernel = moe.grouped_gemm_kernel
+
+    moe.grouped_gemm_kernel = triton.autotune(configs=[triton.Config({"BLOCK_SIZE_N": 64}, num_warps=4)],
+                                              key=["n"])(jit_kernel)
+    with pytest.raises(TypeError, match="multiple values for keyword argument"):
+        moe.run_moe(x, meta)  # undecorated: stock run launches **kwargs, **config.all_kwargs()
+    run_moe = contextual_autotune(is_dist=False, n_repeat=2, n_warmup=1)(moe.run_moe)
+    torch.testing.assert_close(run_moe(x, meta), 2 * x)
+    assert meta.tolist() == [16, 64]  # the one config's BLOCK_SIZE_N, the caller's BLOCK_SIZE_M
+
+    configs = [triton.Config({"BLOCK_SIZE_N": bn}, num_warps=4) for bn in (64, 128)]
+    moe.grouped_gemm_kernel = kernel = triton.autotune(configs=configs, key=["n"])(jit_kernel)
+    with pytest.raises(ValueError, match="Conflicting meta-parameters: BLOCK_SIZE_N"):
+        moe.run_moe(x, meta)  # undecorated, tuning the key: stock _bench
+    assert not kernel.cache
+    meta.zero_()
+    torch.testing.assert_close(run_moe(x, meta), 2 * x)  # tunes the key
+    ((key, best),) = kernel.cache.items()
+    with pytest.raises(TypeError, match="multiple values for keyword argument"):
+        moe.run_moe(x, meta)  # undecorated, the key already tuned
+    meta.zero_()
+    torch.testing.assert_close(run_moe(x, meta), 2 * x)  # the key already tuned
+    assert meta.tolist() == [16, best.kwargs["BLOCK_SIZE_N"]] and kernel.cache == {key: best}
