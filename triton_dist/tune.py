@@ -301,7 +301,9 @@ def autotune(config_space: Sequence[dict[str, Any]], key_fn: Callable[..., Any],
             mean per run, as ``triton.testing.do_bench`` returns), taken as one sample.
             ``triton.testing.do_bench`` itself (or a ``functools.partial`` of it), whose
             ``warmup``/``rep`` are milliseconds, is called as ``do_bench(fn)``: it runs for its
-            own time budget, and ``n_warmup``/``n_repeat`` do not apply. triton-ascend 3.2's
+            own time budget, and ``n_warmup``/``n_repeat`` do not apply; so is a timer of your own
+            dressed with ``functools.wraps(triton.testing.do_bench)`` that can be called with
+            ``fn`` alone (its defaults then apply, not the counts), else it gets the counts. triton-ascend 3.2's
             ``triton.testing.do_bench_npu(fn, warmup, active)`` (counts) returns microseconds
             (the profiler's ``Avg Time(us)``): recognised, its figures are divided by 1000. A
             timer of your own that wraps it returns what you make it return: milliseconds.

@@ -96,3 +96,21 @@ def test_a_dressed_timer_of_another_signature_is_refused_at_decoration_naming_it
                        r"triton.testing.do_bench\).*own parameters, \(fn, quantiles\).*do_bench\(fn\)"
                        r".*warmup=25, rep=100.*quantiles=None"):
         _tuned(bench, "double_quantiles")
+
+
+def test_a_dressed_timer_with_defaulted_counts_runs_its_defaults_as_the_docstring_says(cache_dir):
+    """A dressed ``bench(fn, n_warmup=5, n_repeat=10)`` can be called with ``fn`` alone, so it is, and
+    runs its own defaults, not the decorator's counts: the README said so, ``autotune``'s docstring
+    (what ``help()`` shows) said only that Triton's ``do_bench`` and its partials are called so."""
+    seen = []
+
+    @functools.wraps(triton.testing.do_bench)
+    def bench(fn, n_warmup=5, n_repeat=10):
+        seen.append((n_warmup, n_repeat))
+        return _cpu_ms(fn)
+
+    x = torch.randn(300, device=kernel_device())
+    torch.testing.assert_close(_tuned(bench, "double_defaulted")(x), 2 * x)
+    assert seen and set(seen) == {(5, 10)}  # not the decorator's (1, 3)
+    doc = " ".join(autotune.__doc__.split())
+    assert "dressed with ``functools.wraps(triton.testing.do_bench)`` that can be called with ``fn`` alone" in doc
