@@ -13,10 +13,24 @@ from typing import Any
 __all__ = ["emit", "note", "say"]
 
 
+#: what ``emit`` holds of the document's text before it writes it
+CHUNK_CHARS = 1 << 16
+
+
 def emit(document: Any) -> None:
-    """One strict JSON document: NaN and infinities become null (strict parsers reject them)."""
-    sys.stdout.write(json.dumps(_json_safe(document), indent=2, sort_keys=True, default=str,
-                                allow_nan=False) + "\n")
+    """One strict JSON document: NaN and infinities become null (strict parsers reject them).
+    Written as it is encoded, :data:`CHUNK_CHARS` at a time: the whole text, made of millions of
+    small pieces, was ~85 MB of `ls --json` on 10,000 entries (a tester)."""
+    encoder = json.JSONEncoder(indent=2, sort_keys=True, default=str, allow_nan=False)
+    pieces: list[str] = []
+    size = 0
+    for piece in encoder.iterencode(_json_safe(document)):
+        pieces.append(piece)
+        size += len(piece)
+        if size >= CHUNK_CHARS:
+            sys.stdout.write("".join(pieces))
+            pieces, size = [], 0
+    sys.stdout.write("".join(pieces) + "\n")
 
 
 def _json_safe(value: Any) -> Any:

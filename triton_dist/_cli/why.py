@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib
+import itertools
 import os
 import re
 import sys
@@ -19,7 +20,7 @@ from triton_dist._cli.output import emit, note, say
 from triton_dist._cli.render import shorten, table
 from triton_dist._store import diagnose as _diagnose
 from triton_dist._store import files as _cache
-from triton_dist._store.scan import scan_function_dir
+from triton_dist._store.scan import folder_outside, iter_function_dir, key_entries
 from triton_dist.errors import CacheAdminError
 
 __all__ = ["EXIT_UNKNOWN", "cmd_why", "this_digest"]
@@ -143,15 +144,27 @@ def _from_qualname(qualname: str) -> Any | None:
     return None
 
 
+#: the most of a function's other files ``_guess_tuner`` reads for a ``qualname`` that imports
+GUESS_FILES = 64
+
+
 def _guess_tuner(root: Path, name: str, key_text: str) -> tuple[Any | None, str | None]:
-    """A plain function name: the AutoTuner its entries' ``qualname`` names, if it imports."""
-    entries, _ = scan_function_dir(root / _cache.safe_name(name), root)
-    entries.sort(key=lambda pe: str(pe[1].get("created", "")), reverse=True)
-    entries.sort(key=lambda pe: pe[1]["key"] != key_text)  # stable: this key's newest first
+    """A plain function name: the AutoTuner its entries' ``qualname`` names, if it imports: this
+    key's entries (newest first), then the function's other files one at a time, up to 3
+    qualnames and :data:`GUESS_FILES` files (every entry of the function was read and held)."""
+    directory = root / _cache.safe_name(name)
+    if folder_outside(directory, root):  # a link out of the root: nothing in it is read
+        return None, None
+    mine = sorted((entry for _, entry in key_entries(directory, root, key_text)),
+                  key=lambda entry: str(entry.get("created", "")), reverse=True)
+    others = (entry for _, entry, _ in itertools.islice(iter_function_dir(directory, root), GUESS_FILES)
+              if entry is not None and entry["key"] != key_text)
     tried: list[str] = []
-    for _, entry in entries:
+    for entry in itertools.chain(mine, others):
         qualname = entry.get("qualname")
-        if not isinstance(qualname, str) or qualname in tried or len(tried) >= 3:
+        if len(tried) >= 3:
+            break
+        if not isinstance(qualname, str) or qualname in tried:
             continue
         tried.append(qualname)
         tuner = _from_qualname(qualname)
@@ -168,7 +181,20 @@ def this_digest() -> str:
     return hardware_info(get_backend())["digest"]
 
 
+def _require_function_name(spec: str, root: Path) -> None:
+    """A FUNCTION without ``:`` names a folder of the root (its last dotted part): a path there
+    (``why ../outside``) was shown as the function "/outside" (a tester, 2026-12-05)."""
+    if any(sep in spec for sep in "/\\\0") or not spec.rpartition(".")[2]:
+        raise CacheAdminError(
+            f"{spec!r} is not a function of the cache root {root}: FUNCTION is an autotuned function's name "
+            "as `ls` shows it (its folder in the root), or its import path module:attr (or pkg.module.attr, "
+            "or path/to/module.py:attr); nothing outside the root is read. `ls` lists the functions there",
+            exit_status=2)
+
+
 def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
+    if ":" not in args.function:
+        _require_function_name(args.function, root)
     key_text = _key_text(args.key)
     tuner, resolved = None, None
     if ":" in args.function:
@@ -178,7 +204,8 @@ def cmd_why(args: argparse.Namespace, root: Path, as_json: bool) -> int:
     elif not args.no_import:
         tuner, resolved = _guess_tuner(root, args.function, key_text)
     name = tuner.target.name if tuner is not None else args.function.rpartition(".")[2]
-    require_readable(root, [name])  # not "no usable entry": the folder could not be read
+    if not folder_outside(root / _cache.safe_name(name), root):  # (else the diagnosis says so, reading nothing)
+        require_readable(root, [name])  # not "no usable entry": the folder could not be read
     diag = _diagnose.explain_here(root, name, key_text, args.world_size,
                                   tuner.target if tuner is not None else None, digest=args.hardware)
     if diag.hit and tuner is not None and tuner.target.prune_fn is not None:

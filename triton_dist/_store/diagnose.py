@@ -16,29 +16,27 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
+from triton_dist._store.config_diff import nearest_config as _nearest_config
+from triton_dist._store.config_diff import short as _short
 from triton_dist._store.decide import CallId, config_key, decide, entry_world, versions_differ
 from triton_dist._store.keytext import stable_key_text
-from triton_dist._store.packs import canonical
+from triton_dist._store.packs import canonical, load_entry
 from triton_dist._store.reads import reads_changed, reads_of
 from triton_dist._store.rules import note as rules_note
-from triton_dist._store.scan import scan_function_dir
+from triton_dist._store.scan import folder_outside, iter_function_dir, key_entries
 
 __all__ = ["Diagnosis", "Difference", "diagnose", "explain_here", "explain_miss"]
 
 #: how far an entry is from the caller when this component differs: a different key matters
 #: most (another business case), then another world, other hardware, another source, the space
 _WEIGHTS = {"entry": 64, "key": 32, "world": 16, "hardware": 8, "source": 4, "config_space": 2, "versions": 1}
-
-
-def _short(value: Any, n: int = 200) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= n else text[: n - 3] + "..."
 
 
 @dataclasses.dataclass
@@ -195,12 +193,40 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
     if source_hash is not None and hardware_digest is not None:
         expected = _cache.entry_path(root, function_name, _cache.entry_id(source_hash, hardware_digest, key_text))
     diag = Diagnosis(function_name, key_text, "miss", "", str(expected) if expected else None)
-    entries, skipped = scan_function_dir(directory, root)
+    if folder_outside(directory, root):  # a link out of the root: nothing in it is read
+        diag.reason = (f"the function folder {directory} resolves outside the cache root {root} (a symbolic "
+                       "link?): nothing in it is read or used; `verify` reports it")
+        diag.differences = [Difference("entry", None, None, diag.reason)]
+        return diag
+    skipped: list[tuple[Path, str]] = []
+    found = {"usable": 0, "expected": False}
+
+    def usable(files: Iterable[tuple[Path, dict[str, Any] | None, str]]) -> Iterator[_Scored]:
+        for path, entry, why in files:
+            if entry is None:
+                skipped.append((path, why))
+                continue
+            found["usable"] += 1
+            found["expected"] = found["expected"] or (expected is not None and canonical(path) == expected)
+            diffs = _compare(entry, key_text, source_hash, body_hash, hardware_digest, hardware, versions,
+                             config_space_encoded, version_check, cache_only, world, reads)
+            yield sum(_WEIGHTS[d.component] for d in diffs if d.blocking), path, entry, diffs
+
+    # the nearest and the next 5 (``others``), kept while the files are read one at a time: an
+    # entry of this key is always nearer than one of another (the key's weight exceeds the rest's
+    # sum), so where the key has entries only they are read (the key log), else every file
+    # (a tester's `why` on a function of 10,000 entries held them all, twice: 5 s, 300 MB)
+    same = key_entries(directory, root, key_text)
+    files = ([(path, entry, "") for path, entry in same] + _unusable_expected(root, function_name, expected)
+             if same else iter_function_dir(directory, root))
+    # among equals the file the tuner looks for, then the newest, then the order read
+    scored = heapq.nsmallest(6, usable(files), key=lambda t: (t[0], len(t[3]), canonical(t[1]) != expected,
+                                                              _newest_first(str(t[2].get("created", "")))))
     diag.skipped = [{"path": str(p), "why": why} for p, why in skipped]
-    diag.scanned = len(entries) + len(skipped)
+    diag.scanned = found["usable"] + len(skipped)
     broken = next((why for p, why in skipped if expected is not None and canonical(p) == expected), None)
 
-    if not entries:
+    if not scored:
         if broken is not None:
             diag.reason = f"the entry {expected} is unusable: {broken}"
             diag.differences = [Difference("entry", None, None, diag.reason)]
@@ -215,18 +241,10 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
             diag.reason = f"{directory} holds no usable entry ({len(skipped)} unusable file(s))"
         return diag
 
-    scored = []
-    for path, entry in sorted(entries, key=lambda pe: str(pe[1].get("created", "")), reverse=True):
-        diffs = _compare(entry, key_text, source_hash, body_hash, hardware_digest, hardware, versions,
-                         config_space_encoded, version_check, cache_only, world, reads)
-        score = sum(_WEIGHTS[d.component] for d in diffs if d.blocking)
-        scored.append((score, len(diffs), path, diffs))
-    # stable sort: among equals the file the tuner looks for, then the newest
-    scored.sort(key=lambda t: (t[0], t[1], canonical(t[2]) != expected))
-    _, _, path, diffs = scored[0]
+    _, path, nearest, diffs = scored[0]
     diag.nearest_path, diag.differences = str(path), diffs
     diag.others = [{"path": str(p), "components": [d.component for d in ds if d.blocking]}
-                   for _, _, p, ds in scored[1:6]]
+                   for _, p, _, ds in scored[1:6]]
     blocking = [d for d in diffs if d.blocking]
     notes = "; ".join(d.detail for d in diffs if not d.blocking)
     if broken is not None:
@@ -234,7 +252,7 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
         diag.reason = f"the entry {expected} is unusable ({broken}); the nearest usable one is {path}"
     elif not blocking and source_hash is None:
         diag.verdict = "unknown"
-        source = next(str(e["source_hash"]) for p, e in entries if p == path)
+        source = str(nearest["source_hash"])
         diag.reason = (f"{path} matches the key and hardware; it hits if the function's source hash "
                        f"is still {source} (give module:attr to check the source and config space)")
     elif not blocking and expected is not None and canonical(path) != expected:
@@ -248,12 +266,29 @@ def explain_miss(root: Path | str, function_name: str, key_text: str, source_has
     else:
         diag.reason = (f"the nearest entry {path} differs in {', '.join(d.component for d in blocking)}: "
                        + "; ".join(d.detail for d in blocking))
-    if (expected is not None and versions is not None and config_space_encoded is not None
-            and any(canonical(p) == expected for p, _ in entries)):
+    if expected is not None and versions is not None and config_space_encoded is not None and found["expected"]:
         call = CallId(function_name, key_text, str(source_hash), str(hardware_digest), versions,
                       list(config_space_encoded), world)
         _apply_rule(diag, decide(call, root, version_check=version_check, cache_only=cache_only))
     return diag
+
+
+_Scored = tuple[int, Path, dict[str, Any], list[Difference]]
+
+
+def _newest_first(created: str) -> tuple[int, ...]:
+    """A sort key that puts the later ``created`` text first (its characters negated; the end
+    marked, so that a text sorts after the longer ones it begins)."""
+    return (*(-ord(c) for c in created), 1)
+
+
+def _unusable_expected(root: Path, function_name: str, expected: Path | None) -> list[tuple[Path, None, str]]:
+    """The file the tuner looks for, where it is there but unusable (the key log names usable
+    entries only)."""
+    if expected is None:
+        return []
+    entry, where, why = load_entry(root, function_name, expected.stem)
+    return [(where, None, why or "unusable")] if entry is None and where is not None else []
 
 
 def _apply_rule(diag: Diagnosis, verdict: Any) -> None:
@@ -307,7 +342,14 @@ def diagnose(tuner: Any, key: Any, root: Path | str | None = None, world: int | 
 def _no_root(root: Path) -> str:
     """Why a root holds nothing when it does not exist: a typo in TRITON_DIST_AUTOTUNE_DIR (or
     ``--dir``) read as "no entries for this function", as after a seeding of other functions, with
-    the seeded root beside it unnamed (a tester)."""
+    the seeded root beside it unnamed (a tester). A root that is there but no folder (a file) is
+    said to be so, as the other cache commands say it (it was "does not exist", a tester)."""
+    if root.exists():
+        return (f": {root} is not a directory (a file?); point TRITON_DIST_AUTOTUNE_DIR or --dir at the "
+                "cache folder")
+    link = _cache.dangling_link(root)
+    if link is not None:
+        return f": {link}"
     parent = root.parent
     try:
         siblings = sorted(p.name for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
@@ -328,50 +370,6 @@ def _equal_in_python(entry_key: str, key_text: str) -> bool:
         return bool(ast.literal_eval(entry_key) == ast.literal_eval(key_text))
     except Exception:  # noqa: BLE001 - not literals: cannot tell
         return False
-
-
-def _leaves(value: Any, path: str = "") -> dict[str, str]:
-    """An encoded config's leaf values by their path (``cfg.pre_hook``), as JSON text."""
-    if isinstance(value, dict):
-        out: dict[str, str] = {}
-        for name, item in value.items():
-            part = "" if name in ("triton.Config", "dict") else str(name)
-            out.update(_leaves(item, f"{path}.{part}".strip(".") if part else path))
-        return out
-    if isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in value):
-        return _leaves(dict(value), path)  # a dict written as its pairs ({"dict": [["BLOCK", 128]]})
-    return {path or "(config)": json.dumps(value, sort_keys=True)}
-
-
-def _nearest_config(best: Any, space: Sequence[Any]) -> str:
-    """``"; the nearest config of the space, config_space[i], differs in FIELD: THEN -> NOW"``: which
-    field of the best config changed, where the best alone showed nothing a user edited (an edited
-    ``pre_hook`` read as a changed space; a tester)."""
-    theirs = _leaves(best)
-    found = []
-    for index, config in enumerate(space):
-        ours = _leaves(config)
-        changed = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-        found.append((len(changed), index, changed, ours))
-    if not found:
-        return ""
-    _, index, changed, ours = min(found, key=lambda t: (t[0], t[1]))
-    if not changed or len(changed) > max(3, len(theirs) // 2):
-        return ""
-    parts = []
-    for name in changed[:3]:
-        then, now = theirs.get(name, "(none)"), ours.get(name, "(none)")
-        part = f"{name}: {_short(then, 80)} -> {_short(now, 80)}"
-        if _same_name_other_source(then, now):
-            part += " (the same function, its source or what it uses edited since)"
-        parts.append(part)
-    return f"; the nearest config of the space, config_space[{index}], differs in " + "; ".join(parts)
-
-
-def _same_name_other_source(then: str, now: str) -> bool:
-    """Two encoded functions or kernels of one name and other source digests."""
-    a, b = then.partition(" source sha256:"), now.partition(" source sha256:")
-    return bool(a[1] and b[1]) and a[0] == b[0] and a[2] != b[2]
 
 
 def _missing_device(then: Any, now: Any) -> str:

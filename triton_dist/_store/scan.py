@@ -1,19 +1,24 @@
 """The usable entries of one function's directory, parsed once while the files stay the same.
 
-Shared by the miss diagnosis (``_store.diagnose``), timing reuse (``_store.reuse``) and ``cache
-why``'s guess of the tuner (``_cli.commands``); a leaf of the store, so that none of them imports
-another for it.
+Shared by the miss diagnosis (``_store.diagnose``) and ``cache why``'s guess of the tuner
+(``_cli.why``); a leaf of the store, so that none of them imports another for it. One key's
+entries: :func:`key_entries` (the key log, ``_store.keyindex``); all of them, one at a time:
+:func:`iter_function_dir` (a caller keeps what it needs, not the whole folder: ``cache why`` on
+a function of 10,000 entries held them all twice, ~300 MB).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from triton_dist._store import files as _cache
 from triton_dist._store import packs
+from triton_dist._store.keyindex import entries_with_key
+from triton_dist._store.paths import _inside
 
-__all__ = ["scan_function_dir"]
+__all__ = ["folder_outside", "iter_function_dir", "key_entries", "scan_function_dir"]
 
 
 #: parsed files by path, valid while (mtime, size, inode) stay the same: a job in cache-only mode
@@ -22,7 +27,9 @@ _parsed: dict[str, tuple[tuple[int, int, int], dict[str, Any] | None, str | None
 _PARSED_MAX = 4096
 
 
-def _load(path: Path, root: Path) -> tuple[dict[str, Any] | None, str | None]:
+def _load(path: Path, root: Path, remember: bool = True) -> tuple[dict[str, Any] | None, str | None]:
+    if not remember:
+        return _cache.load_json(path, root)
     try:
         st = path.stat()
     except OSError:
@@ -48,23 +55,47 @@ def scan_function_dir(directory: Path, root: Path) -> tuple[list[tuple[Path, dic
     The entries are shared with later scans: read them, never change them."""
     entries: list[tuple[Path, dict[str, Any]]] = []
     skipped: list[tuple[Path, str]] = []
+    for path, entry, why in iter_function_dir(directory, root):
+        if entry is None:
+            skipped.append((path, why))
+        else:
+            entries.append((path, entry))
+    return entries, skipped
+
+
+def iter_function_dir(directory: Path, root: Path) -> Iterator[tuple[Path, dict[str, Any] | None, str]]:
+    """:func:`scan_function_dir`'s files one at a time, as (path, entry, "") or (path, None, why
+    it is unusable), in its order (loose files by name, then packed entries, then unreadable
+    packs): only the names of the folder are held, never all its entries."""
     try:
         paths = sorted(p for p in directory.iterdir() if p.suffix == ".json")
     except OSError:
-        return entries, skipped
+        return
+    # a folder of more files than are remembered would only push them out of it, and each held
+    # entry costs memory (~4 KB): remembered where the next scan can find them there
+    remember = len(paths) <= _PARSED_MAX
     for path in paths:
-        entry, why = _load(path, root)
-        if entry is None:
-            skipped.append((path, why or "unusable"))
-        else:
-            entries.append((path, entry))
+        entry, why = _load(path, root, remember)
+        yield path, entry, "" if entry is not None else why or "unusable"
     for path, entry, why in _packed(directory, root):  # the packed entries no loose file shadows
-        if entry is None:
-            skipped.append((path, why or "unusable"))
-        else:
-            entries.append((path, entry))
-    skipped += [(path, f"an unreadable pack: {why}") for path, why in packs.bad_packs(directory)]
-    return entries, skipped
+        yield path, entry, "" if entry is not None else why or "unusable"
+    for path, why in packs.bad_packs(directory):
+        yield path, None, f"an unreadable pack: {why}"
+
+
+def folder_outside(directory: Path, root: Path) -> bool:
+    """Whether the function folder ``directory`` resolves outside ``root`` (a symbolic link out
+    of it): nothing in it is read, its key log included."""
+    return directory.is_dir() and not _inside(directory, root)
+
+
+def key_entries(directory: Path, root: Path, key_text: str) -> list[tuple[Path, dict[str, Any]]]:
+    """The usable entries of ``directory`` for the business key ``key_text`` (loose, then packed;
+    ``_store.keyindex``: the key log and those few files, not every entry of the folder); none
+    where the folder resolves outside the root. Read them, never change them."""
+    if folder_outside(directory, root):
+        return []
+    return entries_with_key(directory, root, key_text)
 
 
 #: parsed packed entries by pack path, valid while the pack's (inode, size, mtime) stay the same
