@@ -14,7 +14,7 @@ import pytest
 from tests.served import pack_files, served
 from tests.unit.helpers import make_tuner
 from triton_dist import cli
-from triton_dist._store import admin, files, pack_writes, packfile, packs, verify
+from triton_dist._store import admin, files, folder_writes, pack_writes, packfile, packs, verify
 
 
 def fill(n: int) -> None:
@@ -50,7 +50,7 @@ def test_an_interrupted_import_says_how_many_files_went_in_and_a_rerun_finishes(
     assert run(capsys, "--dir", str(cache_dir), "export", str(tarball))[0] == 0
     other = tmp_path / "other"
     with monkeypatch.context() as patch:
-        interrupt_at(patch, files, "write_entry", 3)
+        interrupt_at(patch, folder_writes, "create_entry_text", 3)  # the third entry's write
         code, out, err = run(capsys, "--dir", str(other), "import", str(tarball))
     assert code == 130 and "Traceback" not in err
     assert err.strip() == (f"interrupted: import stopped by Ctrl-C; imported 2 of 5 file(s) of {tarball}; those are "

@@ -110,7 +110,7 @@ def test_a_terminated_import_says_how_many_files_went_in_and_a_rerun_finishes(
     tarball = tmp_path / "a.tar.gz"
     assert cli.main(["--dir", str(cache_dir), "export", str(tarball)]) == 0
     other = tmp_path / "other"
-    code, _, err = terminated_at("triton_dist._store.files:write_entry:3:before", "import", str(tarball),
+    code, _, err = terminated_at("triton_dist._store.folder_writes:create_entry_text:3:before", "import", str(tarball),
                                  root=other)
     assert code == 143
     assert one_line(err, "import") == (

@@ -8,8 +8,9 @@ Import never executes code and never extracts: each member is read into memory f
 stream and checked (a regular file, a relative path of the layout above without ``..``, within
 the size limits; an entry of the right schema whose id matches its source hash, hardware digest
 and key and its file name). Any refused member refuses the whole archive before anything is
-written. Entries then go in through :func:`triton_dist._store.files.write_entry`, atomically and under
-the per-entry lock (the entry they replace becomes history, as after a re-tuning).
+written. Entries then go in folder by folder (``_store.folder_writes``): a key's first entry created
+in place, one that replaces another under the per-entry lock (the entry it replaces becomes
+history, as after a re-tuning); each one whole and synced before its name appears.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ from typing import Any
 
 from triton_dist import __version__
 from triton_dist._store import files as _cache
+from triton_dist._store import packfile
 from triton_dist._store.admin import HISTORY_RE, ID_RE, entry_problem, iter_entries
 from triton_dist._store.check import check_entry
+from triton_dist._store.folder_writes import FolderWrites
 from triton_dist._store.leftovers import hold, remove_leftovers
 from triton_dist._store.packs import canonical, is_packed, load_entry
 from triton_dist._store.stopped import Interrupted
@@ -238,19 +241,21 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
     # plan every write before the first one (all-or-nothing, --dry-run included): what each
     # entry becomes, its text, and that every directory is inside the root and writable
     root = Path(root)
+    packed: dict[Path, bool] = {}  # whether a function folder has packs, looked at once
     plan = [step for kind, name, entry in entries
-            if (step := _plan_entry(root, kind, name, entry, report, replace)) is not None]
+            if (step := _plan_entry(root, kind, name, entry, report, replace, packed)) is not None]
     plan += [("log", name, data.decode("utf-8", errors="replace"), None) for name, data in texts]
     report.written = [name for _, name, _, _ in plan]
     if dry_run:
         return report
     _check_writable(root, archive, {(root / name).parent for _, name, _, _ in plan})
     done = 0
+    writes = FolderWrites(root)  # a folder's descriptor, packs and key log once (_store.folder_writes)
     try:
         for kind, name, text, entry in plan:
             path = root / name
             if kind == "entry":
-                _cache.write_entry(root, entry)  # type: ignore[arg-type]
+                writes.entry(path, text, entry)  # type: ignore[arg-type]
             elif kind == "history":
                 _cache.atomic_write_text(path, text)
             else:
@@ -264,6 +269,8 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
         raise CacheAdminError(f"import of {archive} stopped after {done} of {len(plan)} file(s): "
                               f"{exc}. The files written are complete entries; free space or fix "
                               "the permissions and import again.", report=report.to_dict()) from None
+    finally:
+        writes.close()
     return report
 
 
@@ -292,8 +299,9 @@ def _check_writable(root: Path, archive: Path, directories: set[Path]) -> None:
 
 
 def _plan_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report: ArchiveReport,
-                replace: bool) -> tuple[str, str, str, dict[str, Any] | None] | None:
-    """(kind, name, text, entry) to write, or None (unchanged or newer locally: reported)."""
+                replace: bool, packed: dict[Path, bool]) -> tuple[str, str, str, dict[str, Any] | None] | None:
+    """(kind, name, text, entry) to write, or None (unchanged or newer locally: reported).
+    ``packed``: whether each folder has packs, filled as folders come (listed once, not per entry)."""
     path = root / name
     text = _cache.dumps_entry(entry)
     if kind == "history":  # history files are never rewritten: write it if it is not there
@@ -303,7 +311,11 @@ def _plan_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report:
         return kind, name, text, entry
     if _cache.entry_path(root, entry["function"], entry["id"]) != path:
         raise CacheAdminError(f"{name}: the entry belongs at {_cache.entry_path(root, entry['function'], entry['id'])}")
-    local, _, _ = load_entry(root, entry["function"], entry["id"])  # loose, else packed
+    if path.parent not in packed:
+        packed[path.parent] = bool(packfile.pack_paths(path.parent))
+    local = None
+    if packed[path.parent] or os.path.lexists(path):
+        local, _, _ = load_entry(root, entry["function"], entry["id"])  # loose, else packed
     if local is not None and _cache.dumps_entry(local) == text:
         report.unchanged.append(name)
         return None
