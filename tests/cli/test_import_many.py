@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
 import textwrap
 from pathlib import Path
 
@@ -17,6 +18,9 @@ import pytest
 
 from triton_dist import cli
 from triton_dist._store import background_sync, create, keylog
+from triton_dist._store.archive import import_archive
+from triton_dist._store.files import utc_now
+from triton_dist._store.folder_writes import FolderWrites
 from triton_dist._store.keyindex import entries_with_key
 
 from .helpers import env_for, load
@@ -79,3 +83,79 @@ def test_every_imported_entry_is_synced_before_its_name_appears(archive, tmp_pat
     for at, (step, inode) in enumerate(steps):  # each file's fsync came before its name
         if step == "link":
             assert ("fsync", inode) in steps[:at], (names, steps)
+
+
+#: a writer in another process: the entry ENTRY_JSON put under ROOT by the cache's own writer
+OTHER_WRITER = '''
+import json, sys
+from pathlib import Path
+from triton_dist._store import files
+files.write_entry(Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text()))
+'''
+
+
+def _when_writes_start(monkeypatch, action) -> None:
+    """Run ``action`` once, after the import planned its writes and before its first one."""
+    real = FolderWrites.entry
+    done: list[bool] = []
+
+    def entry(self, *args, **kwargs):
+        if not done:
+            done.append(True)
+            action()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(FolderWrites, "entry", entry)
+
+
+def test_an_entry_a_tuner_writes_between_the_plan_and_the_write_is_kept_when_newer(archive, tmp_path, monkeypatch,
+                                                                                    modules):
+    # the import plans every write first; a key's entry that another process writes meanwhile is
+    # judged again under the entry's lock: a newer one is kept (as when it was there at the plan),
+    # it was replaced by the archive's older entry (its own moved to history)
+    root = tmp_path / "imported"
+    theirs = json.loads(next(m for m in _members(archive) if m["key"] == "('n', 3)")["text"])
+    newer = dict(theirs, created=utc_now(), margin=123.0)
+    entry_file = tmp_path / "newer.json"
+    entry_file.write_text(json.dumps(newer))
+
+    def tuner_writes() -> None:
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(OTHER_WRITER), str(root), str(entry_file)],
+                              env=env_for(root, modules), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+
+    _when_writes_start(monkeypatch, tuner_writes)
+    report = import_archive(root, archive)
+    name = f"work/{theirs['id']}.json"
+    assert load(root / name)["margin"] == 123.0  # the tuner's newer entry stays
+    assert name in report.kept_newer and name not in report.written
+    assert len(report.written) == KEYS - 1
+    assert not (root / "work" / "history").exists()
+    assert len(list((root / "work").glob("*.json"))) == KEYS
+
+
+def test_two_imports_at_once_leave_an_identical_entry_alone(archive, tmp_path, monkeypatch, modules):
+    # another import of the same archive finishing between this one's plan and its writes: every
+    # entry is then there, identical; each was replaced by itself, its copy moved to history
+    root = tmp_path / "imported"
+
+    def other_import() -> None:
+        done = subprocess.run([sys.executable, "-m", "triton_dist.cache", "--dir", str(root), "import", str(archive)],
+                              env=env_for(root, modules), capture_output=True, text=True, timeout=180)
+        assert done.returncode == 0, done.stdout + done.stderr
+
+    _when_writes_start(monkeypatch, other_import)
+    report = import_archive(root, archive)
+    assert sorted(report.unchanged) == sorted(f"work/{p.name}" for p in (root / "work").glob("*.json"))
+    assert report.written == [] and len(report.unchanged) == KEYS
+    assert not (root / "work" / "history").exists()
+    lines = Path(keylog.log_path(root / "work")).read_text().splitlines()
+    assert len(set(lines)) == KEYS
+
+
+def _members(archive: Path) -> list[dict[str, str]]:
+    """The archive's entries: their key and text."""
+    with tarfile.open(archive) as tar:
+        texts = [tar.extractfile(m).read().decode() for m in tar.getmembers()  # type: ignore[union-attr]
+                 if m.isfile() and m.name.endswith(".json") and "/history/" not in m.name and "MANIFEST" not in m.name]
+    return [{"key": json.loads(t)["key"], "text": t} for t in texts]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import os
@@ -251,11 +252,17 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
     _check_writable(root, archive, {(root / name).parent for _, name, _, _ in plan})
     done = 0
     writes = FolderWrites(root)  # a folder's descriptor, packs and key log once (_store.folder_writes)
+    left: set[str] = set()  # entries another process wrote since the plan, left as they are
     try:
         for kind, name, text, entry in plan:
             path = root / name
-            if kind == "entry":
-                writes.entry(path, text, entry)  # type: ignore[arg-type]
+            if kind == "entry" and entry is not None:
+                # the rule asked again, under the entry's lock, of an entry found there now
+                verdict = writes.entry(path, text, entry,
+                                       functools.partial(_keep_local, text=text, entry=entry, replace=replace))
+                if verdict is not None:
+                    getattr(report, verdict).append(name)
+                    left.add(name)
             elif kind == "history":
                 _cache.atomic_write_text(path, text)
             else:
@@ -271,6 +278,8 @@ def import_archive(root: Path, archive: Path, *, dry_run: bool = False, replace:
                               "the permissions and import again.", report=report.to_dict()) from None
     finally:
         writes.close()
+        if left:
+            report.written = [name for name in report.written if name not in left]
     return report
 
 
@@ -316,10 +325,18 @@ def _plan_entry(root: Path, kind: str, name: str, entry: dict[str, Any], report:
     local = None
     if packed[path.parent] or os.path.lexists(path):
         local, _, _ = load_entry(root, entry["function"], entry["id"])  # loose, else packed
-    if local is not None and _cache.dumps_entry(local) == text:
-        report.unchanged.append(name)
-        return None
-    if local is not None and not replace and str(local.get("created", "")) > str(entry.get("created", "")):
-        report.kept_newer.append(name)
+    verdict = _keep_local(local, text, entry, replace)
+    if verdict is not None:
+        getattr(report, verdict).append(name)
         return None
     return kind, name, text, entry
+
+
+def _keep_local(local: dict[str, Any] | None, text: str, entry: dict[str, Any], replace: bool) -> str | None:
+    """"unchanged" or "kept_newer" where the local entry ``local`` stays (identical to the archive's
+    ``entry`` of text ``text``, or newer and not ``replace``), else None: the archive's is written."""
+    if local is not None and _cache.dumps_entry(local) == text:
+        return "unchanged"
+    if local is not None and not replace and str(local.get("created", "")) > str(entry.get("created", "")):
+        return "kept_newer"
+    return None

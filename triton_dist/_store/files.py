@@ -28,7 +28,7 @@ import math
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -325,11 +325,20 @@ def write_entry(root: Path, entry: dict[str, Any], durable: bool = True, place: 
     return path
 
 
-def write_entry_text(root: Path, path: Path, text: str, durable: bool = True) -> None:
+def write_entry_text(root: Path, path: Path, text: str, durable: bool = True,
+                     judge: Callable[[dict[str, Any] | None], str | None] | None = None) -> str | None:
     """Put an entry file's ``text`` at ``path`` (inside ``root``) atomically, under the entry's
-    lock; an existing file there moves to history. Seeding copies entries this way, byte for byte."""
+    lock; an existing file there moves to history. Seeding copies entries this way, byte for byte.
+
+    ``judge``: called under the lock with the entry there now (loose, else packed; None if none
+    or unusable); a reason it returns leaves that entry as it is and is returned (``cache import``
+    plans before it writes: an entry another process wrote meanwhile is judged when it is seen)."""
     ensure_private_dir(path.parent, root)
     with locked(path):
+        if judge is not None:
+            verdict = judge(None if path.is_symlink() else _current_entry(path, root))
+            if verdict is not None:
+                return verdict
         if path.is_symlink():  # never write through a link; the link itself is replaced
             path.unlink()
         elif path.exists():
@@ -346,6 +355,15 @@ def write_entry_text(root: Path, path: Path, text: str, durable: bool = True) ->
                 atomic_write_text(history_path(path, root), packed.decode("utf-8", errors="replace"), durable)
         atomic_write_text(path, text, durable)
     keylog.note_text(path, text)
+    return None
+
+
+def _current_entry(path: Path, root: Path) -> dict[str, Any] | None:
+    """The usable entry at ``path`` now: its loose file, else the packs' (None if neither)."""
+    if os.path.lexists(path):
+        return load_json(path, root)[0]
+    packed = _packed_bytes(path)
+    return parse_entry(packed)[0] if packed is not None else None
 
 
 def history_path(path: Path, root: Path) -> Path:

@@ -3,15 +3,18 @@ place (``_store.create``: an unnamed file, its ``fsync``, then its name) through
 descriptor of its folder, the folder's packs are looked for once, and its key log
 (``_store.keylog``) is appended once, when the writes move to another folder or end. An entry
 that replaces one (a loose file there, or one that landed meanwhile), and every entry of a
-folder that has packs, goes in through ``files.write_entry`` as before: the locked replacement
-that keeps the old entry in history. An import of 10,000 entries opened the folder, listed its
-packs twice and appended to its key log once per entry (21.7 s, a tester, 2026-12-05; ``export``
-2.8 s); every entry's ``fsync`` before its name appears stays.
+folder that has packs, goes in through ``files.write_entry_text``: the locked replacement that
+keeps the old entry in history, where the import's rule is asked again about the entry found
+there (one another process wrote after the plan: a newer or identical one is left alone). An
+import of 10,000 entries opened the folder, listed its packs twice and appended to its key log
+once per entry (21.7 s, a tester, 2026-12-05; ``export`` 2.8 s); every entry's ``fsync`` before
+its name appears stays.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +34,23 @@ class FolderWrites:
         self.root = Path(root)
         self.folder: Path | None = None
         self.fd: int | None = None
-        self.packed = False  # the folder has packs: each entry checked against them (files.write_entry)
+        self.packed = False  # the folder has packs: each entry checked against them (files.write_entry_text)
         self.logged: list[tuple[str, str | None]] = []  # (id, key) of the entries created in it
 
-    def entry(self, path: Path, text: str, entry: dict[str, Any]) -> None:
-        """Put the entry ``entry`` (its file text ``text``) at ``path``, its folder's entry file."""
+    def entry(self, path: Path, text: str, entry: dict[str, Any],
+              judge: Callable[[dict[str, Any] | None], str | None] | None = None) -> str | None:
+        """Put the entry ``entry`` (its file text ``text``) at ``path``, its folder's entry file;
+        None when written. ``judge``: the import's rule, asked under the entry's lock about an
+        entry that is there when written (another process may have written it since the plan:
+        a newer one or the same one is left, and its reason returned; it was replaced)."""
         if path.parent != self.folder:
             self.close()
             self._open(path.parent)
-        if self.packed:
-            _cache.write_entry(self.root, entry)
-        elif os.path.lexists(path) or not create_entry_text(path, text, fsync=True, folder=self.fd):
-            _cache.write_entry_text(self.root, path, text)  # replaces one: the old goes to history
-        else:
+        if not self.packed and not os.path.lexists(path) and create_entry_text(path, text, fsync=True, folder=self.fd):
             self.logged.append((path.stem, entry.get("key")))
+            return None
+        # one there (or landed meanwhile), or a folder with packs: the locked replacement
+        return _cache.write_entry_text(self.root, path, text, judge=judge)
 
     def _open(self, folder: Path) -> None:
         ensure_private_dir(folder, self.root)  # inside the root, made again if it went away
