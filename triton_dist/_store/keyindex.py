@@ -52,9 +52,10 @@ _lock = threading.Lock()
 _MAX_DIRECTORIES = 256
 
 
-def _read_log(directory: Path, known: _Directory) -> None:
+def _read_log(directory: Path, known: _Directory, list_now: bool = False) -> None:
     """The log's new lines into ``known`` (from the start, and the folder listed again, when the
-    log is gone or was replaced), and the folder listed when never listed or :data:`LIST_AGAIN_S` ago."""
+    log is gone or was replaced), and the folder listed when never listed, :data:`LIST_AGAIN_S`
+    ago, or ``list_now``."""
     def add(eid: str, digest: str) -> None:
         known.by_hash.setdefault(digest, set()).add(eid)
 
@@ -64,7 +65,7 @@ def _read_log(directory: Path, known: _Directory) -> None:
         read = keylog.read_from(directory, 0, None, add)
     if read is not None:
         _, known.offset, known.ident = read
-    if known.listed_at is None or _clock() - known.listed_at >= LIST_AGAIN_S:
+    if list_now or known.listed_at is None or _clock() - known.listed_at >= LIST_AGAIN_S:
         _list(directory, known)
 
 
@@ -106,10 +107,12 @@ def _pack_keys(pack: Any, known: _Directory, strict: bool) -> dict[str, list[str
     return by_key
 
 
-def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[Path, dict[str, Any]]]:
+def entries_with_key(directory: Path, root: Path, key_text: str,
+                     list_now: bool = False) -> list[tuple[Path, dict[str, Any]]]:
     """(path, entry) of the usable entries of ``directory`` (loose, then packed ones no loose file
     or newer pack shadows) whose business key is ``key_text``. The entries are shared with later
-    calls: read them, never change them."""
+    calls: read them, never change them. ``list_now``: the folder listed now for the entries the
+    log lacks, whenever it was last (a miss diagnosis, which must see every entry of its key)."""
     if not os.path.isdir(directory):
         return []
     with _lock:
@@ -118,7 +121,7 @@ def entries_with_key(directory: Path, root: Path, key_text: str) -> list[tuple[P
             if len(_known) >= _MAX_DIRECTORIES:
                 _known.clear()
             known = _known[str(directory)] = _Directory()
-        _read_log(directory, known)
+        _read_log(directory, known, list_now)
         loose = sorted(known.by_hash.get(key_hash(key_text), ()))
     out: list[tuple[Path, dict[str, Any]]] = []
     for eid in loose:

@@ -92,10 +92,13 @@ def folder_outside(directory: Path, root: Path) -> bool:
 def key_entries(directory: Path, root: Path, key_text: str) -> list[tuple[Path, dict[str, Any]]]:
     """The usable entries of ``directory`` for the business key ``key_text`` (loose, then packed;
     ``_store.keyindex``: the key log and those few files, not every entry of the folder); none
-    where the folder resolves outside the root. Read them, never change them."""
+    where the folder resolves outside the root. The folder is listed each time for the entries
+    the log lacks (copied in, an older version's, a killed writer's or import's): a process's
+    diagnosis within a minute of its last listing named a farther entry (keyindex lists a folder
+    once a minute for the reuse of timings). Read them, never change them."""
     if folder_outside(directory, root):
         return []
-    return entries_with_key(directory, root, key_text)
+    return entries_with_key(directory, root, key_text, list_now=True)
 
 
 #: parsed packed entries by pack path, valid while the pack's (inode, size, mtime) stay the same
