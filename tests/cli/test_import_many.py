@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import shutil
 import subprocess
 import sys
 import tarfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
 from triton_dist import cli
-from triton_dist._store import background_sync, create, keylog
+from triton_dist._store import background_sync, create, files, keylog
 from triton_dist._store.archive import import_archive
 from triton_dist._store.files import utc_now
 from triton_dist._store.folder_writes import FolderWrites
 from triton_dist._store.keyindex import entries_with_key
+from triton_dist._store.paths import entry_id
 
 from .helpers import env_for, load
 from .test_why_large_roots import MODULE, WATCHED
@@ -159,3 +163,51 @@ def _members(archive: Path) -> list[dict[str, str]]:
         texts = [tar.extractfile(m).read().decode() for m in tar.getmembers()  # type: ignore[union-attr]
                  if m.isfile() and m.name.endswith(".json") and "/history/" not in m.name and "MANIFEST" not in m.name]
     return [{"key": json.loads(t)["key"], "text": t} for t in texts]
+
+
+def test_an_import_killed_at_random_moments_leaves_whole_entries_and_a_log_the_next_listing_completes(
+        archive, cache_dir, tmp_path, modules):
+    # R2 for the import's own writes (folder_writes: in place, the key log appended per folder):
+    # SIGKILLed at random moments, every final name holds a whole entry, no temporary name is
+    # left, folders stay 0700, and a fresh process finds every key (the listing completes the log)
+    entry = load(next((cache_dir / "work").glob("*.json")))
+    many = tmp_path / "many"
+    for n in range(400):  # the tuned entry under 400 keys, each under its own id
+        files.write_entry(many, dict(entry, key=f"('n', {n})", id=entry_id(entry["source_hash"],
+                                     entry["hardware"]["digest"], f"('n', {n})")), durable=False)
+    tarball = tmp_path / "many.tar.gz"
+    assert cli.main(["--dir", str(many), "export", str(tarball)]) == 0
+    root = tmp_path / "imported"
+    command = [sys.executable, "-m", "triton_dist.cache", "--dir", str(root), "import", str(tarball)]
+    started = time.monotonic()
+    assert subprocess.run(command, env=env_for(root, modules), capture_output=True, timeout=180).returncode == 0
+    whole = time.monotonic() - started
+    shutil.rmtree(root)
+    rng = random.Random(7)
+    for _ in range(6):
+        process = subprocess.Popen(command, env=env_for(root, modules), stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 1.0) * whole)
+        process.kill()
+        process.wait()
+        for path in root.rglob("*"):
+            assert not path.name.endswith(".tmp"), path
+            if path.is_dir():
+                assert path.stat().st_mode & 0o777 == 0o700, path
+            elif path.suffix == ".json":
+                assert files.load_json(path, root)[0] is not None, path
+        if len(list(root.glob("work/*.json"))) == 400:  # killed after the end: start again
+            shutil.rmtree(root)
+    done = subprocess.run(command, env=env_for(root, modules), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list((root / "work").glob("*.json"))) == 400
+    assert not (root / "work" / "history").exists()  # what the killed imports wrote is left alone
+    found = subprocess.run([sys.executable, "-c", textwrap.dedent(f'''
+        from pathlib import Path
+        from triton_dist._store.keyindex import entries_with_key
+        root = Path({str(root)!r})
+        print(sum(len(entries_with_key(root / "work", root, "('n', %d)" % n)) for n in range(400)))''')],
+        env=env_for(root, modules), capture_output=True, text=True, timeout=120)
+    assert found.stdout.strip() == "400", found.stderr
+    logged = {line.split()[0] for line in Path(keylog.log_path(root / "work")).read_text().splitlines()}
+    assert logged == {path.stem for path in (root / "work").glob("*.json")}
