@@ -211,3 +211,26 @@ def test_an_import_killed_at_random_moments_leaves_whole_entries_and_a_log_the_n
     assert found.stdout.strip() == "400", found.stderr
     logged = {line.split()[0] for line in Path(keylog.log_path(root / "work")).read_text().splitlines()}
     assert logged == {path.stem for path in (root / "work").glob("*.json")}
+
+
+def test_an_import_writes_through_a_function_folder_linked_inside_the_root(archive, tmp_path, modules):
+    # a function folder that is a symbolic link to another folder inside the root: the tuner
+    # writes through it, and so did the import before c4923f2, which opened it with O_NOFOLLOW:
+    # "stopped after 0 of 12 file(s): Not a directory ... free space or fix the permissions"
+    root = tmp_path / "imported"
+    (root / "elsewhere").mkdir(parents=True, mode=0o700)
+    (root / "work").symlink_to("elsewhere")
+    done = subprocess.run([sys.executable, "-m", "triton_dist.cache", "--dir", str(root), "import", str(archive)],
+                          env=env_for(root, modules), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert len(list((root / "elsewhere").glob("*.json"))) == KEYS
+    lines = Path(keylog.log_path(root / "elsewhere")).read_text().splitlines()
+    assert len(lines) == KEYS
+    outside = tmp_path / "outside"
+    outside.mkdir(mode=0o700)
+    (root / "work").unlink()
+    (root / "work").symlink_to(outside)
+    done = subprocess.run([sys.executable, "-m", "triton_dist.cache", "--dir", str(root), "import", str(archive),
+                           "--replace"], env=env_for(root, modules), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1 and "outside the cache root" in done.stdout + done.stderr, done.stdout + done.stderr
+    assert list(outside.iterdir()) == []

@@ -1,6 +1,7 @@
 """Many entries written folder by folder (``cache import``): a key's first entry is created in
 place (``_store.create``: an unnamed file, its ``fsync``, then its name) through one open
-descriptor of its folder, the folder's packs are looked for once, and its key log
+descriptor of its folder (a link to a folder inside the root followed, as the tuner's writes
+follow it), the folder's packs are looked for once, and its key log
 (``_store.keylog``) is appended once, when the writes move to another folder or end. An entry
 that replaces one (a loose file there, or one that landed meanwhile), and every entry of a
 folder that has packs, goes in through ``files.write_entry_text``: the locked replacement that
@@ -21,7 +22,7 @@ from typing import Any
 from triton_dist._store import files as _cache
 from triton_dist._store import keylog, packfile
 from triton_dist._store.create import create_entry_text
-from triton_dist._store.paths import ensure_private_dir
+from triton_dist._store.paths import _inside, ensure_private_dir
 
 __all__ = ["FolderWrites"]
 
@@ -54,8 +55,19 @@ class FolderWrites:
 
     def _open(self, folder: Path) -> None:
         ensure_private_dir(folder, self.root)  # inside the root, made again if it went away
-        self.folder, self.logged = folder, []
-        self.fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        # a link to a folder inside the root is followed, as the tuner's writes follow it (with
+        # O_NOFOLLOW such an import stopped at "Not a directory"); the folder opened is the one
+        # checked: a link swapped to lead out of the root meanwhile is refused
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            opened, there = os.fstat(fd), os.stat(folder)
+            if (opened.st_dev, opened.st_ino) != (there.st_dev, there.st_ino) or not _inside(folder, self.root):
+                raise PermissionError(f"{folder} resolves outside the cache root {self.root} (a symlink?); "
+                                      "refusing to write there")
+        except BaseException:
+            os.close(fd)
+            raise
+        self.folder, self.logged, self.fd = folder, [], fd
         self.packed = bool(packfile.pack_paths(folder))
 
     def close(self) -> None:
