@@ -68,7 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("entry", metavar="ENTRY", help="a path, an entry id, a unique id prefix, or FUNCTION/ID")
 
     p = _command(sub, "why", common, "why (FUNCTION, KEY) misses: what differs from the nearest entry",
-                 "Exit status: 0 it would hit, 1 it would miss, 3 unknown (FUNCTION given by name and its "
+                 "Exit status: 0 it would hit, 1 it would miss, 2 bad usage (a module:attr that names no "
+                 "autotuned function: no such module or attribute, or not decorated; a FUNCTION that is a "
+                 "path), 3 unknown (FUNCTION given by name and its "
                  "module not imported: its source and config space were not compared; give module:attr; "
                  "or its module's code failed at import here: run it in a rank's environment).")
     p.add_argument("function", metavar="FUNCTION",

@@ -209,9 +209,12 @@ def test_a_bad_environment_variable_exits_2_and_names_it(capsys, monkeypatch):
     assert code == 2 and "TRITON_DIST_AUTOTUNE_CACHE_ONLY" in err
 
 
-def test_why_with_an_unknown_import_path_exits_1(seeded, capsys):
-    code, _, err = run(capsys, "why", "no_such_module_here:fn", SHAPE_KEY)
-    assert code == 1 and "cannot import" in err
+def test_why_with_an_import_path_that_names_no_autotuned_function_exits_2(seeded, capsys):
+    """No such module, no such attribute, or not a decorated function: bad usage (exit 2), never
+    exit 1, which a script asking "would it hit?" reads as a miss (session 33)."""
+    for spec in ("no_such_module_here:fn", "os:no_such_attribute_here", "os:getcwd"):
+        code, _, err = run(capsys, "why", spec, SHAPE_KEY)
+        assert code == 2 and ("cannot import" in err or "not a function decorated" in err), (spec, code, err)
 
 
 def test_why_on_a_module_whose_code_fails_at_import_exits_3_and_names_module_error_and_fix(

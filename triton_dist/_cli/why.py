@@ -1,7 +1,8 @@
 """``cache why FUNCTION KEY``: whether a call would hit the cache here, and if not, why: the
 entry expected, the nearest one and what differs (:mod:`triton_dist._store.diagnose`). The
 function is compared when it imports (``module:attr``, or the ``qualname`` its entries record).
-Exit status: 0 a hit, 1 a miss, 3 unknown (the function's code was not compared)."""
+Exit status: 0 a hit, 1 a miss, 2 a FUNCTION that names no autotuned function, 3 unknown (the
+function's code was not compared)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,9 @@ __all__ = ["EXIT_UNKNOWN", "cmd_why", "this_digest"]
 
 #: the verdict is unknown (the function's code was not compared), neither hit (0) nor miss (1)
 EXIT_UNKNOWN = 3
+#: a FUNCTION that names no autotuned function (no such module or attribute, or not one
+#: decorated): bad usage, not a miss (exit 1 told a script asking "would it hit?" that it would not)
+EXIT_USAGE = 2
 
 
 def _tuples(value: Any) -> Any:
@@ -104,7 +108,8 @@ def _load_tuner(spec: str) -> Any:
         if exc.name is None or not (module_name == exc.name or module_name.startswith(exc.name + ".")):
             raise _import_failed(spec, module_name, exc) from exc  # one the module imports is missing
         raise CacheAdminError(f"cannot import {spec!r}: {type(exc).__name__}: {exc}. Give the "
-                              "import path of the autotuned function as module:attr.") from exc
+                              "import path of the autotuned function as module:attr.",
+                              exit_status=EXIT_USAGE) from exc
     except Exception as exc:
         raise _import_failed(spec, module_name, exc) from exc
     try:
@@ -112,10 +117,11 @@ def _load_tuner(spec: str) -> Any:
             obj = getattr(obj, part)
     except AttributeError as exc:
         raise CacheAdminError(f"cannot import {spec!r}: module {module_name!r} has no attribute {attr!r}. Give "
-                              "the import path of the autotuned function as module:attr.") from exc
+                              "the import path of the autotuned function as module:attr.",
+                              exit_status=EXIT_USAGE) from exc
     if not isinstance(obj, AutoTuner):
         raise CacheAdminError(f"{spec!r} is a {type(obj).__name__}, not a function decorated with "
-                              "triton_dist.tune.autotune")
+                              "triton_dist.tune.autotune", exit_status=EXIT_USAGE)
     return obj
 
 
