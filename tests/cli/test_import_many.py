@@ -234,3 +234,35 @@ def test_an_import_writes_through_a_function_folder_linked_inside_the_root(archi
                            "--replace"], env=env_for(root, modules), capture_output=True, text=True, timeout=180)
     assert done.returncode == 1 and "outside the cache root" in done.stdout + done.stderr, done.stdout + done.stderr
     assert list(outside.iterdir()) == []
+
+
+KILLED_AT = """
+import os, sys
+from triton_dist import cli
+from triton_dist._store import folder_writes
+folder_writes.LOG_EVERY = 5
+real, made = folder_writes.create_entry_text, []
+def create_entry_text(*args, **kwargs):
+    if len(made) == 11:
+        os._exit(9)  # as a SIGKILL: no finally, no close
+    made.append(args[0])
+    return real(*args, **kwargs)
+folder_writes.create_entry_text = create_entry_text
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_an_import_killed_mid_folder_has_logged_all_but_its_last_few_entries(archive, tmp_path, modules):
+    """The key log was appended once per folder, when the import left it: an import killed in a
+    folder of 10,000 entries left none of them in the log (a reviewer, 2026-12-05; the next listing
+    finds them, at a listing's cost for every miss until then). It is appended every LOG_EVERY
+    entries: killed at the 12th entry with LOG_EVERY = 5, the log names the first 10."""
+    root = tmp_path / "imported"
+    done = subprocess.run([sys.executable, "-c", KILLED_AT, "--dir", str(root), "import", str(archive)],
+                          env=env_for(root, modules), capture_output=True, text=True, timeout=180)
+    assert done.returncode == 9, done.stdout + done.stderr
+    folder = root / "work"
+    created = sorted(p.stem for p in folder.glob("*.json"))
+    assert len(created) == 11
+    logged = [line.split()[0] for line in Path(keylog.log_path(folder)).read_text().splitlines()]
+    assert len(logged) == 10 and set(logged) <= set(created), (logged, created)

@@ -2,7 +2,9 @@
 place (``_store.create``: an unnamed file, its ``fsync``, then its name) through one open
 descriptor of its folder (a link to a folder inside the root followed, as the tuner's writes
 follow it), the folder's packs are looked for once, and its key log
-(``_store.keylog``) is appended once, when the writes move to another folder or end. An entry
+(``_store.keylog``) is appended every :data:`LOG_EVERY` entries and when the writes move to
+another folder or end (a SIGKILLed import loses at most that many lines, which the next listing
+finds again: a reviewer, 2026-12-05, where it lost a whole folder's, up to 10,000). An entry
 that replaces one (a loose file there, or one that landed meanwhile), and every entry of a
 folder that has packs, goes in through ``files.write_entry_text``: the locked replacement that
 keeps the old entry in history, where the import's rule is asked again about the entry found
@@ -24,7 +26,10 @@ from triton_dist._store import keylog, packfile
 from triton_dist._store.create import create_entry_text
 from triton_dist._store.paths import _inside, ensure_private_dir
 
-__all__ = ["FolderWrites"]
+__all__ = ["LOG_EVERY", "FolderWrites"]
+
+#: the key log is appended after this many entries created in a folder (and when the folder is left)
+LOG_EVERY = 1000
 
 
 class FolderWrites:
@@ -49,6 +54,9 @@ class FolderWrites:
             self._open(path.parent)
         if not self.packed and not os.path.lexists(path) and create_entry_text(path, text, fsync=True, folder=self.fd):
             self.logged.append((path.stem, entry.get("key")))
+            if len(self.logged) >= LOG_EVERY:
+                keylog.note(path.parent, self.logged)
+                self.logged = []
             return None
         # one there (or landed meanwhile), or a folder with packs: the locked replacement
         return _cache.write_entry_text(self.root, path, text, judge=judge)
