@@ -15,6 +15,11 @@ called as Triton would call it; nothing is configured or replaced, so the outcom
 Triton call is unchanged (only sooner). The first miss of a tuned function waits for the thread
 (:func:`wait`) rather than computing the same hash a second time next to it.
 
+The same thread computes this package's one per-process figure of that kind: the digest of its
+measuring code (``_measure.method.measuring_code``, ~1 ms of file reads and hashing on a 2-core
+CPU; :func:`start`'s ``also``), which a first miss reads before it measures (the reuse check's
+``measurement``): host time in front of the first candidate's device work otherwise.
+
 Skipped under Triton's interpreter (nothing compiles) and with ``TRITON_DIST_PREWARM=0``; a
 Triton without one of the pieces (older releases, triton-ascend) skips that piece. Nothing runs
 at import.
@@ -28,6 +33,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 __all__ = ["start", "wait"]
 
@@ -43,10 +49,12 @@ def _interpreted() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0").strip().lower() in {"1", "true", "on", "yes"}
 
 
-def _work() -> None:
+def _work(also: tuple[Callable[[], object], ...] = ()) -> None:
     start_s = time.perf_counter()
     done = []
-    for name, step in (("triton_key", _triton_key), ("gluon", _gluon), ("platform_key", _platform_key)):
+    steps = (("triton_key", _triton_key), ("gluon", _gluon), ("platform_key", _platform_key),
+             *((getattr(f, "__name__", "step"), f) for f in also))
+    for name, step in steps:
         try:
             if step():
                 done.append(name)
@@ -87,8 +95,10 @@ def _platform_key() -> bool:
     return True
 
 
-def start() -> None:
-    """Start the background work once per process (no-op when done, running, or not wanted)."""
+def start(also: tuple[Callable[[], object], ...] = ()) -> None:
+    """Start the background work once per process (no-op when done, running, or not wanted);
+    ``also``: this package's own cached per-process work, done after Triton's (the decorators pass
+    the measuring code's digest: this module stays out of ``_measure``, which waits for it)."""
     global _thread
     if _thread is not None or _interpreted():
         return
@@ -105,7 +115,7 @@ def start() -> None:
         return
     with _lock:
         if _thread is None:
-            _thread = threading.Thread(target=_work, name="triton-dist-prewarm", daemon=True)
+            _thread = threading.Thread(target=_work, args=(also,), name="triton-dist-prewarm", daemon=True)
             _thread.start()
 
 

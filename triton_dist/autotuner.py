@@ -39,6 +39,7 @@ from typing import Any, Generic, TypeVar
 
 from triton_dist import _hosts, _torch_compile, _triton_prewarm
 from triton_dist._face import importable
+from triton_dist._measure.method import measuring_code
 from triton_dist.errors import TritonDistWarning, TunerActiveError
 
 __all__ = ["ContextualAutoTuner", "contextual_autotune"]
@@ -84,7 +85,8 @@ class ContextualAutoTuner(Generic[R]):
         functools.update_wrapper(self, fn)
         # torch.compile'd callers break the graph at the call and run it eagerly, untraced
         _torch_compile.opaque(ContextualAutoTuner.__call__, _torch_compile.contextual_message())
-        _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
+        # Triton's per-process start-up work, and the measuring code's digest, off the first call's path
+        _triton_prewarm.start(also=(measuring_code,))
 
     @property
     def qualname(self) -> str:

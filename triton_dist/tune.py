@@ -21,6 +21,7 @@ from triton_dist._face import importable, make_face
 from triton_dist._flights import Flight, positional_names, single_flight
 from triton_dist._keys import to_hashable
 from triton_dist._logging import TuningLog, job_rank_fields, job_rank_prefix
+from triton_dist._measure.method import measuring_code
 from triton_dist._measure.result import DoBench
 from triton_dist._signature import CONTROL_NAMES
 from triton_dist._store.fingerprint import source_hash
@@ -103,7 +104,8 @@ class AutoTuner(metaclass=_TunerType):
         self.face = make_face(self)
         self.face.__dict__["func_dir"] = self.func_dir  # upstream's method, which its tools call on the face
         _dist.track(self)  # its default group's decisions are forgotten when that group changes
-        _triton_prewarm.start()  # Triton's per-process start-up work, off the first call's path
+        # Triton's per-process start-up work, and the measuring code's digest, off the first call's path
+        _triton_prewarm.start(also=(measuring_code,))
 
     # a call's checks (_call_checks.py): its functions as the tuner's methods, no call between
     _binding_failed = _call_checks.binding_failed

@@ -18,8 +18,10 @@ CHILD = textwrap.dedent("""
     from triton_dist import _triton_prewarm
     from triton_dist.tune import autotune
     from triton_dist.autotuner import contextual_autotune
+    from triton_dist._measure.method import measuring_code
 
     before = triton_key.cache_info().currsize
+    digest_before = measuring_code.cache_info().currsize
     names_before = {t.name for t in threading.enumerate()}
     if sys.argv[1] == "tune":
         autotune([{"BLOCK": 1}], lambda x: (x,))(lambda x, BLOCK: x)
@@ -28,7 +30,8 @@ CHILD = textwrap.dedent("""
     started = "triton-dist-prewarm" in {t.name for t in threading.enumerate()} - names_before
     _triton_prewarm.wait(60)
     print(json.dumps({"before": before, "after": triton_key.cache_info().currsize, "started": started,
-                      "key": triton_key()}))
+                      "key": triton_key(), "digest_before": digest_before,
+                      "digest_after": measuring_code.cache_info().currsize, "digest": measuring_code()}))
 """)
 
 
@@ -44,9 +47,11 @@ def _child(mode: str, **env: str) -> dict:
 def test_decorating_computes_tritons_installation_hash_in_the_background(mode):
     result = _child(mode)
     assert result["before"] == 0 and result["started"] and result["after"] == 1
-    # the value Triton's own call returns afterwards is the one it computes itself
+    # and the measuring code's digest, which a first miss reads before it measures (session 33)
+    assert (result["digest_before"], result["digest_after"]) == (0, 1)
+    # the values their own calls return afterwards are the ones they compute themselves
     plain = _child(mode, TRITON_DIST_PREWARM="0")
-    assert plain["key"] == result["key"]
+    assert plain["key"] == result["key"] and plain["digest"] == result["digest"]
 
 
 def test_prewarm_off_and_under_the_interpreter_starts_nothing():
