@@ -92,9 +92,7 @@ def as_do_bench(timer: Callable[..., Any]) -> Callable[..., Any]:
     for counts). One dressed with ``functools.wraps(triton.testing.do_bench)`` is read by its own
     parameters (:func:`timer_signature`): called as ``do_bench(fn)`` where it can be (its
     ``warmup``/``rep``, if any, its own, as Triton's), else with the counts."""
-    inner = timer
-    while isinstance(inner, functools.partial):
-        inner = inner.func
+    inner = _unpartial(timer)
     # do_bench_npu by the function itself, not through __wrapped__: a timer of one's own dressed
     # with functools.wraps(do_bench_npu) returns what its author makes it return (its own ms were
     # divided by 1000 again)
@@ -108,6 +106,13 @@ def as_do_bench(timer: Callable[..., Any]) -> Callable[..., Any]:
         # do_bench(fn), a bare "do_bench() missing 2 required positional arguments" at the first call)
         return timer
     return MillisecondTimer(timer)
+
+
+def _unpartial(timer: Any) -> Any:
+    """The function under any ``functools.partial`` layers of ``timer``."""
+    while isinstance(timer, functools.partial):
+        timer = timer.func
+    return timer
 
 
 def _is_do_bench(inner: Any) -> bool:
@@ -125,9 +130,7 @@ def timer_signature(timer: Callable[..., Any]) -> inspect.Signature:
 def dressed_as_do_bench(timer: Callable[..., Any]) -> bool:
     """Whether ``timer`` (after partials) wraps ``triton.testing.do_bench`` through ``__wrapped__``
     (``functools.wraps``), rather than being it."""
-    inner = timer
-    while isinstance(inner, functools.partial):
-        inner = inner.func
+    inner = _unpartial(timer)
     return getattr(inner, "__wrapped__", None) is not None and _is_do_bench(inspect.unwrap(inner))
 
 
